@@ -1,0 +1,31 @@
+#pragma once
+// Devices: N emulated CPU devices in this process (and, with MPI, other processes' devices).
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+struct Device {
+  std::string platform = "cpu";
+  int id = 0;             // global id
+  int process_index = 0;  // owning process
+  int local_id = 0;       // index among this process's devices
+  bool operator==(const Device& o) const { return id == o.id && platform == o.platform; }
+  std::string str() const;  // "CpuDevice(id=3)"
+};
+std::ostream& operator<<(std::ostream& os, const Device& d);
+
+// The number of emulated CPU devices comes from, in order: set_cpu_device_count(), the
+// environment variable SPMD_CPU_DEVICES, XLA_FLAGS=--xla_force_host_platform_device_count=N,
+// and otherwise 1. It is fixed at first use; changing it afterwards throws spmd::Error.
+void set_cpu_device_count(int n);
+
+std::vector<Device> devices();        // every process's devices, by global id
+std::vector<Device> local_devices();  // this process's devices
+int device_count();
+int local_device_count();
+int process_index();
+int process_count();
+
+}  // namespace spmd

@@ -1,0 +1,50 @@
+#pragma once
+// Element types and jax.numpy's type-promotion lattice.
+#include <cstdint>
+#include <string>
+
+namespace spmd {
+
+// Order matters only for printing; promotion uses the lattice in dtype.cpp.
+// Float16/BFloat16 are reserved: they have names and sizes but no kernels yet.
+enum class DType : uint8_t { Bool, Int32, Int64, UInt32, Float16, BFloat16, Float32, Float64 };
+
+inline constexpr DType bool_ = DType::Bool;
+inline constexpr DType int32 = DType::Int32;
+inline constexpr DType int64 = DType::Int64;
+inline constexpr DType uint32 = DType::UInt32;
+inline constexpr DType float16 = DType::Float16;
+inline constexpr DType bfloat16 = DType::BFloat16;
+inline constexpr DType float32 = DType::Float32;
+inline constexpr DType float64 = DType::Float64;
+
+int itemsize(DType t);
+std::string dtype_name(DType t);   // "float32"
+std::string dtype_short(DType t);  // "f32", as jaxprs print it
+bool is_floating(DType t);
+bool is_integer(DType t);  // signed or unsigned, not bool
+bool is_signed_integer(DType t);
+// Throws spmd::Error unless kernels exist for t (everything but float16/bfloat16 today).
+void check_supported(DType t, const char* where);
+
+// jax.numpy's promotion: result of combining a and b; a weak type (from a C++ scalar)
+// adopts the other operand's type when it fits in that kind.
+struct TypeInfo {
+  DType dtype;
+  bool weak = false;
+};
+TypeInfo promote(TypeInfo a, TypeInfo b);
+DType promote_types(DType a, DType b);
+
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::UInt32; };
+template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
+template <class T>
+inline constexpr DType dtype_v = dtype_of<T>::value;
+
+}  // namespace spmd

@@ -1,0 +1,29 @@
+#pragma once
+// lax-level ops: the primitives with their explicit parameters, no implicit broadcasting.
+#include <vector>
+
+#include "spmd/array.h"
+
+namespace spmd::lax {
+
+Array broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int>& dims);
+Array convert_element_type(const Array& x, DType dtype);
+// Contracting and batch dimensions of each operand; output = batch, lhs free, rhs free.
+Array dot_general(const Array& a, const Array& b, const std::vector<int>& lhs_contract,
+                  const std::vector<int>& rhs_contract, const std::vector<int>& lhs_batch = {},
+                  const std::vector<int>& rhs_batch = {});
+Array reduce_sum(const Array& x, const std::vector<int>& axes);
+Array reduce_max(const Array& x, const std::vector<int>& axes);
+Array reduce_min(const Array& x, const std::vector<int>& axes);
+Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
+          const Shape& interior);
+// take along an axis with the first batch_dims axes of x and indices paired.
+Array gather(const Array& x, const Array& indices, int axis, int batch_dims = 0);
+Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape,
+                  int axis, int batch_dims = 0);
+Array select(const Array& pred, const Array& on_true, const Array& on_false);
+Array shift_right_logical(const Array& x, const Array& bits);
+Array shift_left(const Array& x, const Array& bits);
+Array argsort(const Array& x, int axis = -1);
+
+}  // namespace spmd::lax

@@ -1,0 +1,156 @@
+#pragma once
+// Array operations with jax.numpy semantics: numpy broadcasting, jax.numpy type promotion
+// (C++ double/int scalars are weakly typed), reductions over any set of axes.
+// They execute at once outside a transformation and are recorded inside one.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spmd/array.h"
+
+namespace spmd {
+
+// ---- creation --------------------------------------------------------------------------------
+Array zeros(const Shape& shape, DType dtype = DType::Float32);
+Array ones(const Shape& shape, DType dtype = DType::Float32);
+Array full(const Shape& shape, double value, DType dtype = DType::Float32);
+Array zeros_like(const Array& x);
+Array ones_like(const Array& x);
+Array full_like(const Array& x, double value);
+Array arange(double stop, DType dtype = DType::Int32);
+Array arange(double start, double stop, double step = 1, std::optional<DType> dtype = {});
+Array linspace(double start, double stop, int64_t num = 50, bool endpoint = true,
+               DType dtype = DType::Float32);
+Array eye(int64_t n, std::optional<int64_t> m = {}, int64_t k = 0, DType dtype = DType::Float32);
+// iota along `dimension` of `shape`.
+Array iota(DType dtype, const Shape& shape, int dimension = 0);
+
+// ---- elementwise -----------------------------------------------------------------------------
+Array add(const Array& a, const Array& b);
+Array subtract(const Array& a, const Array& b);
+Array multiply(const Array& a, const Array& b);
+Array divide(const Array& a, const Array& b);  // true division: integers give float32
+Array floor_divide(const Array& a, const Array& b);
+Array remainder(const Array& a, const Array& b);  // sign of the divisor, as Python's %
+Array power(const Array& a, const Array& b);
+Array maximum(const Array& a, const Array& b);
+Array minimum(const Array& a, const Array& b);
+Array arctan2(const Array& a, const Array& b);
+Array equal(const Array& a, const Array& b);
+Array not_equal(const Array& a, const Array& b);
+Array less(const Array& a, const Array& b);
+Array less_equal(const Array& a, const Array& b);
+Array greater(const Array& a, const Array& b);
+Array greater_equal(const Array& a, const Array& b);
+Array logical_and(const Array& a, const Array& b);
+Array logical_or(const Array& a, const Array& b);
+Array logical_xor(const Array& a, const Array& b);
+Array logical_not(const Array& a);
+
+Array negative(const Array& x);
+Array exp(const Array& x);
+Array log(const Array& x);
+Array log1p(const Array& x);
+Array expm1(const Array& x);
+Array sqrt(const Array& x);
+Array rsqrt(const Array& x);
+Array tanh(const Array& x);
+Array logistic(const Array& x);  // 1 / (1 + exp(-x))
+Array sigmoid(const Array& x);
+Array abs(const Array& x);
+Array sign(const Array& x);
+Array sin(const Array& x);
+Array cos(const Array& x);
+Array floor(const Array& x);
+Array ceil(const Array& x);
+Array round(const Array& x);  // half to even
+Array erf(const Array& x);
+Array erf_inv(const Array& x);
+Array isfinite(const Array& x);
+Array square(const Array& x);
+Array reciprocal(const Array& x);
+Array clip(const Array& x, const Array& lo, const Array& hi);
+
+Array where(const Array& condition, const Array& x, const Array& y);
+Array astype(const Array& x, DType dtype);
+// Identity whose derivative is zero.
+Array stop_gradient(const Array& x);
+
+Array operator+(const Array& a, const Array& b);
+Array operator-(const Array& a, const Array& b);
+Array operator*(const Array& a, const Array& b);
+Array operator/(const Array& a, const Array& b);
+Array operator-(const Array& a);
+Array operator<(const Array& a, const Array& b);
+Array operator<=(const Array& a, const Array& b);
+Array operator>(const Array& a, const Array& b);
+Array operator>=(const Array& a, const Array& b);
+Array operator&(const Array& a, const Array& b);
+Array operator|(const Array& a, const Array& b);
+Array operator^(const Array& a, const Array& b);
+Array operator!(const Array& a);
+
+// ---- reductions (axes: any subset, negative allowed; empty optional = every axis) ------------
+using Axes = std::optional<std::vector<int>>;
+Array sum(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array mean(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array max(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array min(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array prod(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array all(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array any(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array var(const Array& x, const Axes& axes = {}, bool keepdims = false);
+Array logsumexp(const Array& x, const Axes& axes = {}, bool keepdims = false);
+// Index of the first maximum/minimum; no axis = over the flattened array.
+Array argmax(const Array& x, std::optional<int> axis = {}, bool keepdims = false);
+Array argmin(const Array& x, std::optional<int> axis = {}, bool keepdims = false);
+Array cumsum(const Array& x, int axis);
+
+// ---- shapes ----------------------------------------------------------------------------------
+Array reshape(const Array& x, const Shape& shape);  // one -1 is inferred
+Array ravel(const Array& x);
+Array transpose(const Array& x, std::optional<std::vector<int>> perm = {});
+Array moveaxis(const Array& x, int source, int destination);
+Array swapaxes(const Array& x, int a, int b);
+Array broadcast_to(const Array& x, const Shape& shape);
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+Array expand_dims(const Array& x, int axis);
+Array squeeze(const Array& x, const Axes& axes = {});
+// x[start:stop:step] per axis (numpy slicing rules: negative and out-of-range bounds clamp).
+struct Range {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+Array slice(const Array& x, const std::vector<Range>& ranges);
+// lax.slice: explicit start/limit/strides for every axis.
+Array slice(const Array& x, const Shape& start, const Shape& limit, const Shape& strides = {});
+Array take(const Array& x, const Array& indices, std::optional<int> axis = {});
+Array take_along_axis(const Array& x, const Array& indices, int axis);
+Array concatenate(const std::vector<Array>& xs, int axis = 0);
+Array stack(const std::vector<Array>& xs, int axis = 0);
+// Equal sections, or split before the given indices.
+std::vector<Array> split(const Array& x, int64_t sections, int axis = 0);
+std::vector<Array> split(const Array& x, const std::vector<int64_t>& indices, int axis = 0);
+Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths,
+          double value = 0);
+
+// ---- linear algebra --------------------------------------------------------------------------
+Array matmul(const Array& a, const Array& b);
+Array dot(const Array& a, const Array& b);
+Array tensordot(const Array& a, const Array& b, int axes = 2);
+Array tensordot(const Array& a, const Array& b,
+                const std::pair<std::vector<int>, std::vector<int>>& axes);
+// Two operands: "ij,jk->ik", "bij,bjk->bik", "ij,ij->i" (implicit output when no "->").
+Array einsum(const std::string& spec, const Array& a, const Array& b);
+Array einsum(const std::string& spec, const Array& a);
+
+// ---- neural-network helpers ------------------------------------------------------------------
+Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::Float32);
+Array softmax(const Array& x, int axis = -1);
+Array log_softmax(const Array& x, int axis = -1);
+
+// ---- devices ---------------------------------------------------------------------------------
+Array device_put(const Array& x, const Device& device);
+
+}  // namespace spmd

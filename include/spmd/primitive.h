@@ -1,0 +1,68 @@
+#pragma once
+// The one primitive interface. A primitive is a small immutable object: its parameters are
+// members, and it states its name, its shape/dtype inference and its transformation rules.
+// Rules are written with the library's public ops, so transformations compose for free.
+// Kernels are not methods: each backend keeps a registry from primitive type to kernel.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spmd/array.h"
+#include "spmd/aval.h"
+
+namespace spmd {
+
+// A batch dimension, or not_mapped for a value that is the same for every batch element.
+inline constexpr int not_mapped = -1;
+
+// What a batching rule knows of the vmap being applied.
+struct BatchContext {
+  int64_t axis_size = 0;
+  std::string axis_name;  // empty when the vmap has no name
+};
+
+struct Batched {
+  std::vector<Array> values;
+  std::vector<int> dims;
+};
+
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+class Primitive {
+ public:
+  virtual ~Primitive() = default;
+  virtual std::string name() const = 0;
+  // Parameters as printed in a Program ("axes", "(0,)"). Two primitives of one type with equal
+  // params are the same operation: this is the basis of equality and hashing (CSE, caches).
+  virtual Params params() const { return {}; }
+  virtual std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const = 0;
+
+  // vmap rule: inputs with their batch dims (or not_mapped) -> outputs with theirs.
+  virtual Batched batch(const BatchContext& ctx, const std::vector<Array>& in,
+                        const std::vector<int>& dims) const;
+  // Reverse-mode rule: given primal inputs, primal outputs and output cotangents, the
+  // cotangent of each input (an empty Array means zero / not differentiable).
+  virtual std::vector<Array> vjp(const std::vector<Array>& primals,
+                                 const std::vector<Array>& outputs,
+                                 const std::vector<Array>& cotangents) const;
+  // Pure primitives can be folded, deduplicated and dropped when unused; collectives and
+  // random bit generation with side effects say false.
+  virtual bool is_pure() const { return true; }
+  // The named axes a collective communicates over (empty for every other primitive).
+  virtual std::vector<std::string> axis_names() const { return {}; }
+  // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.
+  virtual bool is_view() const { return false; }
+
+  bool same_as(const Primitive& other) const;
+  size_t hash() const;
+};
+
+using PrimitivePtr = std::shared_ptr<const Primitive>;
+
+// Applies a primitive: executes it at once outside any trace, or records an equation into
+// the innermost trace. Every op goes through here.
+std::vector<Array> bind(const PrimitivePtr& primitive, const std::vector<Array>& inputs);
+Array bind1(const PrimitivePtr& primitive, const std::vector<Array>& inputs);
+
+}  // namespace spmd

@@ -1,0 +1,13 @@
+#pragma once
+// spmd: composable function transformations (jit, vmap, grad, pmap) over n-dimensional arrays,
+// and single-program multiple-data execution across devices. One header for everything.
+#include "spmd/array.h"
+#include "spmd/device.h"
+#include "spmd/dtype.h"
+#include "spmd/error.h"
+#include "spmd/io.h"
+#include "spmd/lax.h"
+#include "spmd/ops.h"
+#include "spmd/program.h"
+#include "spmd/random.h"
+#include "spmd/transforms.h"

@@ -1,0 +1,238 @@
+#pragma once
+// The transformations: jit, vmap, pmap, grad, make_jaxpr. Each is a thin template that flattens
+// the arguments to leaves, hands a flat function to the one pipeline in src/transforms/, and
+// rebuilds the result's structure.
+#include <atomic>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "spmd/array.h"
+#include "spmd/program.h"
+#include "spmd/pytree.h"
+
+namespace spmd {
+
+// ---- axis specifications (in_axes / out_axes) -------------------------------------------------
+struct NoneAxis {};
+inline constexpr NoneAxis none{};
+
+// An int (negative counts from the end), spmd::none (not mapped / broadcast), or a container of
+// specs matching a prefix of the value's pytree: {0, spmd::none} for two arguments.
+class AxisSpec {
+ public:
+  AxisSpec(int axis) : axis_(axis) {}
+  AxisSpec(NoneAxis) {}
+  AxisSpec(std::initializer_list<AxisSpec> children) : sequence_(true), children_(children) {}
+  AxisSpec(std::vector<AxisSpec> children) : sequence_(true), children_(std::move(children)) {}
+  AxisSpec(std::map<std::string, AxisSpec> fields) : mapping_(true) {
+    for (auto& [k, v] : fields) {
+      keys_.push_back(k);
+      children_.push_back(v);
+    }
+  }
+  // One entry per leaf of `tree` (std::nullopt = not mapped); throws unless this spec is a prefix
+  // of the tree. `what` names the spec in errors ("vmap in_axes").
+  std::vector<std::optional<int>> per_leaf(const TreeDef& tree, const std::string& what) const;
+
+ private:
+  void expand(const TreeDef& tree, const std::string& what, const std::string& path,
+              std::vector<std::optional<int>>& out) const;
+  std::optional<int> axis_;
+  bool sequence_ = false, mapping_ = false;
+  std::vector<AxisSpec> children_;
+  std::vector<std::string> keys_;
+};
+
+namespace detail {
+
+// A non-array argument of a transformed function: hashed and compared as part of the cache key.
+struct StaticValue {
+  virtual ~StaticValue() = default;
+  virtual size_t hash() const = 0;
+  virtual bool equals(const StaticValue& o) const = 0;
+};
+template <class T>
+struct StaticOf : StaticValue {
+  explicit StaticOf(const T& v) : value(v) {}
+  T value;
+  size_t hash() const override { return std::hash<T>()(value); }
+  bool equals(const StaticValue& o) const override {
+    auto* p = dynamic_cast<const StaticOf<T>*>(&o);
+    return p && p->value == value;
+  }
+};
+using Statics = std::vector<std::shared_ptr<const StaticValue>>;
+
+// The user's function seen as leaves -> leaves; it records the output structure when called.
+struct FlatFn {
+  std::function<std::vector<Array>(const std::vector<Array>&)> fn;
+  std::shared_ptr<TreeDef> out_tree;
+};
+
+struct FlatCall {
+  std::vector<Array> leaves;  // of the dynamic arguments, in order
+  TreeDef in_tree;            // Tuple of the arguments' trees (Static for static ones)
+  Statics statics;
+};
+
+template <class A>
+inline constexpr bool is_dynamic_v = PyTree<std::decay_t<A>>;
+
+template <class... Args>
+FlatCall flatten_args(const std::vector<int>& static_argnums, const Args&... args) {
+  FlatCall call;
+  call.in_tree.kind = TreeDef::Kind::Tuple;
+  call.in_tree.type_name = "args";
+  int i = 0;
+  auto one = [&](const auto& a) {
+    using A = std::decay_t<decltype(a)>;
+    bool listed = false;
+    for (int s : static_argnums) listed = listed || s == i;
+    TreeDef def;
+    if constexpr (is_dynamic_v<A>) {
+      if (listed)
+        fail("static_argnums lists argument ", i, ", which holds arrays; expected static arguments "
+             "to be hashable non-array values (ints, doubles, strings, ...)");
+      tree_flatten(a, call.leaves, def);
+    } else {
+      static_assert(requires(const A& v) { std::hash<A>()(v); v == v; },
+                    "a non-array argument of a transformed function must be hashable "
+                    "(std::hash) and comparable (==): it is a static argument");
+      def.kind = TreeDef::Kind::Static;
+      call.statics.push_back(std::make_shared<StaticOf<A>>(a));
+    }
+    call.in_tree.children.push_back(std::move(def));
+    ++i;
+  };
+  (one(args), ...);
+  return call;
+}
+
+template <class A>
+decltype(auto) rebuild_arg(const A& original, const TreeDef& def, const Array*& it) {
+  if constexpr (is_dynamic_v<A>) return tree_unflatten<std::decay_t<A>>(def, it);
+  else return (original);
+}
+
+// Wraps f(args...) as a function of the dynamic leaves.
+template <class F, class... Args>
+FlatFn make_flat_fn(const F& f, const TreeDef& in_tree, const Args&... args) {
+  auto out_tree = std::make_shared<TreeDef>();
+  FlatFn flat;
+  flat.out_tree = out_tree;
+  flat.fn = [&f, &in_tree, out_tree, &args...](const std::vector<Array>& leaves) {
+    const Array* it = leaves.data();
+    int i = 0;
+    auto next = [&](const auto& a) -> decltype(auto) { return rebuild_arg(a, in_tree.children[i++], it); };
+    // Braced initialisation evaluates the arguments left to right.
+    auto tuple = std::tuple<decltype(next(args))...>{next(args)...};
+    auto result = std::apply(f, tuple);
+    std::vector<Array> out;
+    tree_flatten(result, out, *out_tree);
+    return out;
+  };
+  return flat;
+}
+
+template <class F, class... Args>
+using result_t = std::decay_t<std::invoke_result_t<const F&, const std::decay_t<Args>&...>>;
+
+// The pipeline's entry points (src/transforms/).
+struct JitCache;
+std::shared_ptr<JitCache> new_jit_cache();
+int jit_trace_count(const JitCache& cache);
+std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& call,
+                            TreeDef& out_tree);
+
+struct VmapSpec {
+  AxisSpec in_axes = 0;
+  AxisSpec out_axes = 0;
+  std::string axis_name;
+  std::optional<int64_t> axis_size;
+};
+std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatCall& call,
+                             TreeDef& out_tree);
+
+Program trace_program(const FlatFn& fn, const FlatCall& call);
+
+}  // namespace detail
+
+// ---- jit --------------------------------------------------------------------------------------
+struct JitOptions {
+  std::vector<int> static_argnums;
+};
+
+template <class F>
+class Jitted {
+ public:
+  Jitted(F f, JitOptions options)
+      : f_(std::move(f)), options_(std::move(options)), cache_(detail::new_jit_cache()) {}
+  template <class... Args>
+  detail::result_t<F, Args...> operator()(const Args&... args) const {
+    detail::FlatCall call = detail::flatten_args(options_.static_argnums, args...);
+    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    TreeDef out_tree;
+    std::vector<Array> out = detail::jit_call(*cache_, fn, call, out_tree);
+    return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+  }
+  // How many times the function has been traced (once per new signature).
+  int trace_count() const { return detail::jit_trace_count(*cache_); }
+
+ private:
+  F f_;
+  JitOptions options_;
+  std::shared_ptr<detail::JitCache> cache_;
+};
+
+// Compiles f once per distinct (input shapes, dtypes, static values) and caches the result.
+template <class F>
+Jitted<F> jit(F f, JitOptions options = {}) {
+  return Jitted<F>(std::move(f), std::move(options));
+}
+
+// ---- vmap -------------------------------------------------------------------------------------
+template <class F>
+class Vmapped {
+ public:
+  Vmapped(F f, detail::VmapSpec spec) : f_(std::move(f)), spec_(std::move(spec)) {}
+  template <class... Args>
+  detail::result_t<F, Args...> operator()(const Args&... args) const {
+    detail::FlatCall call = detail::flatten_args({}, args...);
+    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    TreeDef out_tree;
+    std::vector<Array> out = detail::vmap_call(spec_, fn, call, out_tree);
+    return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+  }
+
+ private:
+  F f_;
+  detail::VmapSpec spec_;
+};
+
+// Vectorises f over an axis of its arguments: in_axes per argument (int, spmd::none, or a
+// container prefix), out_axes likewise for the results; axis_name lets collectives inside f
+// reduce over the mapped axis.
+template <class F>
+Vmapped<F> vmap(F f, AxisSpec in_axes = 0, AxisSpec out_axes = 0, std::string axis_name = {},
+                std::optional<int64_t> axis_size = {}) {
+  return Vmapped<F>(std::move(f), detail::VmapSpec{std::move(in_axes), std::move(out_axes),
+                                                   std::move(axis_name), axis_size});
+}
+
+// ---- make_jaxpr -------------------------------------------------------------------------------
+template <class F>
+auto make_jaxpr(F f) {
+  return [f = std::move(f)](const auto&... args) {
+    detail::FlatCall call = detail::flatten_args({}, args...);
+    detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, args...);
+    return detail::trace_program(fn, call);
+  };
+}
+
+}  // namespace spmd

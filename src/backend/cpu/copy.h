@@ -1,0 +1,25 @@
+#pragma once
+// Strided copies shared by the layout kernels: transposition and axis-run views.
+#include <cstdint>
+#include <vector>
+
+#include "spmd/shape.h"
+
+namespace spmd::cpu {
+
+// out[i0, i1, ...] = in[offset + sum(i_k * src_strides[k])] for every index of out_shape.
+// Strides are in elements and may be 0 (broadcast).
+void strided_copy(const void* in, int64_t offset, const std::vector<int64_t>& src_strides,
+                  const Shape& out_shape, void* out, int itemsize, int threads = 1);
+
+// out = transpose(in, perm): out.shape[i] = in_shape[perm[i]].
+void transpose_copy(const void* in, const Shape& in_shape, const std::vector<int>& perm, void* out,
+                    int itemsize, int threads = 1);
+
+// (outer, middle, inner) sizes of shape around the axes [first, last).
+struct AxisRun {
+  int64_t outer = 1, middle = 1, inner = 1;
+};
+AxisRun axis_run(const Shape& shape, int first, int last);
+
+}  // namespace spmd::cpu

@@ -1,0 +1,54 @@
+#pragma once
+// Calls a generic lambda with the C++ element type of a dtype: visit(dt, [&]<class T>() {...}).
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "spmd/dtype.h"
+#include "spmd/error.h"
+
+namespace spmd::cpu {
+
+template <class F>
+decltype(auto) visit(DType dt, F&& f) {
+  switch (dt) {
+    case DType::Bool: return f.template operator()<bool>();
+    case DType::Int32: return f.template operator()<int32_t>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::UInt32: return f.template operator()<uint32_t>();
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    default: break;
+  }
+  fail("no CPU kernels for dtype ", dtype_name(dt), "; expected one of bool, int32, int64, "
+       "uint32, float32, float64");
+}
+
+// Only the numeric (non-bool) types.
+template <class F>
+decltype(auto) visit_numeric(DType dt, const char* op, F&& f) {
+  if (dt == DType::Bool) fail(op, ": expected a numeric dtype, got bool");
+  return visit(dt, std::forward<F>(f));
+}
+
+// One element converted as numpy/XLA do on CPU, without undefined behaviour: NaN becomes 0 and
+// out-of-range floats saturate when converted to integers.
+template <class D, class S>
+D convert_value(S v) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return v != S(0);
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    if (!(v == v)) return D(0);
+    if (v <= static_cast<S>(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
+    if (v >= static_cast<S>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+    return static_cast<D>(v);
+  } else {
+    return static_cast<D>(v);
+  }
+}
+
+// Converts n elements between dtypes (bool conversion is "!= 0").
+void cast_buffer(const void* in, DType from, void* out, DType to, int64_t n);
+
+}  // namespace spmd::cpu

@@ -1,0 +1,153 @@
+// CPU kernel of dot_general: operands are brought to (batch, M, K) x (batch, K, N) layouts
+// (transposed views where possible, copies otherwise) and multiplied by OpenBLAS when the call
+// may use several threads, by Eigen when it runs on one device thread (OpenBLAS's thread pool
+// is process-global; Eigen keeps no global state, so concurrent device threads do not contend),
+// and by plain loops for integers and tiny products.
+#include <openblas-pthread/cblas.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <mutex>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/register.h"
+#include "backend/kernel.h"
+#include "primitives/primitives.h"
+#include "runtime/allocator.h"
+
+namespace spmd::cpu {
+namespace {
+
+using backend::Buf;
+using backend::ExecContext;
+
+constexpr int64_t kBlasMinWork = 32 * 32 * 32;
+
+// An operand as a stack of matrices: either already in (batch, rows, cols) order, or in
+// (batch, cols, rows) order (transposed), or copied into the former.
+struct MatrixStack {
+  const void* data = nullptr;
+  bool transposed = false;
+  std::shared_ptr<runtime::Buffer> copy;
+};
+
+bool is_identity(const std::vector<int>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+std::vector<int> cat(std::vector<int> a, const std::vector<int>& b, const std::vector<int>& c) {
+  a.insert(a.end(), b.begin(), b.end());
+  a.insert(a.end(), c.begin(), c.end());
+  return a;
+}
+
+MatrixStack arrange(const Buf& x, const std::vector<int>& batch, const std::vector<int>& rows,
+                    const std::vector<int>& cols, int threads) {
+  auto direct = cat(batch, rows, cols);
+  if (is_identity(direct)) return {x.data, false, nullptr};
+  if (is_identity(cat(batch, cols, rows))) return {x.data, true, nullptr};
+  MatrixStack m;
+  m.copy = runtime::allocate(x.aval->nbytes());
+  transpose_copy(x.data, x.aval->shape, direct, m.copy->data, itemsize(x.aval->dtype), threads);
+  m.data = m.copy->data;
+  return m;
+}
+
+template <class T>
+void gemm_loops(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K) {
+  std::fill(c, c + M * N, T(0));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      T av = ta ? a[k * M + i] : a[i * K + k];
+      if (!tb) {
+        const T* brow = b + k * N;
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<T>(c[i * N + j] + av * brow[j]);
+      } else {
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<T>(c[i * N + j] + av * b[j * K + k]);
+      }
+    }
+}
+
+template <class T>
+void gemm_eigen(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K) {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using CMap = Eigen::Map<const Mat>;
+  Eigen::Map<Mat> C(c, M, N);
+  if (!ta && !tb) C.noalias() = CMap(a, M, K) * CMap(b, K, N);
+  else if (ta && !tb) C.noalias() = CMap(a, K, M).transpose() * CMap(b, K, N);
+  else if (!ta && tb) C.noalias() = CMap(a, M, K) * CMap(b, N, K).transpose();
+  else C.noalias() = CMap(a, K, M).transpose() * CMap(b, N, K).transpose();
+}
+
+void gemm_blas(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N,
+               int64_t K) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a,
+              static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0f, c,
+              static_cast<int>(N));
+}
+void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, int64_t M,
+               int64_t N, int64_t K) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a,
+              static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0, c,
+              static_cast<int>(N));
+}
+
+std::vector<int> free_dims(int rank, const std::vector<int>& contract, const std::vector<int>& batch) {
+  std::vector<int> out;
+  for (int i = 0; i < rank; ++i)
+    if (std::find(contract.begin(), contract.end(), i) == contract.end() &&
+        std::find(batch.begin(), batch.end(), i) == batch.end())
+      out.push_back(i);
+  return out;
+}
+
+int64_t product(const Shape& s, const std::vector<int>& dims) {
+  int64_t n = 1;
+  for (int d : dims) n *= s[d];
+  return n;
+}
+
+void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                ExecContext& ctx) {
+  const auto& d = backend::as<prim::DotGeneral>(p).dims;
+  const Shape &as = in[0].aval->shape, &bs = in[1].aval->shape;
+  auto af = free_dims(static_cast<int>(as.size()), d.lhs_contract, d.lhs_batch);
+  auto bf = free_dims(static_cast<int>(bs.size()), d.rhs_contract, d.rhs_batch);
+  int64_t B = product(as, d.lhs_batch), M = product(as, af), N = product(bs, bf),
+          K = product(as, d.lhs_contract);
+  MatrixStack A = arrange(in[0], d.lhs_batch, af, d.lhs_contract, ctx.threads);
+  MatrixStack Bm = arrange(in[1], d.rhs_batch, d.rhs_contract, bf, ctx.threads);
+  visit(out[0].aval->dtype, [&]<class T>() {
+    const T* a = static_cast<const T*>(A.data);
+    const T* b = static_cast<const T*>(Bm.data);
+    T* c = out[0].as<T>();
+    if (K == 0) {
+      std::fill(c, c + B * M * N, T(0));
+      return;
+    }
+    for (int64_t i = 0; i < B; ++i) {
+      const T* ai = a + i * M * K;
+      const T* bi = b + i * K * N;
+      T* ci = c + i * M * N;
+      if constexpr (std::is_floating_point_v<T>) {
+        if (M * N * K >= kBlasMinWork) {
+          if (ctx.threads > 1) gemm_blas(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
+          else gemm_eigen(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
+          continue;
+        }
+      }
+      gemm_loops(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
+    }
+  });
+}
+
+}  // namespace
+
+void register_dot_kernels() { backend::register_kernel(typeid(prim::DotGeneral), dot_kernel); }
+
+}  // namespace spmd::cpu

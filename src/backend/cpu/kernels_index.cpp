@@ -1,0 +1,121 @@
+// CPU kernels of gather, scatter_add, iota and argsort.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/register.h"
+#include "backend/kernel.h"
+#include "primitives/primitives.h"
+
+namespace spmd::cpu {
+namespace {
+
+using backend::Buf;
+using backend::ExecContext;
+
+// Sizes of the (batch, pre, N, post) operand view and the (batch, I) index view.
+struct GatherView {
+  int64_t batch = 1, pre = 1, n = 1, post = 1, idx = 1;
+};
+
+GatherView gather_view(const Shape& operand, const Shape& indices, int axis, int batch_dims) {
+  GatherView v;
+  for (int i = 0; i < static_cast<int>(operand.size()); ++i)
+    (i < batch_dims ? v.batch : i < axis ? v.pre : i == axis ? v.n : v.post) *= operand[i];
+  for (int i = batch_dims; i < static_cast<int>(indices.size()); ++i) v.idx *= indices[i];
+  return v;
+}
+
+template <class F>
+void for_each_index(const Buf& indices, const GatherView& v, F f) {
+  visit(indices.aval->dtype, [&]<class I>() {
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      const I* idx = indices.as<I>();
+      for (int64_t b = 0; b < v.batch; ++b)
+        for (int64_t p = 0; p < v.pre; ++p)
+          for (int64_t i = 0; i < v.idx; ++i) {
+            int64_t k = static_cast<int64_t>(idx[b * v.idx + i]);
+            k = std::clamp<int64_t>(k, 0, v.n - 1);
+            int64_t src = ((b * v.pre + p) * v.n + k) * v.post;
+            int64_t dst = ((b * v.pre + p) * v.idx + i) * v.post;
+            f(src, dst);
+          }
+    }
+  });
+}
+
+void gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                   ExecContext&) {
+  const auto& g = backend::as<prim::Gather>(p);
+  GatherView v = gather_view(in[0].aval->shape, in[1].aval->shape, g.axis, g.batch_dims);
+  size_t item = itemsize(in[0].aval->dtype);
+  const char* x = static_cast<const char*>(in[0].data);
+  char* y = static_cast<char*>(out[0].data);
+  size_t row = static_cast<size_t>(v.post) * item;
+  for_each_index(in[1], v, [&](int64_t src, int64_t dst) {
+    std::memcpy(y + dst * item, x + src * item, row);
+  });
+}
+
+void scatter_add_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                        ExecContext&) {
+  const auto& s = backend::as<prim::ScatterAdd>(p);
+  GatherView v = gather_view(s.operand_shape, in[1].aval->shape, s.axis, s.batch_dims);
+  visit(out[0].aval->dtype, [&]<class T>() {
+    const T* u = in[0].as<T>();
+    T* y = out[0].as<T>();
+    std::fill(y, y + out[0].size(), T(0));
+    for_each_index(in[1], v, [&](int64_t dst, int64_t src) {
+      for (int64_t j = 0; j < v.post; ++j) y[dst + j] = static_cast<T>(y[dst + j] + u[src + j]);
+    });
+  });
+}
+
+void iota_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,
+                 ExecContext&) {
+  const auto& io = backend::as<prim::Iota>(p);
+  AxisRun run = axis_run(io.shape, io.dimension, io.dimension + 1);
+  visit(io.dtype, [&]<class T>() {
+    T* y = out[0].as<T>();
+    for (int64_t o = 0; o < run.outer; ++o)
+      for (int64_t m = 0; m < run.middle; ++m)
+        std::fill_n(y + (o * run.middle + m) * run.inner, run.inner, convert_value<T>(m));
+  });
+}
+
+void argsort_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                    ExecContext&) {
+  int axis = backend::as<prim::Argsort>(p).axis;
+  AxisRun run = axis_run(in[0].aval->shape, axis, axis + 1);
+  visit(in[0].aval->dtype, [&]<class T>() {
+    const T* x = in[0].as<T>();
+    int32_t* y = out[0].as<int32_t>();
+    std::vector<int32_t> order(run.middle);
+    for (int64_t o = 0; o < run.outer; ++o)
+      for (int64_t i = 0; i < run.inner; ++i) {
+        const T* base = x + o * run.middle * run.inner + i;
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          T va = base[a * run.inner], vb = base[b * run.inner];
+          if constexpr (std::is_floating_point_v<T>)
+            if (va != va || vb != vb) return vb != vb && va == va;  // NaNs sort last
+          return va < vb;
+        });
+        for (int64_t m = 0; m < run.middle; ++m)
+          y[(o * run.middle + m) * run.inner + i] = order[m];
+      }
+  });
+}
+
+}  // namespace
+
+void register_index_kernels() {
+  backend::register_kernel(typeid(prim::Gather), gather_kernel);
+  backend::register_kernel(typeid(prim::ScatterAdd), scatter_add_kernel);
+  backend::register_kernel(typeid(prim::Iota), iota_kernel);
+  backend::register_kernel(typeid(prim::Argsort), argsort_kernel);
+}
+
+}  // namespace spmd::cpu

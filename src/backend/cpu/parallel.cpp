@@ -1,0 +1,98 @@
+#include "backend/cpu/parallel.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spmd::cpu {
+namespace {
+
+class Pool {
+ public:
+  explicit Pool(int n) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        for (;;) {
+          std::function<void()> task;
+          {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [&] { return !tasks_.empty(); });
+            task = std::move(tasks_.front());
+            tasks_.pop_front();
+          }
+          task();
+        }
+      });
+    for (auto& t : threads_) t.detach();
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool(std::max(1, hardware_threads() - 1));
+  return *p;
+}
+
+}  // namespace
+
+int hardware_threads() {
+  static int n = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(n);
+}
+
+void parallel_for(int64_t n, int threads, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  int t = static_cast<int>(std::min<int64_t>(std::min(threads, hardware_threads()),
+                                             grain > 0 ? n / grain : n));
+  if (t <= 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  int64_t chunk = (n + t - 1) / t;
+  std::mutex mu;
+  std::condition_variable cv;
+  int pending = t - 1;
+  std::exception_ptr error;
+  for (int i = 1; i < t; ++i) {
+    int64_t b = i * chunk, e = std::min(n, b + chunk);
+    pool().post([&, b, e] {
+      std::exception_ptr err;
+      try {
+        if (b < e) fn(b, e);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      std::lock_guard lock(mu);
+      if (err && !error) error = err;
+      if (--pending == 0) cv.notify_one();
+    });
+  }
+  std::exception_ptr mine;
+  try {
+    fn(0, std::min(n, chunk));
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return pending == 0; });
+  if (mine) std::rethrow_exception(mine);
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace spmd::cpu

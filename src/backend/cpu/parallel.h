@@ -1,0 +1,17 @@
+#pragma once
+// Intra-op parallelism: splits [0, n) into chunks run on a shared pool of helper threads.
+// Helpers sleep on a condition variable (never spin: spinning threads steal the cores that
+// device workers and BLAS need, see PERF-NOTES.md).
+#include <cstdint>
+#include <functional>
+
+namespace spmd::cpu {
+
+// Number of hardware threads (at least 1).
+int hardware_threads();
+// Runs fn(begin, end) over chunks of [0, n), on up to `threads` threads, when n is at least
+// `grain` per thread; otherwise inline.
+void parallel_for(int64_t n, int threads, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace spmd::cpu

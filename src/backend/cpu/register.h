@@ -1,0 +1,21 @@
+#pragma once
+// Each kernels_*.cpp file registers its kernels; register_all_kernels() calls them all once.
+namespace spmd::cpu {
+
+void register_elementwise_kernels();
+void register_reduce_kernels();
+void register_shape_kernels();
+void register_index_kernels();
+void register_dot_kernels();
+void register_random_kernels();
+
+inline void register_all_kernels() {
+  register_elementwise_kernels();
+  register_reduce_kernels();
+  register_shape_kernels();
+  register_index_kernels();
+  register_dot_kernels();
+  register_random_kernels();
+}
+
+}  // namespace spmd::cpu

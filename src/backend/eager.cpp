@@ -1,0 +1,46 @@
+#include "backend/eager.h"
+
+#include "backend/kernel.h"
+#include "core/array_impl.h"
+#include "spmd/error.h"
+
+namespace spmd::backend {
+
+std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& inputs) {
+  std::vector<AbstractValue> in_types;
+  in_types.reserve(inputs.size());
+  for (const Array& a : inputs) in_types.push_back(detail::concrete(a, p.name().c_str()).aval);
+  std::vector<AbstractValue> out_types = p.abstract_eval(in_types);
+
+  const detail::ArrayImpl* first = inputs.empty() ? nullptr : inputs[0].impl().get();
+  int device = first ? first->placement.front() : 0;
+  std::vector<Array> outs;
+  // A view (reshape) of a contiguous array shares its buffer: no copy, placement kept.
+  if (p.is_view()) {
+    outs.push_back(detail::wrap_buffer(out_types[0], first->buffer, first->offset,
+                                       first->placement, false));
+    return outs;
+  }
+  // Elementwise results of a sharded array stay sharded the same way.
+  bool keep_sharding = first && first->sharded && out_types.size() == 1 &&
+                       out_types[0].ndim() > 0 && first->aval.ndim() > 0 &&
+                       out_types[0].shape[0] == first->aval.shape[0];
+  std::vector<Buf> in(inputs.size()), out(out_types.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in[i] = Buf{inputs[i].impl()->data(), &in_types[i]};
+  for (size_t i = 0; i < out_types.size(); ++i) {
+    Array o = detail::make_array(out_types[i], device);
+    if (keep_sharding) {
+      o.impl()->placement = first->placement;
+      o.impl()->sharded = true;
+    }
+    out[i] = Buf{o.impl()->data(), &o.impl()->aval};
+    outs.push_back(std::move(o));
+  }
+  ExecContext ctx;
+  ctx.device = device;
+  ctx.threads = 2;
+  find_kernel(p)(p, in, out, ctx);
+  return outs;
+}
+
+}  // namespace spmd::backend

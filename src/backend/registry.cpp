@@ -1,0 +1,32 @@
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/cpu/register.h"
+#include "backend/kernel.h"
+#include "spmd/error.h"
+
+namespace spmd::backend {
+namespace {
+
+std::unordered_map<std::type_index, Kernel>& kernels() {
+  static auto* table = new std::unordered_map<std::type_index, Kernel>();
+  return *table;
+}
+
+void ensure_cpu_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] { cpu::register_all_kernels(); });
+}
+
+}  // namespace
+
+void register_kernel(std::type_index primitive_type, Kernel k) { kernels()[primitive_type] = k; }
+
+Kernel find_kernel(const Primitive& p) {
+  ensure_cpu_kernels();
+  auto it = kernels().find(std::type_index(typeid(p)));
+  if (it == kernels().end()) fail("no CPU kernel for primitive '", p.name(), "'");
+  return it->second;
+}
+
+}  // namespace spmd::backend

@@ -1,0 +1,57 @@
+#pragma once
+// Executable: a simplified Program turned into a flat list of kernel calls over a precomputed
+// buffer plan (inputs, literals, one arena for intermediates with offsets reused by liveness,
+// caller-visible outputs, views aliased to their source). Running it does no per-op dispatch,
+// shape inference or allocation beyond the arena and the outputs.
+//
+// This is the seam for code generation: a fusing backend (LLVM) produces another Executable
+// from the same Program; transformations never see the difference.
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/kernel.h"
+#include "spmd/program.h"
+
+namespace spmd::compile {
+
+class Executable {
+ public:
+  explicit Executable(Program simplified);
+  const Program& program() const { return program_; }
+  const std::vector<AbstractValue>& input_types() const { return input_types_; }
+  const std::vector<AbstractValue>& output_types() const { return output_types_; }
+
+  // Runs on concrete arrays; outputs are fresh arrays placed on ctx.device.
+  std::vector<Array> run(const std::vector<Array>& inputs, backend::ExecContext& ctx) const;
+  // Runs on raw buffers: the caller owns the output storage (pmap writes replicas' results
+  // straight into their slices of one sharded output).
+  void run_into(std::span<void* const> inputs, std::span<void* const> outputs,
+                backend::ExecContext& ctx) const;
+
+ private:
+  enum class Where : uint8_t { Input, Literal, Arena, Output };
+  struct Slot {
+    Where where = Where::Arena;
+    int64_t index = 0;  // input/output number or arena offset
+    const void* literal = nullptr;
+  };
+  struct Step {
+    backend::Kernel kernel;
+    const Primitive* primitive;
+    std::vector<int> in_vars, out_vars;
+  };
+  struct Copy {
+    int var;
+    int output;
+  };
+  Program program_;
+  std::vector<AbstractValue> input_types_, output_types_;
+  std::vector<Slot> slots_;  // by var
+  std::vector<Step> steps_;
+  std::vector<Copy> output_copies_;  // outputs that are inputs, literals or repeated vars
+  size_t arena_bytes_ = 0;
+  size_t max_operands_ = 0;
+};
+
+}  // namespace spmd::compile

@@ -1,0 +1,98 @@
+#include "compile/simplify.h"
+
+#include <unordered_map>
+
+#include "backend/eager.h"
+#include "core/array_impl.h"
+
+namespace spmd::compile {
+namespace {
+
+// Constants larger than this are computed at run time instead of stored in the program.
+constexpr int64_t kMaxFoldedElements = 1 << 16;
+
+struct Key {
+  const Primitive* prim;
+  std::vector<std::pair<int, const void*>> inputs;  // (var, literal identity)
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = k.prim->hash();
+    for (auto& [v, p] : k.inputs) h = h * 31 + std::hash<int>()(v) * 7 + std::hash<const void*>()(p);
+    return h;
+  }
+};
+struct KeyEq {
+  bool operator()(const Key& a, const Key& b) const {
+    return a.inputs == b.inputs && a.prim->same_as(*b.prim);
+  }
+};
+
+}  // namespace
+
+Program simplify(const Program& in) {
+  Program p = in;
+  // Substitution of a var by an atom (folded literal or an earlier equal var).
+  std::vector<Atom> subst(p.var_types.size());
+  std::vector<bool> has_subst(p.var_types.size(), false);
+  auto resolve = [&](const Atom& a) { return !a.is_literal() && has_subst[a.var] ? subst[a.var] : a; };
+
+  std::vector<Equation> kept;
+  std::unordered_map<Key, size_t, KeyHash, KeyEq> seen;  // -> index in kept
+  for (Equation eq : p.equations) {
+    bool all_literal = true;
+    int64_t out_elems = 0;
+    for (auto& a : eq.inputs) {
+      a = resolve(a);
+      all_literal = all_literal && a.is_literal();
+    }
+    for (int v : eq.outputs) out_elems += p.var_types[v].size();
+    // Fold: every input is a constant (iota and broadcasts of literals included).
+    if (all_literal && eq.primitive->is_pure() && out_elems <= kMaxFoldedElements) {
+      std::vector<Array> args;
+      for (auto& a : eq.inputs) args.push_back(a.literal);
+      std::vector<Array> outs = backend::execute_eager(*eq.primitive, args);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        subst[eq.outputs[i]] = Atom::of(outs[i]);
+        has_subst[eq.outputs[i]] = true;
+      }
+      continue;
+    }
+    if (eq.primitive->is_pure()) {
+      Key key{eq.primitive.get(), {}};
+      for (auto& a : eq.inputs)
+        key.inputs.emplace_back(a.var, a.is_literal() ? a.literal.impl().get() : nullptr);
+      auto it = seen.find(key);
+      if (it != seen.end()) {
+        const Equation& prev = kept[it->second];
+        for (size_t i = 0; i < eq.outputs.size(); ++i) {
+          subst[eq.outputs[i]] = Atom::of(prev.outputs[i]);
+          has_subst[eq.outputs[i]] = true;
+        }
+        continue;
+      }
+      seen.emplace(std::move(key), kept.size());
+    }
+    kept.push_back(std::move(eq));
+  }
+  for (auto& a : p.outputs) a = resolve(a);
+
+  // Dead code: keep equations whose outputs are used, walking backwards.
+  std::vector<bool> live(p.var_types.size(), false);
+  for (auto& a : p.outputs)
+    if (!a.is_literal()) live[a.var] = true;
+  std::vector<Equation> alive;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    bool used = !it->primitive->is_pure();
+    for (int v : it->outputs) used = used || live[v];
+    if (!used) continue;
+    for (auto& a : it->inputs)
+      if (!a.is_literal()) live[a.var] = true;
+    alive.push_back(std::move(*it));
+  }
+  p.equations.assign(std::make_move_iterator(alive.rbegin()), std::make_move_iterator(alive.rend()));
+  return p;
+}
+
+}  // namespace spmd::compile

@@ -1,0 +1,164 @@
+#include <cstring>
+
+#include "backend/cpu/dispatch.h"
+#include "core/array_impl.h"
+#include "spmd/error.h"
+#include "spmd/ops.h"
+
+namespace spmd {
+namespace detail {
+
+void throw_size_mismatch(size_t given, const Shape& shape) {
+  fail("Array: expected ", shape_size(shape), " values for shape ", shape_str(shape), ", got ",
+       given);
+}
+
+void throw_not_scalar(const Shape& shape) {
+  fail("item(): expected an array with one element, got shape ", shape_str(shape));
+}
+
+Array make_array(const AbstractValue& aval, int device) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = aval;
+  impl->buffer = runtime::allocate(aval.nbytes());
+  impl->placement = {device};
+  return Array(std::move(impl));
+}
+
+Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer,
+                  size_t offset, std::vector<int> placement, bool sharded) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = aval;
+  impl->buffer = std::move(buffer);
+  impl->offset = offset;
+  impl->placement = std::move(placement);
+  impl->sharded = sharded && impl->placement.size() > 1;
+  return Array(std::move(impl));
+}
+
+Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = aval;
+  impl->trace_id = trace_id;
+  impl->var = var;
+  impl->placement.clear();
+  return Array(std::move(impl));
+}
+
+const ArrayImpl& concrete(const Array& a, const char* what) {
+  if (!a.valid()) fail(what, ": expected an array, got an empty (default-constructed) Array");
+  const ArrayImpl& impl = *a.impl();
+  if (impl.is_tracer())
+    fail(what, ": expected a concrete array, got a tracer (", impl.aval.str(),
+         "); the value of a traced array is not known while a function is being transformed, "
+         "or the tracer escaped from a finished transformation");
+  return impl;
+}
+
+}  // namespace detail
+
+namespace {
+Array scalar(const void* value, DType dtype, bool weak) {
+  Array a = detail::make_array(AbstractValue{{}, dtype, weak});
+  std::memcpy(a.impl()->data(), value, itemsize(dtype));
+  return a;
+}
+template <class T>
+Array from_list(std::initializer_list<T> values, DType dtype) {
+  check_supported(dtype, "Array");
+  std::vector<T> v(values);
+  Array a = detail::make_array(AbstractValue{{static_cast<int64_t>(v.size())}, dtype, false});
+  cpu::cast_buffer(v.data(), dtype_v<T>, a.impl()->data(), dtype, static_cast<int64_t>(v.size()));
+  return a;
+}
+}  // namespace
+
+Array::Array(double value) { *this = scalar(&value, DType::Float64, true); }
+Array::Array(int value) {
+  int32_t v = value;
+  *this = scalar(&v, DType::Int32, true);
+}
+Array::Array(float value) { *this = scalar(&value, DType::Float32, false); }
+Array::Array(int64_t value) { *this = scalar(&value, DType::Int64, false); }
+Array::Array(bool value) {
+  uint8_t v = value;
+  *this = scalar(&v, DType::Bool, false);
+}
+Array::Array(std::initializer_list<double> values, DType dtype) {
+  *this = from_list(values, dtype);
+}
+Array::Array(std::initializer_list<int> values, DType dtype) {
+  *this = from_list(values, dtype);
+}
+Array::Array(const void* data, Shape shape, DType dtype) {
+  check_supported(dtype, "Array");
+  for (int64_t d : shape)
+    if (d < 0) fail("Array: expected non-negative dimensions, got shape ", shape_str(shape));
+  Array a = detail::make_array(AbstractValue{std::move(shape), dtype, false});
+  if (a.nbytes()) std::memcpy(a.impl()->data(), data, a.nbytes());
+  *this = std::move(a);
+}
+
+const detail::ArrayImpl& Array::checked() const {
+  if (!impl_) fail("expected an array, got an empty (default-constructed) Array");
+  return *impl_;
+}
+
+const Shape& Array::shape() const { return checked().aval.shape; }
+int Array::ndim() const { return checked().aval.ndim(); }
+int64_t Array::size() const { return checked().aval.size(); }
+DType Array::dtype() const { return checked().aval.dtype; }
+bool Array::weak_type() const { return checked().aval.weak; }
+size_t Array::nbytes() const { return checked().aval.nbytes(); }
+AbstractValue Array::aval() const { return checked().aval; }
+bool Array::is_tracer() const { return checked().is_tracer(); }
+
+const void* Array::data() const { return detail::concrete(*this, "Array::data").data(); }
+
+void Array::copy_to(void* out, DType as) const {
+  const auto& impl = detail::concrete(*this, "to_vector");
+  cpu::cast_buffer(impl.data(), impl.aval.dtype, out, as, impl.aval.size());
+}
+
+std::vector<Device> Array::devices() const {
+  const auto& impl = detail::concrete(*this, "devices");
+  auto local = local_devices();
+  std::vector<Device> out;
+  for (int d : impl.placement) out.push_back(local.at(d));
+  return out;
+}
+
+bool Array::is_sharded() const { return detail::concrete(*this, "is_sharded").sharded; }
+
+std::vector<Shard> Array::shards() const {
+  const auto& impl = detail::concrete(*this, "shards");
+  auto devs = devices();
+  std::vector<Shard> out;
+  int64_t rows = impl.aval.ndim() ? impl.aval.shape[0] : 1;
+  if (!impl.sharded) {
+    for (auto& d : devs) out.push_back(Shard{d, 0, rows});
+    return out;
+  }
+  int64_t per = rows / static_cast<int64_t>(devs.size());
+  for (size_t i = 0; i < devs.size(); ++i)
+    out.push_back(Shard{devs[i], static_cast<int64_t>(i) * per, static_cast<int64_t>(i + 1) * per});
+  return out;
+}
+
+Array Array::reshape(const Shape& shape) const { return spmd::reshape(*this, shape); }
+Array Array::astype(DType dtype) const { return spmd::astype(*this, dtype); }
+
+Array Array::operator[](int64_t i) const {
+  if (ndim() == 0) fail("indexing: expected an array of rank >= 1, got a scalar");
+  int64_t n = shape()[0];
+  if (i < -n || i >= n)
+    fail("index ", i, " is out of bounds for axis 0 with size ", n);
+  if (i < 0) i += n;
+  Shape start(ndim(), 0), limit = shape();
+  start[0] = i;
+  limit[0] = i + 1;
+  Shape rest(shape().begin() + 1, shape().end());
+  return spmd::reshape(spmd::slice(*this, start, limit), rest);
+}
+
+}  // namespace spmd

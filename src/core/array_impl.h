@@ -1,0 +1,37 @@
+#pragma once
+// The state behind an Array handle.
+#include <memory>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "spmd/array.h"
+
+namespace spmd::detail {
+
+struct ArrayImpl {
+  AbstractValue aval;
+  // Concrete arrays: contiguous row-major data at buffer->data + offset.
+  std::shared_ptr<runtime::Buffer> buffer;
+  size_t offset = 0;
+  // Local device ids holding the array. With sharded, the leading axis is split into equal
+  // consecutive row blocks, one per device in this order (pmap's output layout).
+  std::vector<int> placement{0};
+  bool sharded = false;
+  // Tracers: the trace that owns the variable (0 for concrete arrays) and its id there.
+  uint64_t trace_id = 0;
+  int var = -1;
+
+  bool is_tracer() const { return trace_id != 0; }
+  void* data() const { return static_cast<char*>(buffer->data) + offset; }
+};
+
+// A fresh concrete array with uninitialised data on one device.
+Array make_array(const AbstractValue& aval, int device = 0);
+// A concrete array over existing storage.
+Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer,
+                  size_t offset, std::vector<int> placement, bool sharded);
+Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var);
+// Throws unless a is a usable concrete array (not empty, not a tracer of a finished trace).
+const ArrayImpl& concrete(const Array& a, const char* what);
+
+}  // namespace spmd::detail

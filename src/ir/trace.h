@@ -1,0 +1,67 @@
+#pragma once
+// Tracing: while a TraceScope is open on this thread, every bind() records an equation into its
+// Program instead of executing. Traces nest; a value of an enclosing trace that is used inside
+// an inner one is captured as an extra input of the inner Program (closure conversion).
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "spmd/program.h"
+
+namespace spmd::ir {
+
+// A finished trace: the Program and the enclosing-trace values it captured (in input order).
+struct Traced {
+  Program program;
+  std::vector<Array> captured;
+};
+
+class TraceBuilder {
+ public:
+  TraceBuilder();
+  uint64_t id() const { return id_; }
+  Array new_input(const AbstractValue& aval);
+  std::vector<Array> record(const PrimitivePtr& p, const std::vector<Array>& inputs);
+  Traced finish(const std::vector<Array>& outputs);
+
+ private:
+  Atom atom_for(const Array& a);
+  int new_var(const AbstractValue& aval);
+  uint64_t id_;
+  Program program_;
+  std::vector<Array> captured_;
+  std::map<std::pair<uint64_t, int>, int> captured_vars_;  // (outer trace, var) -> our var
+  std::vector<int> explicit_inputs_;
+  std::vector<int> captured_inputs_;
+};
+
+// Opens a trace on this thread for its lifetime.
+class TraceScope {
+ public:
+  TraceScope();
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceBuilder& builder() { return *builder_; }
+
+ private:
+  std::unique_ptr<TraceBuilder> builder_;
+};
+
+TraceBuilder* current_trace();
+bool trace_is_open(uint64_t id);
+
+// Traces fn on fresh inputs of the given types.
+template <class Fn>
+Traced trace(const std::vector<AbstractValue>& in_types, Fn&& fn) {
+  TraceScope scope;
+  std::vector<Array> inputs;
+  for (auto& t : in_types) inputs.push_back(scope.builder().new_input(t));
+  std::vector<Array> outputs = fn(inputs);
+  return scope.builder().finish(outputs);
+}
+
+// Evaluates a Program on arguments (explicit inputs then captured values) by binding each
+// equation: it executes op by op outside a trace, and inlines the Program into an open trace.
+std::vector<Array> eval_program(const Program& p, const std::vector<Array>& args);
+
+}  // namespace spmd::ir

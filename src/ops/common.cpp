@@ -1,0 +1,73 @@
+#include "ops/common.h"
+
+#include <algorithm>
+
+#include "backend/eager.h"
+#include "core/array_impl.h"
+#include "spmd/error.h"
+
+namespace spmd::ops {
+
+Array convert(const Array& x, DType dtype, bool weak) {
+  const AbstractValue& a = x.impl()->aval;
+  if (a.dtype == dtype && a.weak == weak) return x;
+  if (a.dtype == dtype && !x.is_tracer()) {
+    // Only the weak flag changes: share the buffer.
+    const auto& impl = *x.impl();
+    AbstractValue t = a;
+    t.weak = weak;
+    return detail::wrap_buffer(t, impl.buffer, impl.offset, impl.placement, impl.sharded);
+  }
+  auto p = std::make_shared<prim::Convert>(dtype, weak);
+  if (!x.is_tracer()) return backend::execute_eager(*p, {x})[0];
+  return bind1(p, {x});
+}
+
+TypeInfo result_type(const std::vector<Array>& xs) {
+  TypeInfo t{xs.at(0).dtype(), xs[0].weak_type()};
+  for (size_t i = 1; i < xs.size(); ++i) t = promote(t, {xs[i].dtype(), xs[i].weak_type()});
+  return t;
+}
+
+std::vector<Array> promote_and_broadcast(const std::vector<Array>& xs, const char* op) {
+  for (const Array& x : xs)
+    if (!x.valid()) fail(op, ": expected an array, got an empty (default-constructed) Array");
+  TypeInfo t = result_type(xs);
+  Shape shape;
+  for (const Array& x : xs) {
+    try {
+      shape = broadcast_shapes(shape, x.shape());
+    } catch (const Error&) {
+      std::string shapes;
+      for (const Array& y : xs) shapes += (shapes.empty() ? "" : " and ") + shape_str(y.shape());
+      fail(op, ": shapes ", shapes, " cannot be broadcast together; expected equal sizes or 1 "
+           "on each axis (counted from the last)");
+    }
+  }
+  std::vector<Array> out;
+  for (const Array& x : xs) {
+    Array y = convert(x, t.dtype, t.weak);
+    if (y.ndim() != 0 && y.shape() != shape) y = broadcast_to(y, shape);
+    out.push_back(y);
+  }
+  return out;
+}
+
+Array to_inexact(const Array& x) {
+  return is_floating(x.dtype()) ? x : convert(x, DType::Float32, x.weak_type());
+}
+
+std::vector<int> all_axes(int ndim) {
+  std::vector<int> v(ndim);
+  for (int i = 0; i < ndim; ++i) v[i] = i;
+  return v;
+}
+
+std::vector<int> resolve_axes(const Axes& axes, int ndim, const char* op) {
+  if (!axes) return all_axes(ndim);
+  auto v = normalize_axes(*axes, ndim, op);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace spmd::ops

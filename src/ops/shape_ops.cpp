@@ -1,0 +1,278 @@
+// jax.numpy shape ops: reshape, transpose, broadcasting, slicing, indexing, joining, padding.
+#include <algorithm>
+
+#include "ops/common.h"
+#include "spmd/error.h"
+
+namespace spmd {
+
+using ops::apply;
+
+namespace {
+void check(const Array& x, const char* op) {
+  if (!x.valid()) fail(op, ": expected an array, got an empty (default-constructed) Array");
+}
+}  // namespace
+
+Array reshape(const Array& x, const Shape& shape) {
+  check(x, "reshape");
+  Shape s = shape;
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) fail("reshape: expected at most one -1 in the new shape, got ", shape_str(shape));
+      infer = static_cast<int>(i);
+    } else if (s[i] < 0) {
+      fail("reshape: expected non-negative sizes (or one -1), got ", shape_str(shape));
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.size() % known != 0)
+      fail("reshape: cannot reshape an array of shape ", shape_str(x.shape()), " (", x.size(),
+           " elements) into shape ", shape_str(shape));
+    s[infer] = x.size() / known;
+  }
+  if (shape_size(s) != x.size())
+    fail("reshape: cannot reshape an array of shape ", shape_str(x.shape()), " (", x.size(),
+         " elements) into shape ", shape_str(shape), " (", shape_size(s), " elements)");
+  if (s == x.shape()) return x;
+  return apply<prim::Reshape>({x}, s);
+}
+
+Array ravel(const Array& x) { return reshape(x, {x.size()}); }
+
+Array transpose(const Array& x, std::optional<std::vector<int>> perm) {
+  check(x, "transpose");
+  std::vector<int> p;
+  if (perm) {
+    if (static_cast<int>(perm->size()) != x.ndim())
+      fail("transpose: expected a permutation of ", x.ndim(), " axes, got ", perm->size());
+    p = normalize_axes(*perm, x.ndim(), "transpose");
+  } else {
+    for (int i = x.ndim() - 1; i >= 0; --i) p.push_back(i);
+  }
+  bool identity = true;
+  for (int i = 0; i < x.ndim(); ++i) identity = identity && p[i] == i;
+  if (identity) return x;
+  return apply<prim::Transpose>({x}, p);
+}
+
+Array moveaxis(const Array& x, int source, int destination) {
+  int s = normalize_axis(source, x.ndim(), "moveaxis");
+  int d = normalize_axis(destination, x.ndim(), "moveaxis");
+  if (s == d) return x;
+  std::vector<int> perm;
+  for (int i = 0; i < x.ndim(); ++i)
+    if (i != s) perm.push_back(i);
+  perm.insert(perm.begin() + d, s);
+  return transpose(x, perm);
+}
+
+Array swapaxes(const Array& x, int a, int b) {
+  std::vector<int> perm = ops::all_axes(x.ndim());
+  std::swap(perm[normalize_axis(a, x.ndim(), "swapaxes")], perm[normalize_axis(b, x.ndim(), "swapaxes")]);
+  return transpose(x, perm);
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("shapes ", shape_str(a), " and ", shape_str(b), " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Array broadcast_to(const Array& x, const Shape& shape) {
+  check(x, "broadcast_to");
+  if (x.shape() == shape) return x;
+  int offset = static_cast<int>(shape.size()) - x.ndim();
+  bool ok = offset >= 0;
+  std::vector<int> dims;
+  for (int i = 0; ok && i < x.ndim(); ++i) {
+    int64_t d = x.shape()[i];
+    ok = d == 1 || d == shape[i + offset];
+    dims.push_back(i + offset);
+  }
+  if (!ok) fail("broadcast_to: cannot broadcast an array of shape ", shape_str(x.shape()), " to shape ", shape_str(shape));
+  return apply<prim::BroadcastInDim>({x}, shape, dims);
+}
+
+Array expand_dims(const Array& x, int axis) {
+  int a = normalize_axis(axis, x.ndim() + 1, "expand_dims");
+  Shape s = x.shape();
+  s.insert(s.begin() + a, 1);
+  return reshape(x, s);
+}
+
+Array squeeze(const Array& x, const Axes& axes) {
+  check(x, "squeeze");
+  std::vector<int> ax;
+  if (axes) {
+    ax = normalize_axes(*axes, x.ndim(), "squeeze");
+    for (int a : ax)
+      if (x.shape()[a] != 1)
+        fail("squeeze: cannot squeeze axis ", a, " of an array of shape ", shape_str(x.shape()), "; expected size 1");
+  } else {
+    for (int i = 0; i < x.ndim(); ++i)
+      if (x.shape()[i] == 1) ax.push_back(i);
+  }
+  Shape s;
+  for (int i = 0; i < x.ndim(); ++i)
+    if (std::find(ax.begin(), ax.end(), i) == ax.end()) s.push_back(x.shape()[i]);
+  return reshape(x, s);
+}
+
+Array slice(const Array& x, const Shape& start, const Shape& limit, const Shape& strides) {
+  check(x, "slice");
+  Shape st = strides.empty() ? Shape(start.size(), 1) : strides;
+  bool whole = start.size() == static_cast<size_t>(x.ndim());
+  for (int i = 0; whole && i < x.ndim(); ++i) whole = start[i] == 0 && limit[i] == x.shape()[i] && st[i] == 1;
+  if (whole) return x;
+  return apply<prim::Slice>({x}, start, limit, st);
+}
+
+Array slice(const Array& x, const std::vector<Range>& ranges) {
+  check(x, "slice");
+  if (static_cast<int>(ranges.size()) > x.ndim())
+    fail("slice: too many ranges (", ranges.size(), ") for an array of rank ", x.ndim());
+  Shape start, limit, strides;
+  for (int i = 0; i < x.ndim(); ++i) {
+    int64_t n = x.shape()[i];
+    Range r = i < static_cast<int>(ranges.size()) ? ranges[i] : Range{};
+    if (r.step <= 0) fail("slice: expected a positive step on axis ", i, ", got ", r.step);
+    auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+    int64_t b = r.start ? clampi(*r.start) : 0;
+    int64_t e = r.stop ? clampi(*r.stop) : n;
+    start.push_back(b);
+    limit.push_back(std::max(b, e));
+    strides.push_back(r.step);
+  }
+  return slice(x, start, limit, strides);
+}
+
+Array take(const Array& x, const Array& indices, std::optional<int> axis) {
+  check(x, "take");
+  check(indices, "take");
+  if (!is_integer(indices.dtype()))
+    fail("take: expected integer indices, got dtype ", dtype_name(indices.dtype()));
+  if (!axis) return take(ravel(x), indices, 0);
+  int a = normalize_axis(*axis, x.ndim(), "take");
+  Array idx = indices;
+  if (is_signed_integer(idx.dtype()))  // numpy's negative indices count from the end
+    idx = where(idx < 0, idx + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), idx.dtype()), idx);
+  return lax::gather(x, idx, a, 0);
+}
+
+Array take_along_axis(const Array& x, const Array& indices, int axis) {
+  check(x, "take_along_axis");
+  if (indices.ndim() != x.ndim())
+    fail("take_along_axis: expected indices of rank ", x.ndim(), ", got shape ", shape_str(indices.shape()));
+  int a = normalize_axis(axis, x.ndim(), "take_along_axis");
+  Array xm = moveaxis(x, a, -1);
+  Array im = moveaxis(indices, a, -1);
+  Shape batch(xm.shape().begin(), xm.shape().end() - 1);
+  Shape ib = batch;
+  ib.push_back(im.shape().back());
+  im = broadcast_to(im, ib);
+  if (is_signed_integer(im.dtype()))
+    im = where(im < 0, im + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), im.dtype()), im);
+  Array r = lax::gather(xm, im, x.ndim() - 1, x.ndim() - 1);
+  return moveaxis(r, -1, a);
+}
+
+Array concatenate(const std::vector<Array>& xs, int axis) {
+  if (xs.empty()) fail("concatenate: expected at least one array, got none");
+  for (auto& x : xs) check(x, "concatenate");
+  if (xs[0].ndim() == 0) fail("concatenate: expected arrays of rank >= 1, got a scalar");
+  int a = normalize_axis(axis, xs[0].ndim(), "concatenate");
+  if (xs.size() == 1) return xs[0];
+  TypeInfo t = ops::result_type(xs);
+  std::vector<Array> in;
+  for (auto& x : xs) in.push_back(ops::convert(x, t.dtype, t.weak));
+  return apply<prim::Concatenate>(in, a);
+}
+
+Array stack(const std::vector<Array>& xs, int axis) {
+  if (xs.empty()) fail("stack: expected at least one array, got none");
+  for (auto& x : xs) {
+    check(x, "stack");
+    if (x.shape() != xs[0].shape())
+      fail("stack: expected arrays of one shape, got ", shape_str(xs[0].shape()), " and ", shape_str(x.shape()));
+  }
+  int a = normalize_axis(axis, xs[0].ndim() + 1, "stack");
+  std::vector<Array> ex;
+  for (auto& x : xs) ex.push_back(expand_dims(x, a));
+  return concatenate(ex, a);
+}
+
+std::vector<Array> split(const Array& x, const std::vector<int64_t>& indices, int axis) {
+  check(x, "split");
+  int a = normalize_axis(axis, x.ndim(), "split");
+  int64_t n = x.shape()[a];
+  std::vector<Array> out;
+  int64_t prev = 0;
+  for (size_t i = 0; i <= indices.size(); ++i) {
+    int64_t end = i < indices.size() ? std::clamp<int64_t>(indices[i], 0, n) : n;
+    Shape st(x.ndim(), 0), lim = x.shape();
+    st[a] = std::min(prev, end);
+    lim[a] = end;
+    out.push_back(slice(x, st, lim));
+    prev = end;
+  }
+  return out;
+}
+
+std::vector<Array> split(const Array& x, int64_t sections, int axis) {
+  check(x, "split");
+  int a = normalize_axis(axis, x.ndim(), "split");
+  int64_t n = x.shape()[a];
+  if (sections <= 0 || n % sections != 0)
+    fail("split: an axis of size ", n, " cannot be split into ", sections, " equal sections");
+  std::vector<int64_t> idx;
+  for (int64_t i = 1; i < sections; ++i) idx.push_back(i * (n / sections));
+  return split(x, idx, a);
+}
+
+Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths, double value) {
+  check(x, "pad");
+  std::vector<std::pair<int64_t, int64_t>> w = widths;
+  if (w.size() == 1 && x.ndim() > 1) w.assign(x.ndim(), widths[0]);
+  if (static_cast<int>(w.size()) != x.ndim())
+    fail("pad: expected ", x.ndim(), " (before, after) pairs (or one for every axis), got ", widths.size());
+  Shape lo, hi;
+  for (auto& [b, e] : w) {
+    if (b < 0 || e < 0) fail("pad: expected non-negative widths, got (", b, ", ", e, ")");
+    lo.push_back(b);
+    hi.push_back(e);
+  }
+  return lax::pad(x, ops::convert(Array(value), x.dtype()), lo, hi, Shape(x.ndim(), 0));
+}
+
+namespace lax {
+Array broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int>& dims) {
+  if (x.shape() == shape) return x;
+  return apply<prim::BroadcastInDim>({x}, shape, dims);
+}
+Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi, const Shape& interior) {
+  return apply<prim::Pad>({x, ops::convert(value, x.dtype(), x.weak_type())}, lo, hi, interior);
+}
+Array gather(const Array& x, const Array& indices, int axis, int batch_dims) {
+  return apply<prim::Gather>({x, indices}, axis, batch_dims);
+}
+Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis, int batch_dims) {
+  return apply<prim::ScatterAdd>({updates, indices}, axis, batch_dims, operand_shape);
+}
+Array argsort(const Array& x, int axis) {
+  return apply<prim::Argsort>({x}, normalize_axis(axis, x.ndim(), "argsort"));
+}
+}  // namespace lax
+
+}  // namespace spmd

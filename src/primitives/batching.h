@@ -1,0 +1,32 @@
+#pragma once
+// Helpers shared by batching and differentiation rules.
+#include <vector>
+
+#include "spmd/ops.h"
+#include "spmd/primitive.h"
+
+namespace spmd::prim {
+
+// x with its batch axis moved from `from` to `to`; not_mapped inputs are broadcast to carry
+// a batch axis of size n at `to`.
+Array batch_at(const Array& x, int from, int to, int64_t n);
+// Puts every batched operand's batch axis at 0 (broadcasting unbatched ones when `all`).
+std::vector<Array> batch_all_at_front(const std::vector<Array>& in, const std::vector<int>& dims,
+                                      int64_t n);
+// Reduces a cotangent to the shape of a rank-0 operand that was broadcast in an elementwise op.
+Array unbroadcast(const Array& ct, const AbstractValue& primal);
+// Whether a value can carry a gradient.
+bool differentiable(const AbstractValue& a);
+// The operands of an elementwise primitive batched together: equal shapes with the batch axis
+// at the returned dim (rank-0 unbatched operands stay rank-0).
+struct ElementwiseBatch {
+  std::vector<Array> values;
+  int dim = 0;
+};
+ElementwiseBatch batch_elementwise(const std::vector<Array>& in, const std::vector<int>& dims,
+                                   int64_t n);
+// A single-operand primitive that maps per-example data (any axis) to per-example data:
+// moves the batch axis to 0 and shifts `axis`-like parameters by one.
+inline int shifted(int axis) { return axis + 1; }
+
+}  // namespace spmd::prim

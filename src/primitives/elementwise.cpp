@@ -1,0 +1,208 @@
+// Rules of the elementwise primitives: unary, binary, select, convert, stop_gradient.
+#include <cmath>
+#include <numbers>
+
+#include "primitives/batching.h"
+#include "primitives/primitives.h"
+#include "spmd/error.h"
+#include "spmd/lax.h"
+
+namespace spmd::prim {
+
+std::string tuple_str(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+std::string tuple_str(const std::vector<int>& v) {
+  return tuple_str(std::vector<int64_t>(v.begin(), v.end()));
+}
+
+// ---- Unary ----------------------------------------------------------------------------------
+std::string Unary::name() const {
+  static const char* names[] = {"neg",  "exp",   "log",   "log1p", "expm1",    "sqrt",    "rsqrt",
+                                "tanh", "logistic", "abs", "sign", "sin",   "cos",   "floor",
+                                "ceil", "round", "not",   "erf",   "erf_inv", "is_finite"};
+  return names[static_cast<int>(op)];
+}
+
+std::vector<AbstractValue> Unary::abstract_eval(const std::vector<AbstractValue>& in) const {
+  const AbstractValue& x = in.at(0);
+  bool float_only = op != UnaryOp::Neg && op != UnaryOp::Abs && op != UnaryOp::Sign &&
+                    op != UnaryOp::Not && op != UnaryOp::IsFinite;
+  if (float_only && !is_floating(x.dtype))
+    fail(name(), ": expected a floating-point operand, got ", x.str());
+  if (op == UnaryOp::Not && is_floating(x.dtype))
+    fail("not: expected a bool or integer operand, got ", x.str());
+  if ((op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign) && x.dtype == DType::Bool)
+    fail(name(), ": expected a numeric operand, got ", x.str());
+  if (op == UnaryOp::IsFinite) return {AbstractValue{x.shape, DType::Bool, false}};
+  return {x};
+}
+
+Batched Unary::batch(const BatchContext&, const std::vector<Array>& in,
+                     const std::vector<int>& dims) const {
+  return {{bind1(std::make_shared<Unary>(op), {in[0]})}, {dims[0]}};
+}
+
+std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Array>& out,
+                              const std::vector<Array>& ct) const {
+  const Array& x = p[0];
+  const Array& y = out[0];
+  const Array& g = ct[0];
+  if (!differentiable(x.aval())) return {Array()};
+  switch (op) {
+    case UnaryOp::Neg: return {-g};
+    case UnaryOp::Exp: return {g * y};
+    case UnaryOp::Log: return {g / x};
+    case UnaryOp::Log1p: return {g / (x + 1.0)};
+    case UnaryOp::Expm1: return {g * (y + 1.0)};
+    case UnaryOp::Sqrt: return {g * 0.5 / y};
+    case UnaryOp::Rsqrt: return {g * -0.5 * y / x};
+    case UnaryOp::Tanh: return {g * (1.0 - y * y)};
+    case UnaryOp::Logistic: return {g * y * (1.0 - y)};
+    case UnaryOp::Abs: return {g * sign(x)};
+    case UnaryOp::Sin: return {g * cos(x)};
+    case UnaryOp::Cos: return {-(g * sin(x))};
+    case UnaryOp::Erf: return {g * (2.0 / std::sqrt(std::numbers::pi)) * exp(-(x * x))};
+    case UnaryOp::ErfInv: return {g * (std::sqrt(std::numbers::pi) / 2.0) * exp(y * y)};
+    default: return {zeros_like(x)};  // piecewise constant: sign, floor, ceil, round
+  }
+}
+
+// ---- Binary ---------------------------------------------------------------------------------
+bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
+
+std::string Binary::name() const {
+  static const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2",
+                                "eq",  "ne",  "lt",  "le",  "gt",  "ge",  "and", "or",  "xor",
+                                "shift_left", "shift_right_logical"};
+  return names[static_cast<int>(op)];
+}
+
+std::vector<AbstractValue> Binary::abstract_eval(const std::vector<AbstractValue>& in) const {
+  const AbstractValue& a = in.at(0);
+  const AbstractValue& b = in.at(1);
+  if (a.dtype != b.dtype)
+    fail(name(), ": expected operands of one dtype, got ", a.str(), " and ", b.str());
+  if (a.shape != b.shape && a.ndim() != 0 && b.ndim() != 0)
+    fail(name(), ": expected operands of equal shapes (or a scalar), got ", a.str(), " and ",
+         b.str());
+  bool logic = op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
+  bool shift = op == BinaryOp::ShiftLeft || op == BinaryOp::ShiftRightLogical;
+  if (logic && is_floating(a.dtype))
+    fail(name(), ": expected bool or integer operands, got ", a.str());
+  if (shift && !is_integer(a.dtype)) fail(name(), ": expected integer operands, got ", a.str());
+  if (!logic && !is_comparison(op) && a.dtype == DType::Bool && op != BinaryOp::Add &&
+      op != BinaryOp::Mul && op != BinaryOp::Max && op != BinaryOp::Min)
+    fail(name(), ": expected numeric operands, got ", a.str());
+  if (op == BinaryOp::Atan2 && !is_floating(a.dtype))
+    fail("atan2: expected floating-point operands, got ", a.str());
+  const Shape& shape = a.ndim() == 0 ? b.shape : a.shape;
+  DType dt = is_comparison(op) ? DType::Bool : a.dtype;
+  return {AbstractValue{shape, dt, a.weak && b.weak}};
+}
+
+Batched Binary::batch(const BatchContext& ctx, const std::vector<Array>& in,
+                      const std::vector<int>& dims) const {
+  auto eb = batch_elementwise(in, dims, ctx.axis_size);
+  return {{bind1(std::make_shared<Binary>(op), eb.values)}, {eb.dim}};
+}
+
+std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Array>& out,
+                               const std::vector<Array>& ct) const {
+  const Array &x = p[0], &y = p[1], &z = out[0], &g = ct[0];
+  if (!differentiable(x.aval())) return {Array(), Array()};
+  auto pair = [&](const Array& gx, const Array& gy) {
+    return std::vector<Array>{unbroadcast(gx, x.aval()), unbroadcast(gy, y.aval())};
+  };
+  switch (op) {
+    case BinaryOp::Add: return pair(g, g);
+    case BinaryOp::Sub: return pair(g, -g);
+    case BinaryOp::Mul: return pair(g * y, g * x);
+    case BinaryOp::Div: return pair(g / y, -(g * z) / y);
+    case BinaryOp::Pow: {
+      Array safe_log = where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
+      return pair(g * y * power(x, y - 1.0), g * safe_log * z);
+    }
+    case BinaryOp::Max:
+    case BinaryOp::Min: {
+      // Ties share the gradient equally, as in JAX.
+      Array xw = where(equal(x, z), ones_like(z), zeros_like(z));
+      Array yw = where(equal(y, z), ones_like(z), zeros_like(z));
+      Array total = xw + yw;
+      return pair(g * xw / total, g * yw / total);
+    }
+    case BinaryOp::Atan2: {
+      Array den = x * x + y * y;
+      return pair(g * y / den, -(g * x) / den);
+    }
+    case BinaryOp::Rem: return pair(g, -(g * round(stop_gradient((x - z) / y))));
+    default: return {zeros_like(x), zeros_like(y)};
+  }
+}
+
+// ---- Select ---------------------------------------------------------------------------------
+std::vector<AbstractValue> Select::abstract_eval(const std::vector<AbstractValue>& in) const {
+  const AbstractValue &p = in.at(0), &t = in.at(1), &f = in.at(2);
+  if (p.dtype != DType::Bool) fail("select: expected a bool predicate, got ", p.str());
+  if (t.dtype != f.dtype)
+    fail("select: expected branches of one dtype, got ", t.str(), " and ", f.str());
+  Shape shape;
+  for (auto* a : {&p, &t, &f}) {
+    if (a->ndim() == 0) continue;
+    if (!shape.empty() && a->shape != shape)
+      fail("select: expected operands of equal shapes (or scalars), got ", p.str(), ", ",
+           t.str(), " and ", f.str());
+    shape = a->shape;
+  }
+  return {AbstractValue{shape, t.dtype, t.weak && f.weak}};
+}
+
+Batched Select::batch(const BatchContext& ctx, const std::vector<Array>& in,
+                      const std::vector<int>& dims) const {
+  auto eb = batch_elementwise(in, dims, ctx.axis_size);
+  return {{bind1(std::make_shared<Select>(), eb.values)}, {eb.dim}};
+}
+
+std::vector<Array> Select::vjp(const std::vector<Array>& p, const std::vector<Array>&,
+                               const std::vector<Array>& ct) const {
+  if (!differentiable(p[1].aval())) return {Array(), Array(), Array()};
+  Array zero = zeros_like(ct[0]);
+  return {Array(), unbroadcast(where(p[0], ct[0], zero), p[1].aval()),
+          unbroadcast(where(p[0], zero, ct[0]), p[2].aval())};
+}
+
+// ---- Convert --------------------------------------------------------------------------------
+Params Convert::params() const {
+  return {{"new_dtype", dtype_name(to)}, {"weak_type", weak ? "True" : "False"}};
+}
+
+std::vector<AbstractValue> Convert::abstract_eval(const std::vector<AbstractValue>& in) const {
+  check_supported(to, "convert_element_type");
+  return {AbstractValue{in.at(0).shape, to, weak}};
+}
+
+Batched Convert::batch(const BatchContext&, const std::vector<Array>& in,
+                       const std::vector<int>& dims) const {
+  return {{bind1(std::make_shared<Convert>(to, weak), {in[0]})}, {dims[0]}};
+}
+
+std::vector<Array> Convert::vjp(const std::vector<Array>& p, const std::vector<Array>&,
+                                const std::vector<Array>& ct) const {
+  if (!differentiable(p[0].aval()) || !is_floating(to)) return {Array()};
+  return {lax::convert_element_type(ct[0], p[0].dtype())};
+}
+
+// ---- StopGradient ---------------------------------------------------------------------------
+Batched StopGradient::batch(const BatchContext&, const std::vector<Array>& in,
+                            const std::vector<int>& dims) const {
+  return {{stop_gradient(in[0])}, {dims[0]}};
+}
+
+std::vector<Array> StopGradient::vjp(const std::vector<Array>&, const std::vector<Array>&,
+                                     const std::vector<Array>&) const {
+  return {Array()};
+}
+
+}  // namespace spmd::prim

@@ -1,0 +1,280 @@
+#pragma once
+// The primitive set (lax-level: operands already promoted and broadcast by the ops layer).
+// Each class holds its parameters; rules live in the matching primitives/*.cpp file and
+// kernels in backend/cpu/kernels_*.cpp.
+#include <string>
+#include <vector>
+
+#include "spmd/primitive.h"
+
+namespace spmd::prim {
+
+std::string tuple_str(const std::vector<int64_t>& v);  // "(0, 1)"
+std::string tuple_str(const std::vector<int>& v);
+
+// ---- elementwise ----------------------------------------------------------------------------
+enum class UnaryOp {
+  Neg, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Tanh, Logistic, Abs, Sign, Sin, Cos,
+  Floor, Ceil, Round, Not, Erf, ErfInv, IsFinite
+};
+class Unary : public Primitive {
+ public:
+  explicit Unary(UnaryOp op) : op(op) {}
+  UnaryOp op;
+  std::string name() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Rem, Pow, Max, Min, Atan2,
+  Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor, ShiftLeft, ShiftRightLogical
+};
+bool is_comparison(BinaryOp op);
+// Operands have one dtype and equal shapes, or one of them is a rank-0 scalar.
+class Binary : public Primitive {
+ public:
+  explicit Binary(BinaryOp op) : op(op) {}
+  BinaryOp op;
+  std::string name() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// select(pred, on_true, on_false); pred is bool; rank-0 operands broadcast.
+class Select : public Primitive {
+ public:
+  std::string name() const override { return "select_n"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Convert : public Primitive {
+ public:
+  Convert(DType to, bool weak) : to(to), weak(weak) {}
+  DType to;
+  bool weak;
+  std::string name() const override { return "convert_element_type"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// Identity whose gradient is zero.
+class StopGradient : public Primitive {
+ public:
+  std::string name() const override { return "stop_gradient"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override { return in; }
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// ---- reductions -----------------------------------------------------------------------------
+enum class ReduceOp { Sum, Max, Min, Prod, And, Or };
+class Reduce : public Primitive {
+ public:
+  Reduce(ReduceOp op, std::vector<int> axes) : op(op), axes(std::move(axes)) {}
+  ReduceOp op;
+  std::vector<int> axes;  // sorted, non-negative
+  std::string name() const override;
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// argmax/argmin along one axis (first occurrence; NaN wins, as in numpy).
+class ArgReduce : public Primitive {
+ public:
+  ArgReduce(bool is_max, int axis, DType index_dtype) : is_max(is_max), axis(axis), index_dtype(index_dtype) {}
+  bool is_max;
+  int axis;
+  DType index_dtype;
+  std::string name() const override { return is_max ? "argmax" : "argmin"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// Inclusive cumulative sum along an axis.
+class CumSum : public Primitive {
+ public:
+  CumSum(int axis, bool reverse) : axis(axis), reverse(reverse) {}
+  int axis;
+  bool reverse;
+  std::string name() const override { return "cumsum"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// ---- shape ----------------------------------------------------------------------------------
+// Operand dim i becomes output dim dims[i] (sizes equal, or 1 to broadcast).
+class BroadcastInDim : public Primitive {
+ public:
+  BroadcastInDim(Shape shape, std::vector<int> dims) : shape(std::move(shape)), dims(std::move(dims)) {}
+  Shape shape;
+  std::vector<int> dims;
+  std::string name() const override { return "broadcast_in_dim"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Reshape : public Primitive {
+ public:
+  explicit Reshape(Shape shape) : shape(std::move(shape)) {}
+  Shape shape;
+  std::string name() const override { return "reshape"; }
+  Params params() const override;
+  bool is_view() const override { return true; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Transpose : public Primitive {
+ public:
+  explicit Transpose(std::vector<int> perm) : perm(std::move(perm)) {}
+  std::vector<int> perm;
+  std::string name() const override { return "transpose"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Slice : public Primitive {
+ public:
+  Slice(Shape start, Shape limit, Shape strides)
+      : start(std::move(start)), limit(std::move(limit)), strides(std::move(strides)) {}
+  Shape start, limit, strides;
+  std::string name() const override { return "slice"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// pad(x, value) with low/high/interior padding per axis (negative low/high crop).
+class Pad : public Primitive {
+ public:
+  Pad(Shape lo, Shape hi, Shape interior) : lo(std::move(lo)), hi(std::move(hi)), interior(std::move(interior)) {}
+  Shape lo, hi, interior;
+  std::string name() const override { return "pad"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Concatenate : public Primitive {
+ public:
+  explicit Concatenate(int axis) : axis(axis) {}
+  int axis;
+  std::string name() const override { return "concatenate"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// ---- indexing -------------------------------------------------------------------------------
+// take along `axis`, with the first batch_dims axes of operand and indices paired:
+// operand (B..., pre..., N, post...), indices (B..., I...) -> (B..., pre..., I..., post...).
+// Out-of-range indices are clamped (JAX's default for gathers).
+class Gather : public Primitive {
+ public:
+  Gather(int axis, int batch_dims) : axis(axis), batch_dims(batch_dims) {}
+  int axis, batch_dims;
+  std::string name() const override { return "gather"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// The transpose of Gather: adds updates into zeros of operand_shape.
+class ScatterAdd : public Primitive {
+ public:
+  ScatterAdd(int axis, int batch_dims, Shape operand_shape)
+      : axis(axis), batch_dims(batch_dims), operand_shape(std::move(operand_shape)) {}
+  int axis, batch_dims;
+  Shape operand_shape;
+  std::string name() const override { return "scatter_add"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Iota : public Primitive {
+ public:
+  Iota(Shape shape, DType dtype, int dimension) : shape(std::move(shape)), dtype(dtype), dimension(dimension) {}
+  Shape shape;
+  DType dtype;
+  int dimension;
+  std::string name() const override { return "iota"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+};
+
+// Stable argsort along an axis, int32 indices.
+class Argsort : public Primitive {
+ public:
+  explicit Argsort(int axis) : axis(axis) {}
+  int axis;
+  std::string name() const override { return "argsort"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// ---- linear algebra -------------------------------------------------------------------------
+struct DotDims {
+  std::vector<int> lhs_contract, rhs_contract, lhs_batch, rhs_batch;
+  bool operator==(const DotDims&) const = default;
+};
+// Output axes: batch, lhs free (in order), rhs free (in order).
+class DotGeneral : public Primitive {
+ public:
+  explicit DotGeneral(DotDims dims) : dims(std::move(dims)) {}
+  DotDims dims;
+  std::string name() const override { return "dot_general"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// ---- random ---------------------------------------------------------------------------------
+// Threefry-2x32 counter-mode bits: key u32[K..., 2] -> u32[K..., shape...].
+class RandomBits : public Primitive {
+ public:
+  explicit RandomBits(Shape shape) : shape(std::move(shape)) {}
+  Shape shape;
+  std::string name() const override { return "random_bits"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// Threefry-2x32 applied to a key u32[K..., 2] and counters u32[K..., 2]: the key derivation
+// behind split and fold_in.
+class Threefry : public Primitive {
+ public:
+  std::string name() const override { return "threefry2x32"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+};
+
+}  // namespace spmd::prim

@@ -1,0 +1,202 @@
+#include "runtime/client.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runtime/process.h"
+#include "spmd/error.h"
+
+namespace spmd::runtime {
+namespace {
+
+thread_local bool t_on_worker = false;
+
+std::mutex g_config_mu;
+int g_requested = 0;  // from set_cpu_device_count
+bool g_started = false;
+
+int parse_count(const std::string& text, const char* source) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(text, &used);
+    if (used == text.size() && n >= 1) return n;
+  } catch (...) {
+  }
+  fail("expected a positive device count in ", source, ", got '", text, "'");
+}
+
+int configured_count() {
+  if (g_requested > 0) return g_requested;
+  if (const char* env = std::getenv("SPMD_CPU_DEVICES"); env && *env)
+    return parse_count(env, "SPMD_CPU_DEVICES");
+  if (const char* flags = std::getenv("XLA_FLAGS")) {
+    std::string s = flags;
+    const std::string key = "--xla_force_host_platform_device_count=";
+    if (auto pos = s.find(key); pos != std::string::npos) {
+      auto end = s.find_first_of(" \t", pos);
+      std::string value = s.substr(pos + key.size(), end == std::string::npos
+                                                         ? std::string::npos
+                                                         : end - pos - key.size());
+      return parse_count(value, "XLA_FLAGS --xla_force_host_platform_device_count");
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+struct Client::Worker {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool stop = false;
+  std::thread thread;
+
+  Worker() {
+    thread = std::thread([this] {
+      t_on_worker = true;
+      for (;;) {
+        std::function<void()> task;
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return stop || !queue.empty(); });
+          if (queue.empty()) return;
+          task = std::move(queue.front());
+          queue.pop_front();
+        }
+        task();
+      }
+    });
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(task));
+    }
+    cv.notify_one();
+  }
+  ~Worker() {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    cv.notify_one();
+    thread.join();
+  }
+};
+
+Client::Client(int count) {
+  for (int i = 0; i < count; ++i) workers_.push_back(new Worker());
+}
+
+Client::~Client() {
+  for (Worker* w : workers_) delete w;
+}
+
+Client& Client::get() {
+  static Client* client = [] {
+    std::lock_guard lock(g_config_mu);
+    g_started = true;
+    return new Client(configured_count());  // lives until exit; workers are joined by the OS
+  }();
+  return *client;
+}
+
+void Client::run_on_devices(const std::vector<int>& device_ids,
+                            const std::function<void(int)>& fn,
+                            const std::function<void()>& on_failure) {
+  if (t_on_worker)
+    fail("a multi-device computation was started from inside a device's worker thread; "
+         "expected it to be called from a host thread");
+  const int n = static_cast<int>(device_ids.size());
+  std::mutex mu;
+  std::condition_variable done_cv;
+  int remaining = n;
+  std::vector<std::exception_ptr> errors(n);
+  bool failed = false;
+  for (int r = 0; r < n; ++r) {
+    int d = device_ids[r];
+    if (d < 0 || d >= local_device_count())
+      fail("expected a local device id in [0, ", local_device_count(), "), got ", d);
+    workers_[d]->post([&, r] {
+      std::exception_ptr err;
+      try {
+        fn(r);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      bool first_failure = false;
+      {
+        std::lock_guard lock(mu);
+        if (err) {
+          errors[r] = err;
+          first_failure = !failed;
+          failed = true;
+        }
+      }
+      if (first_failure && on_failure) on_failure();
+      std::lock_guard lock(mu);
+      if (--remaining == 0) done_cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mu);
+  done_cv.wait(lock, [&] { return remaining == 0; });
+  if (!failed) return;
+  std::exception_ptr aborted;
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const ReplicaAborted&) {
+      aborted = e;
+    } catch (...) {
+      throw;  // the first real failure, by replica order
+    }
+  }
+  fail("a replica was aborted, but no replica reported the failure that caused it");
+}
+
+bool on_worker_thread() { return t_on_worker; }
+
+}  // namespace spmd::runtime
+
+namespace spmd {
+
+void set_cpu_device_count(int n) {
+  if (n < 1) fail("set_cpu_device_count: expected a positive device count, got ", n);
+  std::lock_guard lock(runtime::g_config_mu);
+  if (runtime::g_started) {
+    int current = runtime::Client::get().local_device_count();
+    if (current == n) return;
+    fail("set_cpu_device_count(", n, ") called after the devices were created with ", current,
+         " device(s); expected it to be called before the first use of any device, array or "
+         "transformation");
+  }
+  runtime::g_requested = n;
+}
+
+std::string Device::str() const { return platform == "cpu" ? "CpuDevice(id=" + std::to_string(id) + ")" : platform + "Device(id=" + std::to_string(id) + ")"; }
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+int local_device_count() { return runtime::Client::get().local_device_count(); }
+
+std::vector<Device> local_devices() {
+  std::vector<Device> out;
+  int n = local_device_count();
+  int base = runtime::first_global_device_id();
+  for (int i = 0; i < n; ++i) out.push_back(Device{"cpu", base + i, runtime::this_process(), i});
+  return out;
+}
+
+std::vector<Device> devices() { return runtime::global_devices(); }
+int device_count() { return static_cast<int>(devices().size()); }
+int process_index() { return runtime::this_process(); }
+int process_count() { return runtime::process_total(); }
+
+}  // namespace spmd

@@ -1,0 +1,110 @@
+// jit: trace once per signature, simplify, compile to an Executable, cache.
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/cpu/parallel.h"
+#include "compile/executable.h"
+#include "compile/simplify.h"
+#include "core/array_impl.h"
+#include "ir/trace.h"
+#include "spmd/error.h"
+#include "spmd/transforms.h"
+
+namespace spmd::detail {
+namespace {
+
+struct Signature {
+  std::vector<AbstractValue> avals;
+  TreeDef in_tree;
+  Statics statics;
+  size_t hash = 0;
+  bool operator==(const Signature& o) const {
+    if (hash != o.hash || avals != o.avals || statics.size() != o.statics.size()) return false;
+    for (size_t i = 0; i < statics.size(); ++i)
+      if (!statics[i]->equals(*o.statics[i])) return false;
+    return in_tree == o.in_tree;
+  }
+};
+struct SignatureHash {
+  size_t operator()(const Signature& s) const { return s.hash; }
+};
+
+Signature signature_of(const FlatCall& call) {
+  Signature s{{}, call.in_tree, call.statics, call.in_tree.hash()};
+  s.avals.reserve(call.leaves.size());
+  for (const Array& a : call.leaves) {
+    const AbstractValue& t = a.impl()->aval;
+    s.avals.push_back(t);
+    s.hash = s.hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
+    for (int64_t d : t.shape) s.hash = s.hash * 31 + static_cast<size_t>(d);
+  }
+  for (auto& st : call.statics) s.hash = s.hash * 1000003 + st->hash();
+  return s;
+}
+
+struct Entry {
+  Program program;
+  TreeDef out_tree;
+  std::unique_ptr<compile::Executable> executable;  // built at the first concrete call
+  std::once_flag compiled;
+};
+
+}  // namespace
+
+struct JitCache {
+  std::mutex mu;
+  std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> entries;
+  int traces = 0;
+};
+
+std::shared_ptr<JitCache> new_jit_cache() { return std::make_shared<JitCache>(); }
+
+int jit_trace_count(const JitCache& cache) { return cache.traces; }
+
+Program trace_program(const FlatFn& fn, const FlatCall& call) {
+  std::vector<AbstractValue> avals;
+  for (const Array& a : call.leaves) avals.push_back(a.aval());
+  return ir::trace(avals, fn.fn).program;
+}
+
+std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& call,
+                            TreeDef& out_tree) {
+  Signature sig = signature_of(call);
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard lock(cache.mu);
+    auto it = cache.entries.find(sig);
+    if (it != cache.entries.end()) entry = it->second;
+  }
+  std::vector<Array> captured;
+  if (!entry) {
+    std::vector<AbstractValue> avals = sig.avals;
+    ir::Traced traced = ir::trace(avals, fn.fn);
+    entry = std::make_shared<Entry>();
+    entry->program = std::move(traced.program);
+    entry->out_tree = *fn.out_tree;
+    captured = std::move(traced.captured);
+    std::lock_guard lock(cache.mu);
+    ++cache.traces;
+    // A trace that captured values of an enclosing trace is only valid inside that trace.
+    if (captured.empty()) cache.entries.emplace(std::move(sig), entry);
+  }
+  out_tree = entry->out_tree;
+
+  bool inline_it = !captured.empty() || ir::current_trace() != nullptr;
+  for (const Array& a : call.leaves) inline_it = inline_it || a.is_tracer();
+  if (inline_it) {
+    std::vector<Array> args = call.leaves;
+    args.insert(args.end(), captured.begin(), captured.end());
+    return ir::eval_program(entry->program, args);
+  }
+  std::call_once(entry->compiled, [&] {
+    entry->executable = std::make_unique<compile::Executable>(compile::simplify(entry->program));
+  });
+  backend::ExecContext ctx;
+  ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
+  ctx.threads = cpu::hardware_threads();
+  return entry->executable->run(call.leaves, ctx);
+}
+
+}  // namespace spmd::detail

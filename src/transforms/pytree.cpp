@@ -1,0 +1,69 @@
+// TreeDef and AxisSpec: the structure side of pytrees.
+#include <functional>
+
+#include "spmd/error.h"
+#include "spmd/transforms.h"
+
+namespace spmd {
+
+int TreeDef::num_leaves() const {
+  if (kind == Kind::Leaf) return 1;
+  if (kind == Kind::Static) return 0;
+  int n = 0;
+  for (auto& c : children) n += c.num_leaves();
+  return n;
+}
+
+std::string TreeDef::str() const {
+  switch (kind) {
+    case Kind::Leaf: return "*";
+    case Kind::Static: return "static";
+    default: break;
+  }
+  std::string s = type_name + "(";
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (i) s += ", ";
+    if (!keys.empty()) s += keys[i] + "=";
+    s += children[i].str();
+  }
+  return s + ")";
+}
+
+size_t TreeDef::hash() const {
+  size_t h = static_cast<size_t>(kind) * 0x9e3779b97f4a7c15ull + children.size();
+  for (auto& k : keys) h = h * 31 + std::hash<std::string>()(k);
+  for (auto& c : children) h = h * 1000003 + c.hash();
+  return h;
+}
+
+void AxisSpec::expand(const TreeDef& tree, const std::string& what, const std::string& path,
+                      std::vector<std::optional<int>>& out) const {
+  if (!sequence_ && !mapping_) {
+    for (int i = 0; i < tree.num_leaves(); ++i) out.push_back(axis_);
+    return;
+  }
+  bool tree_is_seq = tree.kind == TreeDef::Kind::Sequence || tree.kind == TreeDef::Kind::Tuple;
+  bool tree_is_map = tree.kind == TreeDef::Kind::Map || tree.kind == TreeDef::Kind::Struct;
+  if (sequence_ && tree_is_seq && children_.size() == tree.children.size()) {
+    for (size_t i = 0; i < children_.size(); ++i)
+      children_[i].expand(tree.children[i], what, path + "[" + std::to_string(i) + "]", out);
+    return;
+  }
+  if (mapping_ && tree_is_map && keys_ == tree.keys) {
+    for (size_t i = 0; i < children_.size(); ++i)
+      children_[i].expand(tree.children[i], what, path + "." + keys_[i], out);
+    return;
+  }
+  fail(what, " specification must be a tree prefix of the corresponding value: at ",
+       path.empty() ? "the top" : path, " the spec has ", children_.size(),
+       sequence_ ? " entries" : " keys", " but the value is ", tree.str());
+}
+
+std::vector<std::optional<int>> AxisSpec::per_leaf(const TreeDef& tree, const std::string& what) const {
+  std::vector<std::optional<int>> out;
+  // One spec for all arguments, or one per argument (the arguments form a tuple).
+  expand(tree, what, "", out);
+  return out;
+}
+
+}  // namespace spmd
