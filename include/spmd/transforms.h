@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "spmd/array.h"
+#include "spmd/collectives.h"
+#include "spmd/device.h"
 #include "spmd/program.h"
 #include "spmd/pytree.h"
 
@@ -161,6 +163,18 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
 
 Program trace_program(const FlatFn& fn, const FlatCall& call);
 
+struct PmapSpec {
+  AxisSpec in_axes = 0;
+  AxisSpec out_axes = 0;
+  std::string axis_name;
+  std::vector<Device> devices;
+};
+struct PmapCache;
+std::shared_ptr<PmapCache> new_pmap_cache();
+int pmap_trace_count(const PmapCache& cache);
+std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
+                             const FlatCall& call, TreeDef& out_tree);
+
 }  // namespace detail
 
 // ---- jit --------------------------------------------------------------------------------------
@@ -223,6 +237,46 @@ Vmapped<F> vmap(F f, AxisSpec in_axes = 0, AxisSpec out_axes = 0, std::string ax
                 std::optional<int64_t> axis_size = {}) {
   return Vmapped<F>(std::move(f), detail::VmapSpec{std::move(in_axes), std::move(out_axes),
                                                    std::move(axis_name), axis_size});
+}
+
+// ---- pmap -------------------------------------------------------------------------------------
+struct PmapOptions {
+  AxisSpec in_axes = 0;
+  AxisSpec out_axes = 0;
+  std::vector<int> static_broadcasted_argnums;
+  std::vector<Device> devices;  // empty: the first devices of this process
+};
+
+template <class F>
+class Pmapped {
+ public:
+  Pmapped(F f, std::string axis_name, PmapOptions options)
+      : f_(std::move(f)), options_(std::move(options)), cache_(detail::new_pmap_cache()) {
+    spec_ = detail::PmapSpec{options_.in_axes, options_.out_axes, std::move(axis_name), options_.devices};
+  }
+  template <class... Args>
+  detail::result_t<F, Args...> operator()(const Args&... args) const {
+    detail::FlatCall call = detail::flatten_args(options_.static_broadcasted_argnums, args...);
+    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    TreeDef out_tree;
+    std::vector<Array> out = detail::pmap_call(*cache_, spec_, fn, call, out_tree);
+    return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+  }
+  int trace_count() const { return detail::pmap_trace_count(*cache_); }
+
+ private:
+  F f_;
+  PmapOptions options_;
+  detail::PmapSpec spec_;
+  std::shared_ptr<detail::PmapCache> cache_;
+};
+
+// Single-program multiple-data: compiles f once per signature and runs one replica per device,
+// concurrently, each on its slice of the mapped axis (in_axes per argument, out_axes per result,
+// as vmap). Collectives inside f name axis_name. The mapped size must not exceed the devices.
+template <class F>
+Pmapped<F> pmap(F f, std::string axis_name = {}, PmapOptions options = {}) {
+  return Pmapped<F>(std::move(f), std::move(axis_name), std::move(options));
 }
 
 // ---- make_jaxpr -------------------------------------------------------------------------------

@@ -49,7 +49,8 @@ Program simplify(const Program& in) {
     }
     for (int v : eq.outputs) out_elems += p.var_types[v].size();
     // Fold: every input is a constant (iota and broadcasts of literals included).
-    if (all_literal && eq.primitive->is_pure() && out_elems <= kMaxFoldedElements) {
+    if (all_literal && eq.primitive->is_pure() && eq.primitive->axis_names().empty() &&
+        out_elems <= kMaxFoldedElements) {
       std::vector<Array> args;
       for (auto& a : eq.inputs) args.push_back(a.literal);
       std::vector<Array> outs = backend::execute_eager(*eq.primitive, args);

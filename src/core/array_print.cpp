@@ -1,7 +1,13 @@
-// Printing in JAX's style: Array([1. , 2.5], dtype=float32); long arrays are elided with "...".
+// Printing in JAX's style, which is NumPy's array2string inside "Array(...)": items padded to a
+// common width (floats aligned on the decimal point, or all in scientific notation when their
+// magnitudes differ too much), lines wrapped at 75 columns, and arrays of more than 1000 items
+// summarised by their first and last 3 items along each axis around "...".
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <ostream>
 
 #include "backend/cpu/dispatch.h"
@@ -12,91 +18,249 @@ namespace spmd {
 namespace {
 
 constexpr int64_t kThreshold = 1000;  // numpy's default summarisation threshold
-constexpr int64_t kEdge = 3;
+constexpr int64_t kEdge = 3;          // numpy's edgeitems
+constexpr int64_t kLineWidth = 75;    // numpy's linewidth
+constexpr int kPrecision = 8;         // numpy's precision
 
-std::string format_float(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+// A finite float as sign, significant digits and the decimal exponent of the first digit.
+struct Decimal {
+  bool negative = false;
+  std::string digits;
+  int exp = 0;
+};
+
+Decimal parse_scientific(const char* s) {  // "-1.25e+02"
+  Decimal d;
+  if (*s == '-') {
+    d.negative = true;
+    ++s;
+  }
+  for (; *s && *s != 'e'; ++s)
+    if (*s != '.') d.digits += *s;
+  if (*s == 'e') d.exp = std::atoi(s + 1);
+  while (d.digits.size() > 1 && d.digits.back() == '0') d.digits.pop_back();
+  return d;
+}
+
+// NumPy's "unique" Dragon4 mode: the shortest digits that read back as v in its own type (f32
+// or f64); when more than max_sig significant digits would be needed, v rounded to max_sig.
+Decimal shortest(double v, bool f32, int max_sig) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.8g", v);
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".";
-  return s;
+  auto r = f32 ? std::to_chars(buf, buf + sizeof buf - 1, static_cast<float>(v),
+                               std::chars_format::scientific)
+               : std::to_chars(buf, buf + sizeof buf - 1, v, std::chars_format::scientific);
+  *r.ptr = '\0';
+  Decimal d = parse_scientific(buf);
+  if (static_cast<int>(d.digits.size()) <= max_sig) return d;
+  std::snprintf(buf, sizeof buf, "%.*e", std::max(max_sig, 1) - 1, v);  // exact, half-even
+  return parse_scientific(buf);
 }
 
-std::string format_item(const void* data, DType dt, int64_t i) {
-  std::string out;
-  cpu::visit(dt, [&]<class T>() {
-    T v = static_cast<const T*>(data)[i];
-    if constexpr (std::is_same_v<T, bool>) out = v ? "True" : "False";
-    else if constexpr (std::is_floating_point_v<T>) out = format_float(v);
-    else out = std::to_string(v);
-  });
-  return out;
-}
+// numpy's FloatingFormat (floatmode 'maxprec', sign '-'), set up from the items shown.
+class FloatFormat {
+ public:
+  FloatFormat(const std::vector<double>& shown, bool f32) : f32_(f32) {
+    std::vector<double> finite;
+    for (double v : shown)
+      if (std::isfinite(v)) finite.push_back(v);
+    double max_abs = 0, min_abs = INFINITY;
+    for (double v : finite)
+      if (v != 0) {
+        max_abs = std::max(max_abs, std::fabs(v));
+        min_abs = std::min(min_abs, std::fabs(v));
+      }
+    exp_format_ = max_abs != 0 && (max_abs >= 1e8 || min_abs < 1e-4 || max_abs / min_abs > 1e3);
+    for (double v : finite) {
+      auto [int_part, frac, exp] = exp_format_ ? scientific(v, -1) : positional(v);
+      pad_left_ = std::max(pad_left_, static_cast<int>(int_part.size()));
+      if (exp_format_) {
+        precision_ = std::max(precision_, static_cast<int>(frac.size()));
+        exp_digits_ = std::max(exp_digits_, static_cast<int>(std::to_string(std::abs(exp)).size()));
+      } else {
+        pad_right_ = std::max(pad_right_, static_cast<int>(frac.size()));
+      }
+    }
+    if (exp_format_) pad_right_ = exp_digits_ + 2 + precision_;
+    if (finite.size() != shown.size()) {
+      bool neg_inf = std::any_of(shown.begin(), shown.end(), [](double v) { return v == -INFINITY; });
+      int offset = pad_right_ + 1;
+      pad_left_ = std::max({pad_left_, 3 - offset, 3 + (neg_inf ? 1 : 0) - offset});
+    }
+  }
 
-// Walks the items that are shown (all of them, or the edges of each axis when summarising).
+  std::string operator()(double v) const {
+    if (!std::isfinite(v)) {
+      std::string s = std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+      return pad(s, pad_left_ + pad_right_ + 1);
+    }
+    if (exp_format_) {
+      auto [int_part, frac, exp] = scientific(v, precision_);
+      if (static_cast<int>(frac.size()) < precision_) frac.append(precision_ - frac.size(), '0');
+      std::string e = std::to_string(std::abs(exp));
+      e.insert(0, std::max<int>(0, exp_digits_ - static_cast<int>(e.size())), '0');
+      return pad(int_part, pad_left_) + "." + frac + "e" + (exp < 0 ? "-" : "+") + e;
+    }
+    auto [int_part, frac, exp] = positional(v);
+    if (static_cast<int>(frac.size()) < pad_right_) frac.append(pad_right_ - frac.size(), ' ');
+    return pad(int_part, pad_left_) + "." + frac;
+  }
+
+ private:
+  struct Parts {
+    std::string int_part, frac;
+    int exp = 0;
+  };
+  static std::string pad(const std::string& s, int width) {
+    return std::string(std::max<int>(0, width - static_cast<int>(s.size())), ' ') + s;
+  }
+  // At most kPrecision digits after the point (max_frac) or fewer (a common precision).
+  Parts scientific(double v, int max_frac) const {
+    Decimal d = shortest(v, f32_, 1 + (max_frac < 0 ? kPrecision : max_frac));
+    return {(d.negative ? "-" : "") + d.digits.substr(0, 1), d.digits.substr(1), d.exp};
+  }
+  // At most kPrecision digits after the point.
+  Parts positional(double v) const {
+    Decimal d = shortest(v, f32_, 17);
+    if (static_cast<int>(d.digits.size()) - 1 - d.exp > kPrecision)
+      d = shortest(v, f32_, std::max(1, d.exp + 1 + kPrecision));
+    std::string sign = d.negative ? "-" : "";
+    if (d.exp < 0) return {sign + "0", std::string(-d.exp - 1, '0') + d.digits, 0};
+    std::string digits = d.digits;
+    if (static_cast<int>(digits.size()) < d.exp + 1) digits.append(d.exp + 1 - digits.size(), '0');
+    return {sign + digits.substr(0, d.exp + 1), digits.substr(d.exp + 1), 0};
+  }
+
+  bool f32_;
+  bool exp_format_ = false;
+  int pad_left_ = 0, pad_right_ = 0, precision_ = 0, exp_digits_ = 2;
+};
+
+// numpy's _formatArray with separator ", ".
 struct Printer {
   const Shape& shape;
-  const void* data;
+  const char* data;
   DType dtype;
   std::vector<int64_t> strides;
   bool summarize = false;
-  std::string indent;
-  size_t width = 0;
+  std::unique_ptr<FloatFormat> float_format;
+  size_t item_width = 0;  // non-float items are right-aligned to the widest one shown
 
-  void print(std::string* out, int dim, int64_t offset) {
-    int nd = static_cast<int>(shape.size());
-    if (dim == nd) {
-      std::string s = format_item(data, dtype, offset);
-      if (!out) width = std::max(width, s.size());
-      else {
-        out->append(width - s.size(), ' ');
-        out->append(s);
-      }
-      return;
-    }
-    std::string sep = ",";
-    if (dim + 1 == nd) {
-      sep += ' ';
-    } else {
-      sep.append(nd - dim - 1, '\n');
-      sep += indent;
-      sep.append(dim + 1, ' ');
-    }
-    if (out) *out += "[";
+  // Calls fn(offset) for each item shown, in order.
+  template <class F>
+  void each_shown(int dim, int64_t offset, F&& fn) const {
+    if (dim == static_cast<int>(shape.size())) return fn(offset);
     int64_t n = shape[dim];
     for (int64_t i = 0; i < n; ++i) {
-      if (summarize && n > 2 * kEdge && i == kEdge) {
-        if (out) {
-          out->append("...");
-          out->append(sep);
-        }
-        i = n - kEdge;
-      }
-      print(out, dim + 1, offset + i * strides[dim]);
-      if (out && i + 1 < n) *out += sep;
+      if (summarize && n > 2 * kEdge && i == kEdge) i = n - kEdge;
+      each_shown(dim + 1, offset + i * strides[dim], fn);
     }
-    if (out) *out += "]";
+  }
+
+  std::string raw_item(int64_t i) const {
+    std::string out;
+    cpu::visit(dtype, [&]<class T>() {
+      T v = reinterpret_cast<const T*>(data)[i];
+      if constexpr (std::is_same_v<T, bool>) out = v ? "True" : "False";
+      else if constexpr (std::is_floating_point_v<T>) out = (*float_format)(v);
+      else out = std::to_string(v);
+    });
+    return out;
+  }
+
+  void prepare() {
+    if (is_floating(dtype)) {
+      std::vector<double> shown;
+      cpu::visit(dtype, [&]<class T>() {
+        each_shown(0, 0, [&](int64_t i) { shown.push_back(reinterpret_cast<const T*>(data)[i]); });
+      });
+      float_format = std::make_unique<FloatFormat>(shown, dtype == DType::Float32);
+    } else {
+      each_shown(0, 0, [&](int64_t i) { item_width = std::max(item_width, raw_item(i).size()); });
+    }
+  }
+
+  std::string item(int64_t i) const {
+    std::string s = raw_item(i);
+    return std::string(item_width > s.size() ? item_width - s.size() : 0, ' ') + s;
+  }
+
+  static void extend_line(std::string& s, std::string& line, const std::string& word,
+                          int64_t width, const std::string& indent) {
+    int64_t len = static_cast<int64_t>(line.size() + word.size());
+    if (len > width && line.size() > indent.size()) {  // wrapping helps only after the indent
+      line.erase(line.find_last_not_of(' ') + 1);
+      s += line + "\n";
+      line = indent;
+    }
+    line += word;
+  }
+
+  std::string format(int dim, int64_t offset, const std::string& indent, int64_t width) const {
+    int axes_left = static_cast<int>(shape.size()) - dim;
+    if (axes_left == 0) return item(offset);
+    std::string next_indent = indent + " ";
+    int64_t n = shape[dim];
+    bool show_summary = summarize && n > 2 * kEdge;
+    int64_t leading = show_summary ? kEdge : 0, trailing = show_summary ? kEdge : n;
+    auto sub = [&](int64_t i) {
+      return format(dim + 1, offset + i * strides[dim], next_indent, width - 1);
+    };
+    std::string s;
+    if (axes_left == 1) {
+      int64_t item_width = width - 1;  // room for the "," or "]" that follows
+      std::string line = indent;
+      for (int64_t i = 0; i < leading; ++i) {
+        extend_line(s, line, sub(i), item_width, indent);
+        line += ", ";
+      }
+      if (show_summary) {
+        extend_line(s, line, "...", item_width, indent);
+        line += ", ";
+      }
+      for (int64_t i = trailing; i > 1; --i) {
+        extend_line(s, line, sub(n - i), item_width, indent);
+        line += ", ";
+      }
+      extend_line(s, line, sub(n - 1), item_width, indent);
+      s += line;
+    } else {
+      std::string line_sep = "," + std::string(axes_left - 1, '\n');
+      for (int64_t i = 0; i < leading; ++i) s += indent + sub(i) + line_sep;
+      if (show_summary) s += indent + "..." + line_sep;
+      for (int64_t i = trailing; i > 1; --i) s += indent + sub(n - i) + line_sep;
+      s += indent + sub(n - 1);
+    }
+    return "[" + s.substr(indent.size()) + "]";
   }
 };
 
 }  // namespace
 
+// As jax.Array.__repr__: np.array2string(x, prefix="Array(", suffix=",", separator=", ").
 std::string Array::str() const {
   if (!valid()) return "Array(<empty>)";
   if (is_tracer()) return "Traced<" + aval().str() + ">";
-  std::string prefix = "Array(";
-  std::string suffix = ", dtype=" + dtype_name(dtype()) + (weak_type() ? ", weak_type=True" : "") + ")";
-  if (size() == 0) return prefix + "[]" + (ndim() > 1 ? ", shape=" + shape_str(shape()) : "") + suffix;
-  Printer p{shape(), data(), dtype(), strides_of(shape()), false, {}, 0};
-  p.summarize = size() > kThreshold;
-  p.indent = std::string(prefix.size(), ' ');
-  // First pass: the widest shown item; numpy right-aligns items to a common width.
-  p.print(nullptr, 0, 0);
+  const std::string prefix = "Array(";
+  std::string dtype_str =
+      "dtype=" + dtype_name(dtype()) + (weak_type() ? ", weak_type=True" : "") + ")";
   std::string body;
-  p.print(&body, 0, 0);
-  return prefix + body + suffix;
+  if (size() == 0) {
+    body = "[], shape=" + shape_str(shape());
+  } else {
+    Printer p{shape(), static_cast<const char*>(data()), dtype(), strides_of(shape()),
+              size() > kThreshold, nullptr, 0};
+    p.prepare();
+    const int64_t suffix_len = 1;  // the "," after the array
+    body = p.format(0, 0, std::string(1 + prefix.size(), ' '), kLineWidth - suffix_len);
+  }
+  // JAX's own arithmetic: the position of the last newline, plus one.
+  auto nl = body.rfind('\n');
+  int64_t last_line = static_cast<int64_t>(body.size()) -
+                      (nl == std::string::npos ? -1 : static_cast<int64_t>(nl)) + 1;
+  std::string sep = " ";
+  if (last_line + static_cast<int64_t>(dtype_str.size()) + 1 > kLineWidth)
+    sep = std::string(prefix.size(), ' ');
+  return prefix + body + "," + sep + dtype_str;
 }
 
 std::ostream& operator<<(std::ostream& os, const Array& a) { return os << a.str(); }

@@ -9,38 +9,15 @@
 #include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/transforms.h"
+#include "transforms/signature.h"
 
 namespace spmd::detail {
 namespace {
 
-struct Signature {
-  std::vector<AbstractValue> avals;
-  TreeDef in_tree;
-  Statics statics;
-  size_t hash = 0;
-  bool operator==(const Signature& o) const {
-    if (hash != o.hash || avals != o.avals || statics.size() != o.statics.size()) return false;
-    for (size_t i = 0; i < statics.size(); ++i)
-      if (!statics[i]->equals(*o.statics[i])) return false;
-    return in_tree == o.in_tree;
-  }
-};
-struct SignatureHash {
-  size_t operator()(const Signature& s) const { return s.hash; }
-};
+using transforms::Signature;
+using transforms::SignatureHash;
+using transforms::signature_of;
 
-Signature signature_of(const FlatCall& call) {
-  Signature s{{}, call.in_tree, call.statics, call.in_tree.hash()};
-  s.avals.reserve(call.leaves.size());
-  for (const Array& a : call.leaves) {
-    const AbstractValue& t = a.impl()->aval;
-    s.avals.push_back(t);
-    s.hash = s.hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
-    for (int64_t d : t.shape) s.hash = s.hash * 31 + static_cast<size_t>(d);
-  }
-  for (auto& st : call.statics) s.hash = s.hash * 1000003 + st->hash();
-  return s;
-}
 
 struct Entry {
   Program program;

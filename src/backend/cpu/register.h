@@ -8,6 +8,8 @@ void register_shape_kernels();
 void register_index_kernels();
 void register_dot_kernels();
 void register_random_kernels();
+void register_collective_kernels();
+void register_pmap_kernel();
 
 inline void register_all_kernels() {
   register_elementwise_kernels();
@@ -16,6 +18,8 @@ inline void register_all_kernels() {
   register_index_kernels();
   register_dot_kernels();
   register_random_kernels();
+  register_collective_kernels();
+  register_pmap_kernel();
 }
 
 }  // namespace spmd::cpu

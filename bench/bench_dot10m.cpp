@@ -1,0 +1,146 @@
+// bench_dot10m: the seeds' workload, 10,000,000 row-wise dot products of 3-D float32 vectors,
+// spmd::jit(spmd::vmap(dot)) against
+//   (a) a hand-written C++ loop writing into a reused output buffer, on 1 and on 2 threads, and
+//   (b) NumPy's einsum('ij,ij->i') (bench/dot10m_numpy.py under /usr/bin/python3).
+// Prints medians and ratios, spmd time / baseline time (< 1 means spmd is faster).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "spmd/spmd.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using spmd::Array;
+
+constexpr int64_t kRows = 10'000'000;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ms_of(const std::function<void()>& fn) {
+  auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Uniform floats in [0, 1) from a 64-bit LCG (fast; std::mt19937 would take seconds here).
+std::vector<float> random_rows(int64_t rows, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(rows * 3));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
+  }
+  return v;
+}
+
+void dot_rows(const float* a, const float* b, float* out, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i)
+    out[i] = a[3 * i] * b[3 * i] + a[3 * i + 1] * b[3 * i + 1] + a[3 * i + 2] * b[3 * i + 2];
+}
+
+void dot_rows_2threads(const float* a, const float* b, float* out, int64_t n) {
+  int64_t half = n / 2;
+  std::thread other([&] { dot_rows(a, b, out, half, n); });
+  dot_rows(a, b, out, 0, half);
+  other.join();
+}
+
+struct NumpyTimes {
+  bool ok = false;
+  double einsum_ms = 0, mulsum_ms = 0;
+  std::string version, error;
+};
+
+NumpyTimes run_numpy(int reps) {
+  NumpyTimes r;
+  // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow NumPy down on some processors (PERF-NOTES.md).
+  std::string cmd = std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") + SPMD_PYTHON +
+                    " " + SPMD_DOT10M_NUMPY + " --n " + std::to_string(kRows) + " --reps " +
+                    std::to_string(reps) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    r.error = "popen failed";
+    return r;
+  }
+  char line[512];
+  bool got_einsum = false, got_mulsum = false;
+  while (std::fgets(line, sizeof line, p)) {
+    char word[64];
+    double v = 0;
+    char text[128];
+    if (std::sscanf(line, "einsum_ms %lf", &v) == 1) r.einsum_ms = v, got_einsum = true;
+    else if (std::sscanf(line, "mulsum_ms %lf", &v) == 1) r.mulsum_ms = v, got_mulsum = true;
+    else if (std::sscanf(line, "numpy_version %127s", text) == 1) r.version = text;
+    else if (std::sscanf(line, "%63s", word) == 1) r.error += line;
+  }
+  int status = pclose(p);
+  r.ok = status == 0 && got_einsum && got_mulsum;
+  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
+  return r;
+}
+
+}  // namespace
+
+int main() {
+  const int reps = 11;
+  std::vector<float> a = random_rows(kRows, 1), b = random_rows(kRows, 2);
+  std::vector<float> out1(kRows), out2(kRows);
+  Array A(a, {kRows, 3}), B(b, {kRows, 3});
+  auto f = spmd::jit(spmd::vmap([](Array x, Array y) { return spmd::dot(x, y); }));
+
+  // Warm-up (trace + compile, allocator cache, page faults of the loops' output), and a check
+  // of spmd's result against the hand loop.
+  Array y = f(A, B);
+  dot_rows(a.data(), b.data(), out1.data(), 0, kRows);
+  dot_rows_2threads(a.data(), b.data(), out2.data(), kRows);
+  bool ok = y.shape() == spmd::Shape{kRows} && y.dtype() == spmd::DType::Float32;
+  double max_err = 0;
+  if (ok) {
+    const float* yp = y.data<float>();
+    for (int64_t i = 0; i < kRows; ++i)
+      max_err = std::max(max_err, std::abs(static_cast<double>(yp[i]) - out1[i]));
+    ok = max_err <= 1e-5;
+  }
+  if (!ok) std::printf("WRONG RESULT: spmd %s, max |spmd - loop| = %g\n", y.aval().str().c_str(), max_err);
+
+  // Interleaved so the machine's noise hits every implementation alike.
+  std::vector<double> t_spmd, t_loop1, t_loop2;
+  for (int r = 0; r < reps; ++r) {
+    t_spmd.push_back(ms_of([&] { y = f(A, B); }));
+    t_loop1.push_back(ms_of([&] { dot_rows(a.data(), b.data(), out1.data(), 0, kRows); }));
+    t_loop2.push_back(ms_of([&] { dot_rows_2threads(a.data(), b.data(), out2.data(), kRows); }));
+  }
+  NumpyTimes np = run_numpy(reps);
+
+  double s = median(t_spmd), l1 = median(t_loop1), l2 = median(t_loop2);
+  std::printf("bench_dot10m: %lld row-wise dot products of 3-D float32 vectors, median of %d runs\n",
+              static_cast<long long>(kRows), reps);
+  std::printf("  %-44s %10s %18s\n", "implementation", "ms", "spmd / this");
+  std::printf("  %-44s %10.2f %18s\n", "spmd::jit(spmd::vmap(dot))", s, "1.000");
+  std::printf("  %-44s %10.2f %18.3f\n", "C++ loop, 1 thread, reused output", l1, s / l1);
+  std::printf("  %-44s %10.2f %18.3f\n", "C++ loop, 2 threads, reused output", l2, s / l2);
+  if (np.ok) {
+    std::string e = "NumPy " + np.version + " einsum('ij,ij->i')";
+    std::string m = "NumPy " + np.version + " (a*b).sum(1) (info)";
+    std::printf("  %-44s %10.2f %18.3f\n", e.c_str(), np.einsum_ms, s / np.einsum_ms);
+    std::printf("  %-44s %10.2f %18.3f\n", m.c_str(), np.mulsum_ms, s / np.mulsum_ms);
+  } else {
+    std::printf("  NumPy baseline unavailable: %s\n", np.error.c_str());
+  }
+  std::printf("  spmd runs (ms):");
+  for (double t : t_spmd) std::printf(" %.1f", t);
+  std::printf("\n  result check vs loop: max abs diff %.2g (%s)\n", max_err, ok ? "ok" : "WRONG");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,50 @@
+#pragma once
+// Collectives over named axes, as jax.lax's: they work under pmap (real communication between
+// devices) and under vmap (batching rules), and take one axis name or a tuple of names for
+// nested maps. Calling one outside any map binding the name throws "unbound axis name: <name>".
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spmd/array.h"
+
+namespace spmd {
+
+// One axis name or several (row-major order for axis_index).
+class AxisName {
+ public:
+  AxisName(const char* name) : names_{name} {}
+  AxisName(std::string name) : names_{std::move(name)} {}
+  AxisName(std::initializer_list<std::string> names) : names_(names) {}
+  AxisName(std::vector<std::string> names) : names_(std::move(names)) {}
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::vector<std::string> names_;
+};
+
+Array psum(const Array& x, const AxisName& axis);  // bool sums as int32
+Array pmean(const Array& x, const AxisName& axis);
+Array pmax(const Array& x, const AxisName& axis);
+Array pmin(const Array& x, const AxisName& axis);
+// Stacks every replica's x on a new axis `axis` (tiled: concatenates along it).
+Array all_gather(const Array& x, const AxisName& axis_name, int axis = 0, bool tiled = false);
+// Replica i gets slice i (along scatter_dimension) of psum(x); tiled keeps the dimension.
+Array psum_scatter(const Array& x, const AxisName& axis_name, int scatter_dimension = 0,
+                   bool tiled = false);
+// Splits split_axis into axis_size pieces, sends piece j to replica j, and places the pieces
+// received along concat_axis (untiled: split_axis must have the axis size and is replaced by a
+// new axis at concat_axis; tiled: pieces are concatenated).
+Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int concat_axis,
+                 bool tiled = false);
+// (source, destination) pairs; a replica that is no destination gets zeros.
+Array ppermute(const Array& x, const AxisName& axis_name,
+               const std::vector<std::pair<int, int>>& perm);
+// out[i] = x of replica perm[i]; perm must be a permutation.
+Array pshuffle(const Array& x, const AxisName& axis_name, const std::vector<int>& perm);
+// This replica's index along the axis (int32; a tuple of names gives the row-major index).
+Array axis_index(const AxisName& axis_name);
+int64_t axis_size(const AxisName& axis_name);
+
+}  // namespace spmd

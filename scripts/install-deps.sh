@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages spmd needs, only those that are missing (idempotent).
+# Usage: scripts/install-deps.sh [extra packages...]
+set -euo pipefail
+packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+          libeigen3-dev libopenblas-dev zlib1g-dev libcli11-dev python3-numpy dataset-fashion-mnist
+          "$@")
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

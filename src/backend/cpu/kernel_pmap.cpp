@@ -1,0 +1,143 @@
+// The SPMD runtime: the CPU kernel of xla_pmap runs the compiled per-replica program on every
+// device of the mesh concurrently, each on its slice of the mapped inputs, with results written
+// straight into their slices of the outputs.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/parallel.h"
+#include "backend/cpu/register.h"
+#include "backend/kernel.h"
+#include "compile/executable.h"
+#include "primitives/pmap_call.h"
+#include "runtime/allocator.h"
+#include "runtime/client.h"
+#include "runtime/mesh.h"
+#include "runtime/timeline.h"
+#include "spmd/error.h"
+
+namespace spmd::cpu {
+namespace {
+
+using backend::Buf;
+using backend::ExecContext;
+
+// Moves axis `axis` of a buffer to the front (a copy), so replica r's slice is contiguous.
+std::shared_ptr<runtime::Buffer> to_front(const Buf& b, int axis) {
+  auto out = runtime::allocate(b.aval->nbytes());
+  std::vector<int> perm{axis};
+  for (int k = 0; k < b.aval->ndim(); ++k)
+    if (k != axis) perm.push_back(k);
+  transpose_copy(b.data, b.aval->shape, perm, out->data, itemsize(b.aval->dtype), hardware_threads());
+  return out;
+}
+
+void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out, ExecContext&) {
+  const auto& call = backend::as<prim::PmapCall>(p);
+  const auto& compiled = call.compiled();
+  const compile::Executable& exe = *compiled.executable;
+  int64_t outer = call.size;
+  int64_t inner = 1;
+  for (size_t k = 1; k < compiled.mesh_sizes.size(); ++k) inner *= compiled.mesh_sizes[k];
+  int replicas = static_cast<int>(outer * inner);
+  int available = runtime::Client::get().local_device_count();
+  std::vector<int> devices = call.devices;
+  if (devices.empty()) {
+    if (replicas > available)
+      fail("compiling computation that requires ", replicas, " logical devices, but only ", available,
+           " devices are available (num_replicas=", replicas, ")");
+    for (int r = 0; r < replicas; ++r) devices.push_back(r);
+  } else if (static_cast<int>(devices.size()) != replicas) {
+    fail("pmap: the mapped size times nested sizes is ", replicas, ", but ", devices.size(), " devices were given");
+  }
+
+  // Inputs: replica row r reads rows r of the mapped inputs.
+  std::vector<std::shared_ptr<runtime::Buffer>> keep;
+  std::vector<const char*> in_base(in.size());
+  std::vector<size_t> in_stride(in.size(), 0);
+  for (size_t i = 0; i < in.size(); ++i) {
+    int a = call.in_axes[i];
+    in_base[i] = static_cast<const char*>(in[i].data);
+    if (a == not_mapped) continue;
+    if (a != 0) {
+      keep.push_back(to_front(in[i], a));
+      in_base[i] = static_cast<const char*>(keep.back()->data);
+    }
+    in_stride[i] = in[i].aval->nbytes() / static_cast<size_t>(outer);
+  }
+  // Outputs: replica (r, 0) writes row r (or, for out_axes None, replica 0 writes the value);
+  // the other columns of a row compute the same row and write to scratch.
+  const auto& out_types = exe.output_types();
+  std::vector<char*> out_base(out.size());
+  std::vector<size_t> out_stride(out.size(), 0);
+  std::vector<std::shared_ptr<runtime::Buffer>> staged(out.size());
+  size_t scratch_bytes = 0;
+  for (size_t j = 0; j < out.size(); ++j) {
+    size_t bytes = out_types[j].nbytes();
+    scratch_bytes += (bytes + 63) / 64 * 64;
+    out_base[j] = static_cast<char*>(out[j].data);
+    if (call.out_axes[j] == not_mapped) continue;
+    out_stride[j] = bytes;
+    if (call.out_axes[j] != 0) {
+      staged[j] = runtime::allocate(bytes * static_cast<size_t>(outer));
+      out_base[j] = static_cast<char*>(staged[j]->data);
+    }
+  }
+  std::vector<std::shared_ptr<runtime::Buffer>> scratch(replicas);
+
+  auto run = std::make_shared<runtime::RunState>();
+  run->timeout = runtime::collective_timeout();
+  runtime::Mesh mesh(compiled.mesh_names, compiled.mesh_sizes, run);
+  int threads = std::max(1, hardware_threads() / replicas);
+  runtime::Client::get().run_on_devices(
+      devices,
+      [&](int r) {
+        runtime::Timeline::set_track(devices[r]);
+        runtime::Timeline::Span span("compute");
+        int64_t row = r / inner;
+        bool writer = r % inner == 0;
+        std::vector<void*> ins(in.size()), outs(out.size());
+        for (size_t i = 0; i < in.size(); ++i)
+          ins[i] = const_cast<char*>(in_base[i] + in_stride[i] * row);
+        size_t offset = 0;
+        for (size_t j = 0; j < out.size(); ++j) {
+          bool mapped = call.out_axes[j] != not_mapped;
+          if (writer && (mapped || row == 0)) {
+            outs[j] = out_base[j] + out_stride[j] * row;
+          } else {
+            if (!scratch[r]) scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64));
+            outs[j] = static_cast<char*>(scratch[r]->data) + offset;
+          }
+          offset += (out_types[j].nbytes() + 63) / 64 * 64;
+        }
+        auto axes = mesh.axes_for(r);
+        ExecContext ctx;
+        ctx.device = devices[r];
+        ctx.axes = axes.get();
+        ctx.threads = threads;
+        exe.run_into(ins, outs, ctx);
+      },
+      [run] { run->abort(); });
+
+  // Outputs whose mapped axis is not the first: move it into place.
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (!staged[j]) continue;
+    Shape s = out_types[j].shape;
+    s.insert(s.begin(), outer);
+    std::vector<int> perm;
+    int a = call.out_axes[j];
+    for (int k = 1; k <= static_cast<int>(out_types[j].shape.size()); ++k) {
+      if (static_cast<int>(perm.size()) == a) perm.push_back(0);
+      perm.push_back(k);
+    }
+    if (static_cast<int>(perm.size()) == a) perm.push_back(0);
+    transpose_copy(staged[j]->data, s, perm, out[j].data, itemsize(out_types[j].dtype), hardware_threads());
+  }
+  runtime::Timeline::flush();
+}
+
+}  // namespace
+
+void register_pmap_kernel() { backend::register_kernel(typeid(prim::PmapCall), pmap_kernel); }
+
+}  // namespace spmd::cpu

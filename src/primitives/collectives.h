@@ -1,0 +1,93 @@
+#pragma once
+// Collective primitives in canonical layouts (the ops in src/ops/collectives.cpp move axes
+// around them): every one names the axes it spans and records their sizes at trace time.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spmd/primitive.h"
+
+namespace spmd::prim {
+
+class Collective : public Primitive {
+ public:
+  Collective(std::vector<std::string> names, std::vector<int64_t> sizes)
+      : names(std::move(names)), sizes(std::move(sizes)) {}
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;  // per name
+  int64_t group_size() const;
+  std::vector<std::string> axis_names() const override { return names; }
+  Params params() const override;
+
+ protected:
+  // Names and sizes without the vmap axis `name`; its size.
+  std::pair<std::vector<std::string>, std::vector<int64_t>> without(const std::string& name) const;
+  bool names_only(const std::string& name) const { return names.size() == 1 && names[0] == name; }
+  bool names_include(const std::string& name) const;
+};
+
+enum class CollectiveReduce { Sum, Max, Min };
+
+// psum / pmax / pmin: elementwise over the group.
+class AllReduce : public Collective {
+ public:
+  AllReduce(CollectiveReduce op, std::vector<std::string> names, std::vector<int64_t> sizes)
+      : Collective(std::move(names), std::move(sizes)), op(op) {}
+  CollectiveReduce op;
+  std::string name() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// x -> (group, x...): every member's x stacked on a new leading axis.
+class AllGather : public Collective {
+ public:
+  using Collective::Collective;
+  std::string name() const override { return "all_gather"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// (group, rest...) -> (rest...): the sum over members of their block [rank].
+class ReduceScatter : public Collective {
+ public:
+  using Collective::Collective;
+  std::string name() const override { return "reduce_scatter"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
+class AllToAll : public Collective {
+ public:
+  using Collective::Collective;
+  std::string name() const override { return "all_to_all"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class Ppermute : public Collective {
+ public:
+  Ppermute(std::vector<std::string> names, std::vector<int64_t> sizes, std::vector<std::pair<int, int>> perm)
+      : Collective(std::move(names), std::move(sizes)), perm(std::move(perm)) {}
+  std::vector<std::pair<int, int>> perm;
+  std::string name() const override { return "ppermute"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+class AxisIndex : public Collective {
+ public:
+  using Collective::Collective;
+  std::string name() const override { return "axis_index"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+};
+
+}  // namespace spmd::prim

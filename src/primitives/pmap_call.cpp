@@ -1,0 +1,183 @@
+#include "primitives/pmap_call.h"
+
+#include <algorithm>
+
+#include "compile/executable.h"
+#include "compile/simplify.h"
+#include "ir/trace.h"
+#include "primitives/batching.h"
+#include "primitives/collectives.h"
+#include "spmd/error.h"
+#include "spmd/lax.h"
+#include "transforms/batch.h"
+
+namespace spmd::prim {
+
+PmapCall::PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
+                   std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices)
+    : body(std::move(body)), axis_name(std::move(axis_name)), size(size),
+      in_axes(std::move(in_axes)), out_axes(std::move(out_axes)), devices(std::move(devices)) {}
+
+PmapCall::~PmapCall() = default;
+
+Params PmapCall::params() const {
+  auto axes = [](const std::vector<int>& v) {
+    std::string s = "(";
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) s += ", ";
+      s += v[i] == not_mapped ? std::string("None") : std::to_string(v[i]);
+    }
+    return s + (v.size() == 1 ? ",)" : ")");
+  };
+  return {{"axis_name", axis_name}, {"axis_size", std::to_string(size)}, {"in_axes", axes(in_axes)},
+          {"out_axes", axes(out_axes)}, {"body", "\n" + body->str()}};
+}
+
+std::vector<AbstractValue> PmapCall::abstract_eval(const std::vector<AbstractValue>& in) const {
+  if (in.size() != body->inputs.size())
+    fail("xla_pmap: expected ", body->inputs.size(), " inputs, got ", in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    AbstractValue per = in[i];
+    if (in_axes[i] != not_mapped) {
+      if (in_axes[i] >= per.ndim() || per.shape[in_axes[i]] != size)
+        fail("xla_pmap: input ", i, " of type ", per.str(), " has no axis ", in_axes[i], " of size ", size);
+      per.shape.erase(per.shape.begin() + in_axes[i]);
+    }
+    const AbstractValue& want = body->var_types[body->inputs[i]];
+    if (per.shape != want.shape || per.dtype != want.dtype)
+      fail("xla_pmap: input ", i, " per replica is ", per.str(), ", expected ", want.str());
+  }
+  std::vector<AbstractValue> out = body->output_types();
+  for (size_t j = 0; j < out.size(); ++j)
+    if (out_axes[j] != not_mapped) out[j].shape.insert(out[j].shape.begin() + out_axes[j], size);
+  return out;
+}
+
+Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
+                        const std::vector<int>& dims) const {
+  // Push the batch inside: each replica's value carries the batch at axis 0.
+  std::vector<Array> args;
+  std::vector<int> new_in_axes, per_dims;
+  std::vector<AbstractValue> per_types;
+  for (size_t i = 0; i < in.size(); ++i) {
+    Array x = in[i];
+    int a = in_axes[i], b = dims[i];
+    if (b == not_mapped) {
+      args.push_back(x);
+      new_in_axes.push_back(a);
+      per_dims.push_back(not_mapped);
+    } else if (a == not_mapped) {
+      args.push_back(moveaxis(x, b, 0));
+      new_in_axes.push_back(not_mapped);
+      per_dims.push_back(0);
+    } else {
+      // Unbatched axis a of x is axis a' of the batched value.
+      int full_a = a < b ? a : a + 1;
+      std::vector<int> perm{full_a, b};
+      for (int k = 0; k < x.ndim(); ++k)
+        if (k != full_a && k != b) perm.push_back(k);
+      args.push_back(transpose(x, perm));
+      new_in_axes.push_back(0);
+      per_dims.push_back(0);
+    }
+    AbstractValue t = args.back().aval();
+    if (new_in_axes.back() != not_mapped) t.shape.erase(t.shape.begin() + new_in_axes.back());
+    per_types.push_back(t);
+  }
+  std::vector<int> out_dims;
+  ir::Traced traced = ir::trace(per_types, [&](const std::vector<Array>& xs) {
+    auto r = transforms::batch_eval(*body, xs, per_dims, ctx);
+    std::vector<Array> outs;
+    for (size_t j = 0; j < r.values.size(); ++j) {
+      outs.push_back(r.dims[j] == not_mapped || r.dims[j] == 0 ? r.values[j] : moveaxis(r.values[j], r.dims[j], 0));
+      out_dims.push_back(r.dims[j] == not_mapped ? not_mapped : 0);
+    }
+    return outs;
+  });
+  std::vector<int> new_out_axes;
+  std::vector<int> result_dims;
+  for (size_t j = 0; j < out_axes.size(); ++j) {
+    bool batched = out_dims[j] != not_mapped;
+    if (out_axes[j] == not_mapped) new_out_axes.push_back(not_mapped);
+    else new_out_axes.push_back(batched ? out_axes[j] + 1 : out_axes[j]);
+    result_dims.push_back(batched ? 0 : not_mapped);
+  }
+  for (auto& c : traced.captured) {
+    args.push_back(c);
+    new_in_axes.push_back(not_mapped);
+  }
+  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name, size,
+                                      new_in_axes, new_out_axes, devices);
+  return {spmd::bind(p, args), result_dims};
+}
+
+std::vector<Array> PmapCall::vjp(const std::vector<Array>&, const std::vector<Array>&,
+                                 const std::vector<Array>&) const {
+  fail("grad of pmap is not supported yet; put grad inside the pmapped function");
+}
+
+namespace {
+
+// Replaces each nested pmap in `p` by its body run on this device's slice, with the nested axis
+// laid out on the mesh: inputs are sliced at axis_index(inner), outputs all-gathered over it.
+Program lower_nested(const Program& p, std::vector<std::string>& names, std::vector<int64_t>& sizes) {
+  bool nested = false;
+  for (auto& eq : p.equations) nested = nested || dynamic_cast<const PmapCall*>(eq.primitive.get());
+  if (!nested) return p;
+  ir::Traced traced = ir::trace(p.input_types(), [&](const std::vector<Array>& args) {
+    std::vector<Array> env(p.var_types.size());
+    for (size_t i = 0; i < args.size(); ++i) env[p.inputs[i]] = args[i];
+    auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env[a.var]; };
+    for (const Equation& eq : p.equations) {
+      std::vector<Array> in;
+      for (auto& a : eq.inputs) in.push_back(read(a));
+      std::vector<Array> out;
+      if (auto* inner = dynamic_cast<const PmapCall*>(eq.primitive.get())) {
+        if (std::find(names.begin(), names.end(), inner->axis_name) == names.end()) {
+          names.push_back(inner->axis_name);
+          sizes.push_back(inner->size);
+        }
+        std::vector<std::string> nm{inner->axis_name};
+        std::vector<int64_t> sz{inner->size};
+        Array index = bind1(std::make_shared<AxisIndex>(nm, sz), {});
+        std::vector<Array> pieces;
+        for (size_t i = 0; i < in.size(); ++i)
+          pieces.push_back(inner->in_axes[i] == not_mapped ? in[i] : lax::gather(in[i], index, inner->in_axes[i], 0));
+        Program body = lower_nested(*inner->body, names, sizes);
+        auto res = ir::eval_program(body, pieces);
+        for (size_t j = 0; j < res.size(); ++j) {
+          if (inner->out_axes[j] == not_mapped) {
+            out.push_back(res[j]);
+          } else {
+            Array g = bind1(std::make_shared<AllGather>(nm, sz), {res[j]});
+            out.push_back(moveaxis(g, 0, inner->out_axes[j]));
+          }
+        }
+      } else {
+        out = bind(eq.primitive, in);
+      }
+      for (size_t k = 0; k < out.size(); ++k) env[eq.outputs[k]] = out[k];
+    }
+    std::vector<Array> outs;
+    for (auto& a : p.outputs) outs.push_back(read(a));
+    return outs;
+  });
+  if (!traced.captured.empty()) fail("xla_pmap: a nested pmap captured values of an enclosing trace");
+  return std::move(traced.program);
+}
+
+}  // namespace
+
+const PmapCall::Compiled& PmapCall::compiled() const {
+  std::call_once(once_, [&] {
+    auto c = std::make_unique<Compiled>();
+    c->mesh_names = {axis_name};
+    c->mesh_sizes = {size};
+    Program lowered = lower_nested(*body, c->mesh_names, c->mesh_sizes);
+    c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
+    compiled_ = std::move(c);
+  });
+  return *compiled_;
+}
+
+}  // namespace spmd::prim

@@ -1,0 +1,52 @@
+#pragma once
+// xla_pmap: a call of a per-replica Program on `size` devices, each on its slice of the mapped
+// inputs. pmap binds it: eagerly it runs at once on the devices (its CPU kernel is the SPMD
+// runtime); inside jit it is one equation of the jitted Program; under vmap its batching rule
+// pushes the batch into the per-replica Program; a pmap nested in its body is laid out on a 2-D
+// mesh of devices.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "spmd/program.h"
+
+namespace spmd::compile {
+class Executable;
+}
+
+namespace spmd::prim {
+
+class PmapCall : public Primitive {
+ public:
+  PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
+           std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices);
+  ~PmapCall() override;
+  std::shared_ptr<const Program> body;
+  std::string axis_name;
+  int64_t size;
+  std::vector<int> in_axes;   // per input: mapped axis or not_mapped (broadcast)
+  std::vector<int> out_axes;  // per output: where the mapped axis goes, or not_mapped
+  std::vector<int> devices;   // local device ids to run on; empty: the first devices
+
+  std::string name() const override { return "xla_pmap"; }
+  Params params() const override;
+  bool is_pure() const override { return false; }  // runs on devices: never folded or merged
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+
+  // The per-device program (nested pmaps lowered onto the mesh) compiled once, and the mesh.
+  struct Compiled {
+    std::unique_ptr<compile::Executable> executable;
+    std::vector<std::string> mesh_names;
+    std::vector<int64_t> mesh_sizes;
+  };
+  const Compiled& compiled() const;
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::unique_ptr<Compiled> compiled_;
+};
+
+}  // namespace spmd::prim

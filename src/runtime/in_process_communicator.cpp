@@ -1,0 +1,184 @@
+#include "runtime/in_process_communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "backend/cpu/dispatch.h"
+#include "runtime/client.h"
+#include "runtime/timeline.h"
+#include "spmd/error.h"
+
+namespace spmd::runtime {
+
+void RunState::abort() {
+  aborted = true;
+  std::lock_guard lock(mu);
+  cv.notify_all();
+}
+
+std::chrono::milliseconds collective_timeout() {
+  if (const char* env = std::getenv("SPMD_COLLECTIVE_TIMEOUT")) {
+    char* end = nullptr;
+    double s = std::strtod(env, &end);
+    if (end != env && s > 0) return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  }
+  return std::chrono::milliseconds(120000);
+}
+
+Rendezvous::Rendezvous(int size, std::shared_ptr<RunState> run, std::string label)
+    : size_(size), run_(std::move(run)), label_(std::move(label)) {}
+
+void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
+                      const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + run_->timeout;
+  while (!done()) {
+    if (run_->aborted) throw ReplicaAborted{};
+    if (run_->cv.wait_until(lock, deadline) == std::cv_status::timeout && !done()) {
+      if (run_->aborted) throw ReplicaAborted{};
+      fail("collective #", seq, " over ", label_, " timed out after ",
+           run_->timeout.count() / 1000.0, " s waiting for the other replicas to ", phase,
+           " (set SPMD_COLLECTIVE_TIMEOUT to change the limit)");
+    }
+  }
+}
+
+Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, void* out) {
+  Timeline::Span span("collective wait");
+  std::unique_lock lock(run_->mu);
+  Round& r = rounds_[seq];
+  if (r.in.empty()) {
+    r.in.assign(size_, nullptr);
+    r.out.assign(size_, nullptr);
+  }
+  r.in[rank] = in;
+  r.out[rank] = out;
+  if (++r.arrived == size_) run_->cv.notify_all();
+  wait(lock, "arrive", seq, [&] { return r.arrived == size_; });
+  return r;
+}
+
+void Rendezvous::depart(uint64_t seq) {
+  std::unique_lock lock(run_->mu);
+  Round& r = rounds_[seq];
+  if (++r.departed == size_) {
+    run_->cv.notify_all();
+    rounds_.erase(seq);
+    return;
+  }
+  wait(lock, "finish", seq, [&] {
+    auto it = rounds_.find(seq);
+    return it == rounds_.end();
+  });
+}
+
+namespace {
+
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      if constexpr (std::is_same_v<T, bool>) return a || b;
+      else return static_cast<T>(a + b);
+    case ReduceOp::Max:
+      if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+      return a > b ? a : b;
+    case ReduceOp::Min:
+      if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+      return a < b ? a : b;
+  }
+  return a;
+}
+
+// dst[i] = reduce over members m (in rank order) of src[m][i], for i in [begin, end).
+void reduce_range(const std::vector<const void*>& src, size_t block_offset, void* dst,
+                  int64_t begin, int64_t end, DType dtype, ReduceOp op) {
+  cpu::visit(dtype, [&]<class T>() {
+    T* d = static_cast<T*>(dst);
+    const T* s0 = static_cast<const T*>(src[0]) + block_offset;
+    for (int64_t i = begin; i < end; ++i) d[i] = s0[i];
+    for (size_t m = 1; m < src.size(); ++m) {
+      const T* s = static_cast<const T*>(src[m]) + block_offset;
+      if (op == ReduceOp::Sum) {
+        if constexpr (!std::is_same_v<T, bool>) {
+          for (int64_t i = begin; i < end; ++i) d[i] = static_cast<T>(d[i] + s[i]);
+          continue;
+        }
+      }
+      for (int64_t i = begin; i < end; ++i) d[i] = combine(d[i], s[i], op);
+    }
+  });
+}
+
+}  // namespace
+
+void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                                       ReduceOp op) {
+  uint64_t seq = seq_++;
+  auto& r = rv_->arrive(seq, rank_, in, out);
+  // This member reduces its chunk of the elements and writes it into every member's output.
+  int n = size();
+  int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
+  if (end > begin) {
+    size_t item = itemsize(dtype);
+    reduce_range(r.in, 0, r.out[rank_], begin, end, dtype, op);
+    for (int m = 0; m < n; ++m)
+      if (m != rank_)
+        std::memcpy(static_cast<char*>(r.out[m]) + begin * item,
+                    static_cast<char*>(r.out[rank_]) + begin * item, (end - begin) * item);
+  }
+  rv_->depart(seq);
+}
+
+void InProcessCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  uint64_t seq = seq_++;
+  auto& r = rv_->arrive(seq, rank_, in, out);
+  size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  for (int m = 0; m < size(); ++m)
+    if (bytes) std::memcpy(static_cast<char*>(out) + m * bytes, r.in[m], bytes);
+  rv_->depart(seq);
+}
+
+void InProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                                           ReduceOp op) {
+  uint64_t seq = seq_++;
+  auto& r = rv_->arrive(seq, rank_, in, out);
+  reduce_range(r.in, static_cast<size_t>(count) * rank_, out, 0, count, dtype, op);
+  rv_->depart(seq);
+}
+
+void InProcessCommunicator::all_to_all(const void* in, void* out, int64_t count, DType dtype) {
+  uint64_t seq = seq_++;
+  auto& r = rv_->arrive(seq, rank_, in, out);
+  size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  for (int m = 0; m < size(); ++m)
+    if (bytes)
+      std::memcpy(static_cast<char*>(out) + m * bytes,
+                  static_cast<const char*>(r.in[m]) + rank_ * bytes, bytes);
+  rv_->depart(seq);
+}
+
+void InProcessCommunicator::permute(const void* in, void* out, int64_t count, DType dtype,
+                                    const std::vector<std::pair<int, int>>& pairs) {
+  uint64_t seq = seq_++;
+  auto& r = rv_->arrive(seq, rank_, in, out);
+  size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  int source = -1;
+  for (auto& [s, d] : pairs)
+    if (d == rank_) source = s;
+  if (bytes) {
+    if (source >= 0) std::memcpy(out, r.in[source], bytes);
+    else std::memset(out, 0, bytes);
+  }
+  rv_->depart(seq);
+}
+
+void InProcessCommunicator::barrier() {
+  uint64_t seq = seq_++;
+  rv_->arrive(seq, rank_, nullptr, nullptr);
+  rv_->depart(seq);
+}
+
+}  // namespace spmd::runtime

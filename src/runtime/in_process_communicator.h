@@ -1,0 +1,79 @@
+#pragma once
+// Collectives among device threads of one process. Every member arrives at a rendezvous keyed
+// by its group and the collective's sequence number (as XLA's CPU runtime does); once all have
+// arrived, each member does its share of the work reading the others' buffers directly (no
+// copies through a staging buffer), then all leave together. The work split is fixed by rank,
+// so results are bit-identical whatever the thread timing. Waiting never spins, and a member
+// that waits longer than the timeout, or whose run was aborted by another replica's failure,
+// leaves with an error instead of hanging.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/communicator.h"
+
+namespace spmd::runtime {
+
+// State shared by the replicas of one multi-device run.
+struct RunState {
+  std::atomic<bool> aborted{false};
+  std::mutex mu;
+  std::condition_variable cv;  // every rendezvous waits here, so abort() wakes them all
+  std::chrono::milliseconds timeout{120000};
+  void abort();
+};
+
+// Collective timeout from SPMD_COLLECTIVE_TIMEOUT (seconds), default 120.
+std::chrono::milliseconds collective_timeout();
+
+class Rendezvous {
+ public:
+  Rendezvous(int size, std::shared_ptr<RunState> run, std::string label);
+  struct Round {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    int arrived = 0;
+    int departed = 0;
+  };
+  // Registers this member's buffers and waits for every member; returns the round.
+  Round& arrive(uint64_t seq, int rank, const void* in, void* out);
+  // Waits until every member has finished its share of round seq.
+  void depart(uint64_t seq);
+  int size() const { return size_; }
+
+ private:
+  void wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
+            const std::function<bool()>& done);
+  int size_;
+  std::shared_ptr<RunState> run_;
+  std::string label_;
+  std::map<uint64_t, Round> rounds_;
+};
+
+class InProcessCommunicator : public Communicator {
+ public:
+  InProcessCommunicator(std::shared_ptr<Rendezvous> rendezvous, int rank)
+      : rv_(std::move(rendezvous)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return rv_->size(); }
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
+  void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
+  void all_to_all(const void* in, void* out, int64_t count, DType dtype) override;
+  void permute(const void* in, void* out, int64_t count, DType dtype,
+               const std::vector<std::pair<int, int>>& pairs) override;
+  void barrier() override;
+
+ private:
+  std::shared_ptr<Rendezvous> rv_;
+  int rank_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace spmd::runtime

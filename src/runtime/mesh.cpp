@@ -1,0 +1,83 @@
+#include "runtime/mesh.h"
+
+#include "spmd/error.h"
+
+namespace spmd::runtime {
+namespace {
+
+class MeshAxes : public backend::ReplicaAxes {
+ public:
+  MeshAxes(Mesh* mesh, int replica) : mesh_(mesh) {
+    const auto& sizes = mesh->sizes();
+    coords_.resize(sizes.size());
+    for (int k = static_cast<int>(sizes.size()) - 1; k >= 0; --k) {
+      coords_[k] = replica % sizes[k];
+      replica /= static_cast<int>(sizes[k]);
+    }
+  }
+  int index(const std::vector<std::string>& names) const override {
+    int64_t idx = 0;
+    for (auto& n : names) {
+      int k = mesh_->axis_position(n);
+      idx = idx * mesh_->sizes()[k] + coords_[k];
+    }
+    return static_cast<int>(idx);
+  }
+  int size(const std::vector<std::string>& names) const override {
+    int64_t n = 1;
+    for (auto& name : names) n *= mesh_->sizes()[mesh_->axis_position(name)];
+    return static_cast<int>(n);
+  }
+  Communicator& communicator(const std::vector<std::string>& names) const override {
+    std::string key;
+    for (auto& n : names) key += n + ",";
+    auto it = comms_.find(key);
+    if (it != comms_.end()) return *it->second;
+    // The group: replicas sharing this replica's coordinates on every axis not named.
+    int64_t group = 0;
+    for (size_t k = 0; k < coords_.size(); ++k) {
+      bool named = false;
+      for (auto& n : names) named = named || mesh_->axis_position(n) == static_cast<int>(k);
+      if (!named) group = group * mesh_->sizes()[k] + coords_[k];
+    }
+    auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group), index(names));
+    return *(comms_[key] = std::move(comm));
+  }
+
+ private:
+  Mesh* mesh_;
+  std::vector<int64_t> coords_;
+  mutable std::map<std::string, std::unique_ptr<Communicator>> comms_;
+};
+
+}  // namespace
+
+Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes, std::shared_ptr<RunState> run)
+    : names_(std::move(names)), sizes_(std::move(sizes)), run_(std::move(run)) {
+  for (int64_t s : sizes_) replicas_ *= static_cast<int>(s);
+}
+
+int Mesh::axis_position(const std::string& name) const {
+  for (size_t k = 0; k < names_.size(); ++k)
+    if (names_[k] == name) return static_cast<int>(k);
+  fail("unbound axis name: ", name);
+}
+
+std::unique_ptr<backend::ReplicaAxes> Mesh::axes_for(int replica) {
+  return std::make_unique<MeshAxes>(this, replica);
+}
+
+std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& names, int64_t group) {
+  std::string key;
+  int64_t size = 1;
+  for (auto& n : names) {
+    key += n + ",";
+    size *= sizes_[axis_position(n)];
+  }
+  std::lock_guard lock(mu_);
+  auto& rv = rendezvous_[{key, group}];
+  if (!rv) rv = std::make_shared<Rendezvous>(static_cast<int>(size), run_, "axis " + key.substr(0, key.size() - 1));
+  return rv;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,81 @@
+#include "runtime/timeline.h"
+
+#include <cstdlib>
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+namespace spmd::runtime {
+namespace {
+
+struct Event {
+  const char* name;
+  int track;
+  int64_t start_us, dur_us;
+};
+
+struct Recorder {
+  std::mutex mu;
+  std::vector<Event> events;
+  std::string path;
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+};
+
+Recorder* recorder() {
+  static Recorder* r = [] {
+    const char* path = std::getenv("SPMD_TRACE");
+    if (!path || !*path) return static_cast<Recorder*>(nullptr);
+    auto* rec = new Recorder();
+    rec->path = path;
+    return rec;
+  }();
+  return r;
+}
+
+thread_local int t_track = -1;
+
+}  // namespace
+
+bool Timeline::enabled() { return recorder() != nullptr; }
+
+void Timeline::set_track(int device) { t_track = device; }
+
+Timeline::Span::Span(const char* name) : name_(name), on_(recorder() != nullptr) {
+  if (on_) start_ = std::chrono::steady_clock::now();
+}
+
+Timeline::Span::~Span() {
+  if (!on_) return;
+  Recorder* r = recorder();
+  auto end = std::chrono::steady_clock::now();
+  auto us = [&](auto t) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(t - r->origin).count();
+  };
+  std::lock_guard lock(r->mu);
+  r->events.push_back(Event{name_, t_track, us(start_), us(end) - us(start_)});
+}
+
+void Timeline::flush() {
+  Recorder* r = recorder();
+  if (!r) return;
+  std::lock_guard lock(r->mu);
+  std::ofstream out(r->path);
+  out << "{\"traceEvents\":[\n";
+  bool first = true;
+  std::vector<int> tracks;
+  for (const Event& e : r->events) {
+    if (std::find(tracks.begin(), tracks.end(), e.track) == tracks.end()) tracks.push_back(e.track);
+    out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"ph\":\"X\",\"pid\":0,\"tid\":"
+        << e.track << ",\"ts\":" << e.start_us << ",\"dur\":" << e.dur_us << "}";
+    first = false;
+  }
+  for (int t : tracks)
+    out << (first ? "" : ",\n") << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << t
+        << ",\"args\":{\"name\":\"" << (t < 0 ? std::string("host") : "CpuDevice(id=" + std::to_string(t) + ")")
+        << "\"}}",
+        first = false;
+  out << "\n],\"displayTimeUnit\":\"ms\"}\n";
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,163 @@
+// pmap: trace the per-replica function once per signature into an xla_pmap call, then run it on
+// the devices (or record it into an enclosing trace).
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "backend/eager.h"
+#include "core/array_impl.h"
+#include "ir/trace.h"
+#include "primitives/pmap_call.h"
+#include "runtime/client.h"
+#include "spmd/error.h"
+#include "spmd/transforms.h"
+#include "transforms/axis_env.h"
+#include "transforms/signature.h"
+
+namespace spmd::detail {
+
+struct PmapCache {
+  std::mutex mu;
+  struct Entry {
+    std::shared_ptr<prim::PmapCall> call;
+    TreeDef out_tree;
+  };
+  std::unordered_map<transforms::Signature, Entry, transforms::SignatureHash> entries;
+  int traces = 0;
+};
+
+std::shared_ptr<PmapCache> new_pmap_cache() { return std::make_shared<PmapCache>(); }
+int pmap_trace_count(const PmapCache& cache) { return cache.traces; }
+
+namespace {
+
+[[noreturn]] void inconsistent_sizes(const FlatCall& call, const std::vector<int>& axes) {
+  std::map<int64_t, std::vector<size_t>> by_size;
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != not_mapped) by_size[call.leaves[i].shape()[axes[i]]].push_back(i);
+  std::ostringstream msg;
+  msg << "pmap got inconsistent sizes for array axes to be mapped:";
+  for (auto& [size, leaves] : by_size) {
+    msg << "\n  * " << (leaves.size() == 1 ? "one axis" : std::to_string(leaves.size()) + " axes")
+        << " had size " << size << ": ";
+    for (size_t k = 0; k < leaves.size(); ++k)
+      msg << (k ? ", " : "") << "axis " << axes[leaves[k]] << " of argument leaf " << leaves[k] << " of type "
+          << call.leaves[leaves[k]].aval().str();
+  }
+  throw Error(msg.str());
+}
+
+}  // namespace
+
+std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
+                             const FlatCall& call, TreeDef& out_tree) {
+  auto in_axes = spec.in_axes.per_leaf(call.in_tree, "pmap in_axes");
+  std::vector<int> axes(call.leaves.size(), not_mapped);
+  std::optional<int64_t> size;
+  bool consistent = true;
+  for (size_t i = 0; i < call.leaves.size(); ++i) {
+    if (!in_axes[i]) continue;
+    const Array& x = call.leaves[i];
+    int a = *in_axes[i];
+    if (a < -x.ndim() || a >= x.ndim())
+      fail("pmap was requested to map argument leaf ", i, " along axis ", a, ", which implies that its rank should be at least ",
+           a < 0 ? -a : a + 1, ", but is only ", x.ndim(), " (its shape is ", shape_str(x.shape()), ")");
+    axes[i] = a < 0 ? a + x.ndim() : a;
+    int64_t n = x.shape()[axes[i]];
+    if (size && *size != n) consistent = false;
+    if (!size) size = n;
+  }
+  if (!consistent) inconsistent_sizes(call, axes);
+  if (!size) fail("pmap must have at least one non-None value in in_axes");
+  int64_t n = *size;
+
+  std::vector<int> devices;
+  for (const Device& d : spec.devices) {
+    if (d.process_index != process_index() || d.local_id < 0 || d.local_id >= local_device_count())
+      fail("pmap: expected devices of this process, got ", d.str());
+    if (std::find(devices.begin(), devices.end(), d.local_id) != devices.end())
+      fail("pmap: device ", d.str(), " is listed twice; expected distinct devices");
+    devices.push_back(d.local_id);
+  }
+  bool inside_trace = ir::current_trace() != nullptr;
+  for (const Array& a : call.leaves) inside_trace = inside_trace || a.is_tracer();
+  if (!devices.empty() && static_cast<int64_t>(devices.size()) != n)
+    fail("pmap: the mapped axis has size ", n, " but ", devices.size(),
+         " devices were given; expected them to be equal");
+  if (devices.empty() && !inside_trace) {
+    int available = runtime::Client::get().local_device_count();
+    if (n > available)
+      fail("compiling computation that requires ", n, " logical devices, but only ", available,
+           " devices are available (num_replicas=", n, ")");
+  }
+
+  transforms::Signature sig = transforms::signature_of(call);
+  for (int a : axes) sig.hash = sig.hash * 31 + static_cast<size_t>(a + 1);
+  std::shared_ptr<prim::PmapCall> prim;
+  std::vector<Array> captured;
+  {
+    std::lock_guard lock(cache.mu);
+    auto it = cache.entries.find(sig);
+    // Equal signatures with different in_axes hash apart but compare equal: check the axes too.
+    if (it != cache.entries.end() && it->second.call->in_axes.size() >= axes.size() &&
+        std::equal(axes.begin(), axes.end(), it->second.call->in_axes.begin())) {
+      prim = it->second.call;
+      out_tree = it->second.out_tree;
+    }
+  }
+  if (!prim) {
+    std::vector<AbstractValue> per;
+    for (size_t i = 0; i < call.leaves.size(); ++i) {
+      AbstractValue t = call.leaves[i].aval();
+      if (axes[i] != not_mapped) t.shape.erase(t.shape.begin() + axes[i]);
+      per.push_back(t);
+    }
+    ir::Traced traced = [&] {
+      transforms::AxisScope scope(spec.axis_name, n, transforms::AxisKind::Pmap);
+      return ir::trace(per, fn.fn);
+    }();
+    out_tree = *fn.out_tree;
+    auto out_spec = spec.out_axes.per_leaf(out_tree, "pmap out_axes");
+    std::vector<AbstractValue> out_types = traced.program.output_types();
+    std::vector<int> out_axes;
+    for (size_t j = 0; j < out_spec.size(); ++j) {
+      if (!out_spec[j]) {
+        out_axes.push_back(not_mapped);
+        continue;
+      }
+      int rank = out_types[j].ndim() + 1;
+      int a = *out_spec[j];
+      if (a < -rank || a >= rank) fail("pmap out_axes ", a, " is out of bounds for output ", j, " of rank ", rank);
+      out_axes.push_back(a < 0 ? a + rank : a);
+    }
+    std::vector<int> in_all = axes;
+    in_all.insert(in_all.end(), traced.captured.size(), not_mapped);
+    captured = std::move(traced.captured);
+    prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)), spec.axis_name, n,
+                                            in_all, out_axes, devices);
+    std::lock_guard lock(cache.mu);
+    ++cache.traces;
+    if (captured.empty()) cache.entries[sig] = PmapCache::Entry{prim, out_tree};
+  }
+  std::vector<Array> args = call.leaves;
+  args.insert(args.end(), captured.begin(), captured.end());
+  if (inside_trace || !captured.empty()) return spmd::bind(prim, args);
+
+  std::vector<Array> outs = backend::execute_eager(*prim, args);
+  // Mapped outputs are sharded over the devices that computed them.
+  std::vector<int> placement = devices;
+  if (placement.empty())
+    for (int d = 0; d < n; ++d) placement.push_back(d);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    auto& impl = *outs[j].impl();
+    if (prim->out_axes[j] == 0) {
+      outs[j] = detail::wrap_buffer(impl.aval, impl.buffer, impl.offset, placement, true);
+    } else {
+      outs[j] = detail::wrap_buffer(impl.aval, impl.buffer, impl.offset, {placement[0]}, false);
+    }
+  }
+  return outs;
+}
+
+}  // namespace spmd::detail

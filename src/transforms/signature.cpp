@@ -1,0 +1,28 @@
+#include "transforms/signature.h"
+
+#include "core/array_impl.h"
+
+namespace spmd::transforms {
+
+bool Signature::operator==(const Signature& o) const {
+  if (hash != o.hash || avals != o.avals || statics.size() != o.statics.size()) return false;
+  for (size_t i = 0; i < statics.size(); ++i)
+    if (!statics[i]->equals(*o.statics[i])) return false;
+  return in_tree == o.in_tree;
+}
+
+Signature signature_of(const detail::FlatCall& call) {
+  Signature s{{}, call.in_tree, call.statics, call.in_tree.hash()};
+  s.avals.reserve(call.leaves.size());
+  for (const Array& a : call.leaves) {
+    if (!a.valid()) fail("expected an array argument, got an empty (default-constructed) Array");
+    const AbstractValue& t = a.impl()->aval;
+    s.avals.push_back(t);
+    s.hash = s.hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
+    for (int64_t d : t.shape) s.hash = s.hash * 31 + static_cast<size_t>(d);
+  }
+  for (auto& st : call.statics) s.hash = s.hash * 1000003 + st->hash();
+  return s;
+}
+
+}  // namespace spmd::transforms

@@ -1,0 +1,24 @@
+#pragma once
+// The cache key of a transformed call: argument types (with weak flags), structure and static
+// values. jit and pmap cache their traces by it.
+#include <vector>
+
+#include "spmd/transforms.h"
+
+namespace spmd::transforms {
+
+struct Signature {
+  std::vector<AbstractValue> avals;
+  TreeDef in_tree;
+  detail::Statics statics;
+  size_t hash = 0;
+  bool operator==(const Signature& o) const;
+};
+
+struct SignatureHash {
+  size_t operator()(const Signature& s) const { return s.hash; }
+};
+
+Signature signature_of(const detail::FlatCall& call);
+
+}  // namespace spmd::transforms
