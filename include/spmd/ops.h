@@ -138,6 +138,8 @@ Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths
 // ---- linear algebra --------------------------------------------------------------------------
 Array matmul(const Array& a, const Array& b);
 Array dot(const Array& a, const Array& b);
+// The dot product of the flattened arrays (jnp.vdot): a scalar.
+Array vdot(const Array& a, const Array& b);
 Array tensordot(const Array& a, const Array& b, int axes = 2);
 Array tensordot(const Array& a, const Array& b,
                 const std::pair<std::vector<int>, std::vector<int>>& axes);
@@ -149,6 +151,11 @@ Array einsum(const std::string& spec, const Array& a);
 Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::Float32);
 Array softmax(const Array& x, int axis = -1);
 Array log_softmax(const Array& x, int axis = -1);
+
+// ---- runtime checks --------------------------------------------------------------------------
+// Throws spmd::Error(message) when any element of condition is false, at the time the
+// computation runs (inside jit and pmap too: a failing replica fails the whole call).
+void check(const Array& condition, const std::string& message);
 
 // ---- devices ---------------------------------------------------------------------------------
 Array device_put(const Array& x, const Device& device);

@@ -125,6 +125,11 @@ Array astype(const Array& x, DType dtype) {
 
 Array stop_gradient(const Array& x) { return apply<prim::StopGradient>({x}); }
 
+void check(const Array& condition, const std::string& message) {
+  if (!condition.valid()) fail("check: expected a bool array, got an empty (default-constructed) Array");
+  spmd::bind(std::make_shared<prim::Check>(message), {ops::convert(condition, DType::Bool)});
+}
+
 Array operator+(const Array& a, const Array& b) { return add(a, b); }
 Array operator-(const Array& a, const Array& b) { return subtract(a, b); }
 Array operator*(const Array& a, const Array& b) { return multiply(a, b); }

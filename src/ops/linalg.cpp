@@ -72,6 +72,14 @@ Array dot(const Array& a0, const Array& b0) {
   return lax::dot_general(a, b, {a.ndim() - 1}, {cb});
 }
 
+Array vdot(const Array& a, const Array& b) {
+  if (!a.valid() || !b.valid()) fail("vdot: expected arrays, got an empty (default-constructed) Array");
+  if (a.size() != b.size())
+    fail("vdot: expected arrays with the same number of elements, got shapes ", shape_str(a.shape()), " and ",
+         shape_str(b.shape()));
+  return dot(ravel(a), ravel(b));
+}
+
 Array tensordot(const Array& a, const Array& b, const std::pair<std::vector<int>, std::vector<int>>& axes) {
   auto ab = promoted(a, b, "tensordot");
   if (axes.first.size() != axes.second.size())

@@ -194,6 +194,22 @@ std::vector<Array> Convert::vjp(const std::vector<Array>& p, const std::vector<A
   return {lax::convert_element_type(ct[0], p[0].dtype())};
 }
 
+// ---- Check ----------------------------------------------------------------------------------
+std::vector<AbstractValue> Check::abstract_eval(const std::vector<AbstractValue>& in) const {
+  if (in.at(0).dtype != DType::Bool) fail("check: expected a bool condition, got ", in[0].str());
+  return {};
+}
+
+Batched Check::batch(const BatchContext&, const std::vector<Array>& in, const std::vector<int>&) const {
+  spmd::bind(std::make_shared<Check>(message), {in[0]});
+  return {};
+}
+
+std::vector<Array> Check::vjp(const std::vector<Array>&, const std::vector<Array>&,
+                              const std::vector<Array>&) const {
+  return {Array()};
+}
+
 // ---- StopGradient ---------------------------------------------------------------------------
 Batched StopGradient::batch(const BatchContext&, const std::vector<Array>& in,
                             const std::vector<int>& dims) const {

@@ -30,7 +30,7 @@ Params PmapCall::params() const {
     return s + (v.size() == 1 ? ",)" : ")");
   };
   return {{"axis_name", axis_name}, {"axis_size", std::to_string(size)}, {"in_axes", axes(in_axes)},
-          {"out_axes", axes(out_axes)}, {"body", "\n" + body->str()}};
+          {"out_axes", axes(out_axes)}, {"body", std::string(1, '\n').append(body->str())}};
 }
 
 std::vector<AbstractValue> PmapCall::abstract_eval(const std::vector<AbstractValue>& in) const {

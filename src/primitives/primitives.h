@@ -73,6 +73,19 @@ class StopGradient : public Primitive {
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
+// A runtime assertion: no outputs; its kernel throws when any element of its input is false.
+class Check : public Primitive {
+ public:
+  explicit Check(std::string message) : message(std::move(message)) {}
+  std::string message;
+  std::string name() const override { return "check"; }
+  Params params() const override { return {{"message", "'" + message + "'"}}; }
+  bool is_pure() const override { return false; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
 // ---- reductions -----------------------------------------------------------------------------
 enum class ReduceOp { Sum, Max, Min, Prod, And, Or };
 class Reduce : public Primitive {

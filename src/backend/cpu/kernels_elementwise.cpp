@@ -6,6 +6,7 @@
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "primitives/primitives.h"
+#include "spmd/error.h"
 
 namespace spmd::cpu {
 namespace {
@@ -297,9 +298,16 @@ void convert_kernel(const Primitive&, std::span<const Buf> in, std::span<const B
   cast_buffer(in[0].data, in[0].aval->dtype, out[0].data, out[0].aval->dtype, out[0].size());
 }
 
+void check_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf>, ExecContext&) {
+  const bool* c = in[0].as<bool>();
+  for (int64_t i = 0; i < in[0].size(); ++i)
+    if (!c[i]) fail(backend::as<prim::Check>(p).message);
+}
+
 }  // namespace
 
 void register_elementwise_kernels() {
+  backend::register_kernel(typeid(prim::Check), check_kernel);
   backend::register_kernel(typeid(prim::Unary), unary_kernel);
   backend::register_kernel(typeid(prim::Binary), binary_kernel);
   backend::register_kernel(typeid(prim::Select), select_kernel);
