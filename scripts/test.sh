@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+scripts/build.sh -DSPMD_BUILD_TESTS=ON
 cd build
 ctest --output-on-failure -j "${SPMD_JOBS:-2}" --timeout 900

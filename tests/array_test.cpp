@@ -407,6 +407,7 @@ PrintCase case_of(const Array& a) {
   for (double v : a.to_vector<double>()) {
     if (std::isnan(v)) py << "np.nan,";
     else if (std::isinf(v)) py << (v > 0 ? "np.inf," : "-np.inf,");
+    else if (v == 0 && std::signbit(v)) py << "-0.0,";
     else if (a.dtype() == DType::Int64) py << static_cast<int64_t>(v) << ",";
     else py << v << ",";
   }
@@ -443,6 +444,8 @@ TEST(ArrayPrint, MatchesNumpyArray2String) {
       Array(std::vector<int64_t>{-(int64_t{1} << 40), 3}, Shape{2}),
       Array(std::vector<bool>{true, true, false, true}, Shape{2, 2}),
       Array(std::vector<bool>{true, true}, Shape{2}),
+      Array(true),
+      Array(false),
       spmd::full({}, 42, DType::Int32),
       from_fn<float>({30}, [](int64_t i) { return i / 7.0; }),       // wraps at 75 columns
       from_fn<double>({3, 12}, [](int64_t i) { return i * 1.5; }),    // 2-D rows that wrap

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -312,7 +313,6 @@ TEST_F(NumpyFiles, FormatVersion2) {
 TEST_F(NumpyFiles, UnsupportedDtypesNameTheDescriptor) {
   for (const char* name : {"c8", "f2", "u1"}) {
     std::string msg = error_of([&] { spmd::load_npy(file(std::string(name) + ".npy")); });
-    expect_contains(msg, std::string("'<") .substr(0, 1));
     expect_contains(msg, name);
     expect_contains(msg, "unsupported dtype");
     expect_contains(msg, "expected one of");

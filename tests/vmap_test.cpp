@@ -2,6 +2,7 @@
 // slice by slice and stacks the results; nested vmap, in_axes/out_axes/axis_size forms,
 // container specs, and the errors JAX gives.
 #include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -252,6 +253,11 @@ TEST(VmapHelper, SliceAndStackAreInverse) {
   }
   // Element (1, 2, 3) of x is element (1, 3) of slice 2 along axis 1.
   EXPECT_EQ(slice_axis(x, 1, 2).to_vector<float>()[1 * 4 + 3], x.to_vector<float>()[1 * 12 + 2 * 4 + 3]);
+}
+
+TEST(VmapHelper, ComparisonCatchesAWrongValue) {
+  EXPECT_NONFATAL_FAILURE(expect_same(Array({1.0, 2.0}), Array({1.0, 2.001})), "element 1");
+  EXPECT_NONFATAL_FAILURE(expect_same(Array({1, 2}), Array({1, 3})), "element 1");
 }
 
 // ---- unary -----------------------------------------------------------------------------------

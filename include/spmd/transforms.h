@@ -14,6 +14,7 @@
 
 #include "spmd/array.h"
 #include "spmd/collectives.h"
+#include "spmd/ops.h"
 #include "spmd/device.h"
 #include "spmd/program.h"
 #include "spmd/pytree.h"
@@ -277,6 +278,182 @@ class Pmapped {
 template <class F>
 Pmapped<F> pmap(F f, std::string axis_name = {}, PmapOptions options = {}) {
   return Pmapped<F>(std::move(f), std::move(axis_name), std::move(options));
+}
+
+// ---- differentiation --------------------------------------------------------------------------
+// Which positional arguments to differentiate: grad(f, argnums<0, 2>).
+template <int... I>
+struct Argnums {};
+template <int... I>
+inline constexpr Argnums<I...> argnums{};
+// f returns (loss, aux): grad returns (gradients, aux).
+struct HasAux {};
+inline constexpr HasAux has_aux{};
+
+namespace detail {
+
+struct Linearized;
+// Traces f, evaluates it forward keeping every value; wrt marks the differentiated leaves.
+std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call, const std::vector<bool>& wrt,
+                                      TreeDef& out_tree, std::vector<Array>& outputs);
+// One cotangent per input leaf (empty Arrays for leaves not differentiated).
+std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& output_cotangents);
+// Forward-mode product J t, computed as the transpose of the (linear) vjp.
+std::vector<Array> jvp_tangents(const Linearized& lin, const std::vector<Array>& tangents);
+void check_scalar_loss(const Array& loss, const char* what);
+
+inline std::vector<size_t> leaf_offsets(const TreeDef& in_tree) {
+  std::vector<size_t> off{0};
+  for (auto& c : in_tree.children) off.push_back(off.back() + static_cast<size_t>(c.num_leaves()));
+  return off;
+}
+
+inline std::vector<bool> leaf_mask(const TreeDef& in_tree, std::initializer_list<int> args) {
+  auto off = leaf_offsets(in_tree);
+  std::vector<bool> mask(off.back(), false);
+  for (int a : args) {
+    if (a < 0 || a >= static_cast<int>(in_tree.children.size()))
+      fail("grad: argnums ", a, " is out of range for a function of ", in_tree.children.size(), " arguments");
+    if (in_tree.children[a].kind == TreeDef::Kind::Static)
+      fail("grad: argnums ", a, " names a non-array (static) argument; expected arrays to differentiate");
+    for (size_t k = off[a]; k < off[a + 1]; ++k) mask[k] = true;
+  }
+  return mask;
+}
+
+template <class T>
+T leaves_to(const TreeDef& def, const std::vector<Array>& leaves, size_t offset) {
+  const Array* it = leaves.data() + offset;
+  return tree_unflatten<T>(def, it);
+}
+
+template <bool ValueToo, bool Aux, class F, int... I>
+class GradFn {
+ public:
+  explicit GradFn(F f) : f_(std::move(f)) {}
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    static_assert(sizeof...(I) > 0, "grad needs at least one argnum");
+    FlatCall call = flatten_args({}, args...);
+    FlatFn fn = make_flat_fn(f_, call.in_tree, args...);
+    TreeDef out_tree;
+    std::vector<Array> outs;
+    auto lin = linearize(fn, call, leaf_mask(call.in_tree, {I...}), out_tree, outs);
+    if (outs.empty()) fail("grad: the function returned no arrays; expected a scalar loss");
+    check_scalar_loss(outs[0], Aux ? "grad(has_aux)" : "grad");
+    std::vector<Array> cts(outs.size());
+    cts[0] = ones_like(outs[0]);
+    std::vector<Array> g = backward(*lin, cts);
+    using ArgsT = std::tuple<std::decay_t<Args>...>;
+    auto off = leaf_offsets(call.in_tree);
+    auto grads = [&] {
+      if constexpr (sizeof...(I) == 1) {
+        constexpr int k = (I + ...);
+        return leaves_to<std::tuple_element_t<k, ArgsT>>(call.in_tree.children[k], g, off[k]);
+      } else {
+        return std::tuple<std::tuple_element_t<I, ArgsT>...>{
+            leaves_to<std::tuple_element_t<I, ArgsT>>(call.in_tree.children[I], g, off[I])...};
+      }
+    }();
+    using R = result_t<F, Args...>;
+    if constexpr (Aux) {
+      using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
+      std::vector<Array> aux_leaves(outs.begin() + 1, outs.end());
+      AuxT aux = tree_unflatten<AuxT>(out_tree.children.at(1), aux_leaves);
+      if constexpr (ValueToo) return std::make_pair(std::make_pair(outs[0], aux), grads);
+      else return std::make_pair(grads, aux);
+    } else {
+      if constexpr (ValueToo) return std::make_pair(outs[0], grads);
+      else return grads;
+    }
+  }
+
+ private:
+  F f_;
+};
+
+}  // namespace detail
+
+// Gradient of a scalar-valued f with respect to argument 0 (or the argnums given): a value of
+// the argument's type (a std::tuple of them for several argnums).
+template <class F>
+auto grad(F f) {
+  return detail::GradFn<false, false, F, 0>(std::move(f));
+}
+template <class F, int... I>
+auto grad(F f, Argnums<I...>) {
+  return detail::GradFn<false, false, F, I...>(std::move(f));
+}
+template <class F, int... I>
+auto grad(F f, Argnums<I...>, HasAux) {
+  return detail::GradFn<false, true, F, I...>(std::move(f));
+}
+// (value, gradient); with has_aux ((value, aux), gradient).
+template <class F>
+auto value_and_grad(F f) {
+  return detail::GradFn<true, false, F, 0>(std::move(f));
+}
+template <class F, int... I>
+auto value_and_grad(F f, Argnums<I...>) {
+  return detail::GradFn<true, false, F, I...>(std::move(f));
+}
+template <class F, int... I>
+auto value_and_grad(F f, Argnums<I...>, HasAux) {
+  return detail::GradFn<true, true, F, I...>(std::move(f));
+}
+
+// The pullback of f at primals: vjp(f, x, y) returns (f(x, y), pullback) where pullback(ct)
+// returns a std::tuple with the cotangent of every argument.
+template <class R, class... Args>
+class Pullback {
+ public:
+  Pullback(std::shared_ptr<detail::Linearized> lin, TreeDef in_tree, TreeDef out_tree)
+      : lin_(std::move(lin)), in_tree_(std::move(in_tree)), out_tree_(std::move(out_tree)) {}
+  std::tuple<Args...> operator()(const R& cotangent) const {
+    auto [cts, tree] = tree_flatten(cotangent);
+    if (!(tree == out_tree_))
+      fail("vjp: the cotangent's structure ", tree.str(), " differs from the output's ", out_tree_.str());
+    std::vector<Array> g = detail::backward(*lin_, cts);
+    auto off = detail::leaf_offsets(in_tree_);
+    return [&]<size_t... K>(std::index_sequence<K...>) {
+      return std::tuple<Args...>{detail::leaves_to<Args>(in_tree_.children[K], g, off[K])...};
+    }(std::index_sequence_for<Args...>{});
+  }
+
+ private:
+  std::shared_ptr<detail::Linearized> lin_;
+  TreeDef in_tree_, out_tree_;
+};
+
+template <class F, class... Args>
+auto vjp(F f, const Args&... primals) {
+  static_assert((detail::is_dynamic_v<Args> && ...), "vjp: every argument must be an array pytree");
+  using R = detail::result_t<F, Args...>;
+  detail::FlatCall call = detail::flatten_args({}, primals...);
+  detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, primals...);
+  TreeDef out_tree;
+  std::vector<Array> outs;
+  auto lin = detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
+  R value = tree_unflatten<R>(out_tree, outs);
+  return std::make_pair(value, Pullback<R, std::decay_t<Args>...>(lin, call.in_tree, out_tree));
+}
+
+// Forward mode: jvp(f, {x, y}, {tx, ty}) returns (f(x, y), J·t).
+template <class F, class... Args>
+auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tangents) {
+  using R = detail::result_t<F, Args...>;
+  return std::apply(
+      [&](const auto&... ps) {
+        detail::FlatCall call = detail::flatten_args({}, ps...);
+        detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, ps...);
+        TreeDef out_tree;
+        std::vector<Array> outs;
+        auto lin = detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
+        auto [t_leaves, t_tree] = tree_flatten(tangents);
+        std::vector<Array> tout = detail::jvp_tangents(*lin, t_leaves);
+        return std::make_pair(tree_unflatten<R>(out_tree, outs), tree_unflatten<R>(out_tree, tout));
+      },
+      primals);
 }
 
 // ---- make_jaxpr -------------------------------------------------------------------------------

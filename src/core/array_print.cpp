@@ -71,7 +71,7 @@ class FloatFormat {
       }
     exp_format_ = max_abs != 0 && (max_abs >= 1e8 || min_abs < 1e-4 || max_abs / min_abs > 1e3);
     for (double v : finite) {
-      auto [int_part, frac, exp] = exp_format_ ? scientific(v, -1) : positional(v);
+      auto [int_part, frac, exp] = exp_format_ ? scientific(v) : positional(v);
       pad_left_ = std::max(pad_left_, static_cast<int>(int_part.size()));
       if (exp_format_) {
         precision_ = std::max(precision_, static_cast<int>(frac.size()));
@@ -94,7 +94,14 @@ class FloatFormat {
       return pad(s, pad_left_ + pad_right_ + 1);
     }
     if (exp_format_) {
-      auto [int_part, frac, exp] = scientific(v, precision_);
+      // Digits beyond the shortest ones, up to the common precision, are v's exact digits
+      // (numpy's min_digits), not zeros: float32 0.7 prints as 6.9999999e-01.
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.*e", precision_, v);
+      Decimal d = parse_scientific(buf);
+      std::string int_part = (d.negative ? "-" : "") + d.digits.substr(0, 1);
+      std::string frac = d.digits.substr(1);
+      int exp = d.exp;
       if (static_cast<int>(frac.size()) < precision_) frac.append(precision_ - frac.size(), '0');
       std::string e = std::to_string(std::abs(exp));
       e.insert(0, std::max<int>(0, exp_digits_ - static_cast<int>(e.size())), '0');
@@ -113,9 +120,9 @@ class FloatFormat {
   static std::string pad(const std::string& s, int width) {
     return std::string(std::max<int>(0, width - static_cast<int>(s.size())), ' ') + s;
   }
-  // At most kPrecision digits after the point (max_frac) or fewer (a common precision).
-  Parts scientific(double v, int max_frac) const {
-    Decimal d = shortest(v, f32_, 1 + (max_frac < 0 ? kPrecision : max_frac));
+  // At most kPrecision digits after the point.
+  Parts scientific(double v) const {
+    Decimal d = shortest(v, f32_, 1 + kPrecision);
     return {(d.negative ? "-" : "") + d.digits.substr(0, 1), d.digits.substr(1), d.exp};
   }
   // At most kPrecision digits after the point.
@@ -174,6 +181,8 @@ struct Printer {
         each_shown(0, 0, [&](int64_t i) { shown.push_back(reinterpret_cast<const T*>(data)[i]); });
       });
       float_format = std::make_unique<FloatFormat>(shown, dtype == DType::Float32);
+    } else if (dtype == DType::Bool) {
+      item_width = shape.empty() ? 0 : 5;  // " True" lines up with "False", except in 0-d
     } else {
       each_shown(0, 0, [&](int64_t i) { item_width = std::max(item_width, raw_item(i).size()); });
     }

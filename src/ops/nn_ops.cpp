@@ -14,15 +14,24 @@ Array one_hot(const Array& labels, int64_t num_classes, DType dtype) {
   return astype(equal(expand_dims(labels, -1), classes), dtype);
 }
 
+namespace {
+// The max over `axis`, kept as size 1; an empty axis gives -inf (jax: initial=-inf) where
+// max() would raise.
+Array max_keep(const Array& x, int axis, const char* op) {
+  int a = normalize_axis(axis, x.ndim(), op);
+  return expand_dims(lax::reduce_max(x, {a}), a);
+}
+}  // namespace
+
 Array softmax(const Array& x, int axis) {
   Array xf = ops::to_inexact(x);
-  Array e = exp(xf - stop_gradient(max(xf, std::vector<int>{axis}, true)));
+  Array e = exp(xf - stop_gradient(max_keep(xf, axis, "softmax")));
   return e / sum(e, std::vector<int>{axis}, true);
 }
 
 Array log_softmax(const Array& x, int axis) {
   Array xf = ops::to_inexact(x);
-  Array shifted = xf - stop_gradient(max(xf, std::vector<int>{axis}, true));
+  Array shifted = xf - stop_gradient(max_keep(xf, axis, "log_softmax"));
   return shifted - log(sum(exp(shifted), std::vector<int>{axis}, true));
 }
 

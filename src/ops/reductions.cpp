@@ -27,6 +27,18 @@ Array reduce(ReduceOp op, const Array& x, const Axes& axes, bool keepdims, const
   return keep(r, x.shape(), ax, keepdims);
 }
 
+// jax.numpy's max and min have no identity to give for an empty axis.
+Array reduce_nonempty(ReduceOp op, const Array& x, const Axes& axes, bool keepdims,
+                      const char* name) {
+  if (x.valid())
+    for (int a : ops::resolve_axes(axes, x.ndim(), name))
+      if (x.shape()[a] == 0)
+        fail(name, ": zero-size array to reduction operation ", name,
+             " which has no identity: axis ", a, " of shape ", shape_str(x.shape()),
+             "; expected a non-empty axis");
+  return reduce(op, x, axes, keepdims, name);
+}
+
 int64_t count(const Shape& s, const std::vector<int>& axes) {
   int64_t n = 1;
   for (int a : axes) n *= s[a];
@@ -36,8 +48,8 @@ int64_t count(const Shape& s, const std::vector<int>& axes) {
 }  // namespace
 
 Array sum(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Sum, x, axes, keepdims, "sum"); }
-Array max(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Max, x, axes, keepdims, "max"); }
-Array min(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Min, x, axes, keepdims, "min"); }
+Array max(const Array& x, const Axes& axes, bool keepdims) { return reduce_nonempty(ReduceOp::Max, x, axes, keepdims, "max"); }
+Array min(const Array& x, const Axes& axes, bool keepdims) { return reduce_nonempty(ReduceOp::Min, x, axes, keepdims, "min"); }
 Array prod(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Prod, x, axes, keepdims, "prod"); }
 Array all(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::And, x, axes, keepdims, "all"); }
 Array any(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Or, x, axes, keepdims, "any"); }
@@ -57,7 +69,8 @@ Array var(const Array& x, const Axes& axes, bool keepdims) {
 
 Array logsumexp(const Array& x, const Axes& axes, bool keepdims) {
   Array xf = ops::to_inexact(x);
-  Array m = stop_gradient(max(xf, axes, true));
+  // Not max(): an empty axis must give -inf (jax: initial=-inf), not an error.
+  Array m = stop_gradient(reduce(ReduceOp::Max, xf, axes, true, "logsumexp"));
   m = where(isfinite(m), m, zeros_like(m));
   Array out = log(sum(exp(xf - m), axes, true)) + m;
   if (keepdims) return out;
@@ -68,6 +81,8 @@ Array logsumexp(const Array& x, const Axes& axes, bool keepdims) {
 namespace {
 Array arg_reduce(bool is_max, const Array& x, std::optional<int> axis, bool keepdims, const char* name) {
   if (!x.valid()) fail(name, ": expected an array, got an empty (default-constructed) Array");
+  int64_t n = axis ? x.shape()[normalize_axis(*axis, x.ndim(), name)] : x.size();
+  if (n == 0) fail(name, ": attempt to get ", name, " of an empty sequence: shape ", shape_str(x.shape()));
   if (!axis) {
     Array r = apply<prim::ArgReduce>({ravel(x)}, is_max, 0, DType::Int32);
     return keepdims ? reshape(r, Shape(x.ndim(), 1)) : r;

@@ -188,13 +188,23 @@ std::vector<AbstractValue> Pad::abstract_eval(const std::vector<AbstractValue>& 
   return {AbstractValue{out, x.dtype, x.weak}};
 }
 
-Batched Pad::batch(const BatchContext&, const std::vector<Array>& in,
+Batched Pad::batch(const BatchContext& ctx, const std::vector<Array>& in,
                    const std::vector<int>& bd) const {
-  if (bd[1] != not_mapped) fail("vmap: pad with a batched padding value is not supported");
-  int d = bd[0];
-  return {{lax::pad(in[0], in[1], with_inserted(lo, d, 0), with_inserted(hi, d, 0),
-                    with_inserted(interior, d, 0))},
-          {d}};
+  if (bd[1] == not_mapped) {
+    int d = bd[0];
+    return {{lax::pad(in[0], in[1], with_inserted(lo, d, 0), with_inserted(hi, d, 0),
+                      with_inserted(interior, d, 0))},
+            {d}};
+  }
+  // A per-example padding value: pad with zeros, then select each example's value wherever
+  // the padding landed (a padded mask of trues marks where x's elements went).
+  Array x = batch_at(in[0], bd[0], 0, ctx.axis_size);
+  Shape blo = with_inserted(lo, 0, 0), bhi = with_inserted(hi, 0, 0);
+  Shape bint = with_inserted(interior, 0, 0);
+  Array padded = lax::pad(x, zeros(Shape{}, x.dtype()), blo, bhi, bint);
+  Array mask = lax::pad(ones(x.shape(), DType::Bool), Array(false), blo, bhi, bint);
+  Array value = lax::broadcast_in_dim(batch_at(in[1], bd[1], 0, ctx.axis_size), padded.shape(), {0});
+  return {{lax::select(mask, padded, value)}, {0}};
 }
 
 std::vector<Array> Pad::vjp(const std::vector<Array>& p, const std::vector<Array>&,

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "primitives/primitives.h"
@@ -23,6 +24,11 @@ using backend::Buf;
 using backend::ExecContext;
 
 constexpr int64_t kBlasMinWork = 32 * 32 * 32;
+// A stack of products each at most this big runs its products in parallel, one per thread
+// (Eigen), rather than one after the other on BLAS's threads.
+constexpr int64_t kBatchParallelMaxWork = 128 * 128 * 128;
+// Multiply-adds per chunk of a parallel loop over the stack.
+constexpr int64_t kBatchGrainWork = int64_t{1} << 15;
 
 // An operand as a stack of matrices: either already in (batch, rows, cols) order, or in
 // (batch, cols, rows) order (transposed), or copied into the former.
@@ -130,19 +136,43 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
       std::fill(c, c + B * M * N, T(0));
       return;
     }
-    for (int64_t i = 0; i < B; ++i) {
+    const int64_t work = M * N * K;
+    auto grain = std::max<int64_t>(1, kBatchGrainWork / std::max<int64_t>(1, work));
+    if (M == 1 && N == 1 && work < kBlasMinWork) {
+      // A stack of inner products (einsum "ij,ij->i"): for M = 1 (N = 1) the transposed and
+      // direct layouts of a (b) are the same memory, K contiguous elements per product.
+      parallel_for(B, ctx.threads, grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          const T* ai = a + i * K;
+          const T* bi = b + i * K;
+          T acc = T(0);
+          for (int64_t k = 0; k < K; ++k) acc = static_cast<T>(acc + ai[k] * bi[k]);
+          c[i] = acc;
+        }
+      });
+      return;
+    }
+    // One product of the stack; `blas` lets a floating-point product use BLAS's threads.
+    auto product = [&](int64_t i, bool blas) {
       const T* ai = a + i * M * K;
       const T* bi = b + i * K * N;
       T* ci = c + i * M * N;
       if constexpr (std::is_floating_point_v<T>) {
-        if (M * N * K >= kBlasMinWork) {
-          if (ctx.threads > 1) gemm_blas(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
+        if (work >= kBlasMinWork) {
+          if (blas) gemm_blas(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
           else gemm_eigen(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
-          continue;
+          return;
         }
       }
       gemm_loops(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
+    };
+    if (B > 1 && ctx.threads > 1 && work <= kBatchParallelMaxWork) {
+      parallel_for(B, ctx.threads, grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) product(i, false);
+      });
+      return;
     }
+    for (int64_t i = 0; i < B; ++i) product(i, ctx.threads > 1);
   });
 }
 

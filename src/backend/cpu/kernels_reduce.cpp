@@ -70,10 +70,46 @@ T sum_contiguous(const T* x, int64_t n) {
   return s;
 }
 
+// Sums of rows [begin, end) of M elements each, M small. The fixed trip count keeps each row's
+// sum in registers and lets rows overlap; sum_contiguous, run once per row, costs ~5x
+// more on (10M, 3) rows (a vmap of a 3-D dot product).
+template <int M, class T>
+void sum_short_rows(const T* x, T* y, int64_t begin, int64_t end) {
+  for (int64_t o = begin; o < end; ++o) {
+    const T* row = x + o * M;
+    T s = row[0];
+    for (int m = 1; m < M; ++m) s = static_cast<T>(s + row[m]);
+    y[o] = s;
+  }
+}
+
+// Sums rows of `middle` elements (1 to 7) with sum_short_rows; false for other lengths.
+template <class T>
+bool sum_short_rows(const T* x, T* y, int64_t middle, int64_t begin, int64_t end) {
+  switch (middle) {
+    case 1: sum_short_rows<1>(x, y, begin, end); return true;
+    case 2: sum_short_rows<2>(x, y, begin, end); return true;
+    case 3: sum_short_rows<3>(x, y, begin, end); return true;
+    case 4: sum_short_rows<4>(x, y, begin, end); return true;
+    case 5: sum_short_rows<5>(x, y, begin, end); return true;
+    case 6: sum_short_rows<6>(x, y, begin, end); return true;
+    case 7: sum_short_rows<7>(x, y, begin, end); return true;
+    default: return false;
+  }
+}
+
 // Reduces the middle axis of an (outer, middle, inner) view.
 template <class T>
 void reduce_run(const T* x, T* y, AxisRun r, ReduceOp op, int threads) {
   Combine<T> f{op};
+  if constexpr (!std::is_same_v<T, bool>) {
+    if (r.inner == 1 && op == ReduceOp::Sum && r.middle >= 1 && r.middle < 8) {
+      parallel_for(r.outer, threads, (1 << 15) / r.middle, [&](int64_t b, int64_t e) {
+        sum_short_rows(x, y, r.middle, b, e);
+      });
+      return;
+    }
+  }
   if (r.inner == 1) {
     parallel_for(r.outer, threads, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, r.middle)),
                  [&](int64_t b, int64_t e) {
