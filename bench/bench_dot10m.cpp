@@ -80,10 +80,14 @@ NumpyTimes run_numpy(int reps) {
     char word[64];
     double v = 0;
     char text[128];
-    if (std::sscanf(line, "einsum_ms %lf", &v) == 1) r.einsum_ms = v, got_einsum = true;
-    else if (std::sscanf(line, "mulsum_ms %lf", &v) == 1) r.mulsum_ms = v, got_mulsum = true;
-    else if (std::sscanf(line, "numpy_version %127s", text) == 1) r.version = text;
-    else if (std::sscanf(line, "%63s", word) == 1) r.error += line;
+    if (std::sscanf(line, "einsum_ms %lf", &v) == 1)
+      r.einsum_ms = v, got_einsum = true;
+    else if (std::sscanf(line, "mulsum_ms %lf", &v) == 1)
+      r.mulsum_ms = v, got_mulsum = true;
+    else if (std::sscanf(line, "numpy_version %127s", text) == 1)
+      r.version = text;
+    else if (std::sscanf(line, "%63s", word) == 1)
+      r.error += line;
   }
   int status = pclose(p);
   r.ok = status == 0 && got_einsum && got_mulsum;
@@ -114,7 +118,8 @@ int main() {
       max_err = std::max(max_err, std::abs(static_cast<double>(yp[i]) - out1[i]));
     ok = max_err <= 1e-5;
   }
-  if (!ok) std::printf("WRONG RESULT: spmd %s, max |spmd - loop| = %g\n", y.aval().str().c_str(), max_err);
+  if (!ok)
+    std::printf("WRONG RESULT: spmd %s, max |spmd - loop| = %g\n", y.aval().str().c_str(), max_err);
 
   // Interleaved so the machine's noise hits every implementation alike.
   std::vector<double> t_spmd, t_loop1, t_loop2;
@@ -126,8 +131,9 @@ int main() {
   NumpyTimes np = run_numpy(reps);
 
   double s = median(t_spmd), l1 = median(t_loop1), l2 = median(t_loop2);
-  std::printf("bench_dot10m: %lld row-wise dot products of 3-D float32 vectors, median of %d runs\n",
-              static_cast<long long>(kRows), reps);
+  std::printf(
+      "bench_dot10m: %lld row-wise dot products of 3-D float32 vectors, median of %d runs\n",
+      static_cast<long long>(kRows), reps);
   std::printf("  %-44s %10s %18s\n", "implementation", "ms", "spmd / this");
   std::printf("  %-44s %10.2f %18s\n", "spmd::jit(spmd::vmap(dot))", s, "1.000");
   std::printf("  %-44s %10.2f %18.3f\n", "C++ loop, 1 thread, reused output", l1, s / l1);

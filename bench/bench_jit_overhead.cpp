@@ -71,8 +71,10 @@ int main() {
   }
   double j = median(jit_us), e = median(eager_us);
   bool pass = j <= 2.0;
-  std::printf("bench_jit_overhead: f(x) = x * 2 + 1, x: f32[3]; median of %d batches x %d calls "
-              "(3 interleaved rounds)\n", batches, calls);
+  std::printf(
+      "bench_jit_overhead: f(x) = x * 2 + 1, x: f32[3]; median of %d batches x %d calls "
+      "(3 interleaved rounds)\n",
+      batches, calls);
   std::printf("  %-36s %10s %12s\n", "call", "us/call", "vs eager");
   std::printf("  %-36s %10.3f %12.3f   target <= 2 us: %s\n", "spmd::jit(f)(x), cached", j, j / e,
               pass ? "PASS" : "FAIL");

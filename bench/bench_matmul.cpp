@@ -62,7 +62,8 @@ struct Impl {
 
 // Prints one size's table; false when spmd's result is wrong (a missed target only prints FAIL).
 bool bench_size(int64_t n, int reps) {
-  std::vector<float> a = random_matrix(n, 1), b = random_matrix(n, 2), c(static_cast<size_t>(n * n));
+  std::vector<float> a = random_matrix(n, 1), b = random_matrix(n, 2),
+                     c(static_cast<size_t>(n * n));
   spmd::Array A(a, {n, n}), B(b, {n, n});
   auto jitted = spmd::jit([](spmd::Array x, spmd::Array y) { return spmd::matmul(x, y); });
   spmd::Array eager_out, jit_out;
@@ -77,7 +78,9 @@ bool bench_size(int64_t n, int reps) {
          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.0f, a.data(), in,
                      b.data(), in, 0.0f, c.data(), in);
        },
-       {}, true, false},
+       {},
+       true,
+       false},
       {"spmd::matmul eager", [&] { eager_out = spmd::matmul(A, B); }, {}, false, true},
       {"spmd::jit(matmul)", [&] { jit_out = jitted(A, B); }, {}, false, true},
       {"Eigen (1 thread, info)", [&] { EC.noalias() = EA * EB; }, {}, false, false},
@@ -102,7 +105,8 @@ bool bench_size(int64_t n, int reps) {
   for (auto& impl : impls) {
     double t = median(impl.times);
     double ratio = base / t;  // throughput ratio: >1 is faster than OpenBLAS
-    std::printf("  %-34s %10.2f %10.1f %14.3f", impl.name.c_str(), t * 1e3, flops / t * 1e-9, ratio);
+    std::printf("  %-34s %10.2f %10.1f %14.3f", impl.name.c_str(), t * 1e3, flops / t * 1e-9,
+                ratio);
     if (impl.has_target) std::printf("   target >= 0.9: %s", ratio >= 0.9 ? "PASS" : "FAIL");
     std::printf("\n");
   }
@@ -117,14 +121,17 @@ bool bench_size(int64_t n, int reps) {
 
 int main() {
   openblas_set_num_threads(2);
-  std::printf("bench_matmul: float32 matmul throughput; ratio = OpenBLAS time / spmd time "
-              "(throughput ratio, >= 0.9 is the target)\n");
+  std::printf(
+      "bench_matmul: float32 matmul throughput; ratio = OpenBLAS time / spmd time "
+      "(throughput ratio, >= 0.9 is the target)\n");
   std::printf("OpenBLAS: %s; threads %d; spmd devices %d\n", openblas_get_config(),
               openblas_get_num_threads(), spmd::local_device_count());
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
     if (const char* v = std::getenv(var))
-      std::printf("note: %s=%s is set: OpenBLAS may use a slower kernel than it would pick "
-                  "(scripts/bench.sh unsets it)\n", var, v);
+      std::printf(
+          "note: %s=%s is set: OpenBLAS may use a slower kernel than it would pick "
+          "(scripts/bench.sh unsets it)\n",
+          var, v);
   bool ok = bench_size(1024, 15);
   ok = bench_size(2048, 7) && ok;
   return ok ? 0 : 1;

@@ -220,6 +220,24 @@ TEST(Creation, NegativeShapeIsAnError) {
   EXPECT_NE(msg.find("(2, -3)"), std::string::npos) << msg;
 }
 
+TEST(Creation, ShapeTooLargeForMemoryIsAnError) {
+  // The byte count overflows: an error, not a tiny buffer that kernels write past.
+  std::string msg = error_of([] { spmd::zeros({int64_t{1} << 62}); });
+  EXPECT_NE(msg.find("too large"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(4611686018427387904,)"), std::string::npos) << msg;
+  EXPECT_THROW(spmd::ones({int64_t{1} << 40, int64_t{1} << 40}), spmd::Error);
+  EXPECT_THROW(spmd::full({int64_t{1} << 31, int64_t{1} << 31, 4}, 1.0, DType::Float64),
+               spmd::Error);
+}
+
+TEST(Creation, ZeroDimensionMakesAnEmptyArray) {
+  Array a = spmd::zeros({3, 0, 5});
+  EXPECT_EQ(a.shape(), (Shape{3, 0, 5}));
+  EXPECT_EQ(a.size(), 0);
+  EXPECT_EQ(a.nbytes(), 0u);
+  EXPECT_TRUE(a.to_vector<float>().empty());
+}
+
 TEST(Creation, ArangeStopIsInt32Range) {
   Array a = spmd::arange(5);
   EXPECT_EQ(a.dtype(), DType::Int32);

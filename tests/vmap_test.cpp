@@ -129,6 +129,21 @@ Fn vmapped(Fn f, Axes in, Ax out = 0, std::optional<int64_t> axis_size = {}) {
   };
 }
 
+Fn jitted(Fn f) {
+  return [=](const std::vector<Array>& a) -> Array {
+    switch (a.size()) {
+      case 1: return jit([&](const Array& x) { return f({x}); })(a[0]);
+      case 2: return jit([&](const Array& x, const Array& y) { return f({x, y}); })(a[0], a[1]);
+      case 3:
+        return jit([&](const Array& x, const Array& y, const Array& z) { return f({x, y, z}); })(
+            a[0], a[1], a[2]);
+      default:
+        ADD_FAILURE() << "jitted: unsupported arity " << a.size();
+        return Array();
+    }
+  };
+}
+
 // ---- random inputs ---------------------------------------------------------------------------
 struct ArgSpec {
   Shape shape;  // per example
@@ -184,6 +199,15 @@ void check_vmap(const Fn& f, const std::vector<ArgSpec>& specs, const Axes& in, 
   expect_same(vmapped(f, in, out, axis_size)(args), loop_ref(f, in, out, axis_size)(args));
 }
 
+// jit(vmap(f)) and vmap(jit(f)): the batched program compiled, and f compiled then batched.
+void check_with_jit(const Fn& f, const std::vector<ArgSpec>& specs, const Axes& in) {
+  SCOPED_TRACE("with jit: in_axes " + axes_str(in));
+  auto args = make_args(specs, in, 3);
+  Array want = loop_ref(f, in)(args);
+  expect_same(jitted(vmapped(f, in))(args), want);
+  expect_same(vmapped(jitted(f), in)(args), want);
+}
+
 void check_nested(const Fn& f, const std::vector<ArgSpec>& specs, const Axes& inner,
                   const Axes& outer) {
   SCOPED_TRACE("nested: inner in_axes " + axes_str(inner) + ", outer " + axes_str(outer));
@@ -214,6 +238,7 @@ void sweep(const Fn& f, const std::vector<ArgSpec>& specs) {
     }
   }
   check_vmap(f, specs, Axes(k, none), 0, 3);
+  check_with_jit(f, specs, mixed);
   int out_rank = f(make_args(specs, Axes(k, none), 0)).ndim();
   check_vmap(f, specs, all_axes(specs, 0), -1);
   if (out_rank >= 1) check_vmap(f, specs, all_axes(specs, 0), 1);

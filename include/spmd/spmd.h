@@ -7,6 +7,7 @@
 #include "spmd/error.h"
 #include "spmd/io.h"
 #include "spmd/lax.h"
+#include "spmd/nn.h"
 #include "spmd/ops.h"
 #include "spmd/program.h"
 #include "spmd/random.h"

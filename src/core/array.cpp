@@ -1,4 +1,7 @@
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "backend/cpu/dispatch.h"
 #include "core/array_impl.h"
@@ -17,10 +20,33 @@ void throw_not_scalar(const Shape& shape) {
   fail("item(): expected an array with one element, got shape ", shape_str(shape));
 }
 
+// The size of aval's data in bytes; throws when no memory could hold it.
+size_t checked_nbytes(const AbstractValue& aval) {
+  size_t bytes = itemsize(aval.dtype);
+  bool empty = false;
+  for (int64_t d : aval.shape) {
+    if (d < 0) fail("Array: expected non-negative dimensions, got shape ", shape_str(aval.shape));
+    empty = empty || d == 0;
+  }
+  if (empty) return 0;
+  for (int64_t d : aval.shape)
+    if (__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) ||
+        bytes > static_cast<size_t>(PTRDIFF_MAX))
+      fail("Array: shape ", shape_str(aval.shape), " of ", dtype_name(aval.dtype),
+           " is too large: its size in bytes overflows 63 bits");
+  return bytes;
+}
+
 Array make_array(const AbstractValue& aval, int device) {
+  size_t bytes = checked_nbytes(aval);
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = aval;
-  impl->buffer = runtime::allocate(aval.nbytes());
+  try {
+    impl->buffer = runtime::allocate(bytes);
+  } catch (const std::bad_alloc&) {
+    fail("Array: cannot allocate ", bytes, " bytes for an array of shape ", shape_str(aval.shape),
+         " of ", dtype_name(aval.dtype));
+  }
   impl->placement = {device};
   return Array(std::move(impl));
 }

@@ -58,8 +58,13 @@ Array load_idx(const std::string& path) {
   if (bytes.size() < head) fail("load_idx(", path, "): truncated header: expected ", head, " bytes, got ", bytes.size());
   Shape shape;
   for (int i = 0; i < ndim; ++i) shape.push_back(be32(&bytes[4 + 4 * i]));
-  size_t n = static_cast<size_t>(shape_size(shape));
-  size_t expected = n * width;
+  size_t n = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, static_cast<size_t>(d), &n))
+      fail("load_idx(", path, "): corrupt header: shape ", shape_str(shape), " is too large");
+  size_t expected = 0;
+  if (__builtin_mul_overflow(n, static_cast<size_t>(width), &expected))
+    fail("load_idx(", path, "): corrupt header: shape ", shape_str(shape), " is too large");
   if (bytes.size() - head < expected)
     fail("load_idx(", path, "): truncated data: expected ", expected, " bytes for shape ", shape_str(shape),
          ", got ", bytes.size() - head);

@@ -140,7 +140,12 @@ Array load_npy(const std::string& path) {
   DType dt = dtype_of_descr(field(header, "descr", path), swap, path);
   bool fortran = field(header, "fortran_order", path) == "True";
   Shape shape = parse_shape(field(header, "shape", path), path);
-  size_t expected = static_cast<size_t>(shape_size(shape)) * itemsize(dt);
+  size_t expected = static_cast<size_t>(itemsize(dt));
+  bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  for (int64_t d : shape)
+    if (!empty && __builtin_mul_overflow(expected, static_cast<size_t>(d), &expected))
+      fail("load_npy(", path, "): corrupt header: shape ", shape_str(shape), " is too large");
+  if (empty) expected = 0;
   size_t have = bytes.size() - header_start - header_len;
   if (have < expected)
     fail("load_npy(", path, "): truncated data: expected ", expected, " bytes for shape ", shape_str(shape),

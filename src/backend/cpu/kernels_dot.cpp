@@ -24,7 +24,7 @@ using backend::Buf;
 using backend::ExecContext;
 
 constexpr int64_t kBlasMinWork = 32 * 32 * 32;
-// A stack of products each at most this big runs its products in parallel, one per thread
+// A stack of products each at most this big runs its products in parallel, each on one thread
 // (Eigen), rather than one after the other on BLAS's threads.
 constexpr int64_t kBatchParallelMaxWork = 128 * 128 * 128;
 // Multiply-adds per chunk of a parallel loop over the stack.
@@ -75,6 +75,20 @@ void gemm_loops(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
         for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<T>(c[i * N + j] + av * b[j * K + k]);
       }
     }
+}
+
+// c[i] = a[i, :] . b[i, :] for i in [lo, hi), rows of K elements (of KFixed, when not 0: a
+// fixed trip count lets rows overlap instead of running a loop per row).
+template <int KFixed, class T>
+void inner_products(const T* a, const T* b, T* c, int64_t K, int64_t lo, int64_t hi) {
+  const int64_t k_len = KFixed ? KFixed : K;
+  for (int64_t i = lo; i < hi; ++i) {
+    const T* ai = a + i * k_len;
+    const T* bi = b + i * k_len;
+    T acc = T(0);
+    for (int64_t k = 0; k < k_len; ++k) acc = static_cast<T>(acc + ai[k] * bi[k]);
+    c[i] = acc;
+  }
 }
 
 template <class T>
@@ -142,18 +156,17 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
       // A stack of inner products (einsum "ij,ij->i"): for M = 1 (N = 1) the transposed and
       // direct layouts of a (b) are the same memory, K contiguous elements per product.
       parallel_for(B, ctx.threads, grain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-          const T* ai = a + i * K;
-          const T* bi = b + i * K;
-          T acc = T(0);
-          for (int64_t k = 0; k < K; ++k) acc = static_cast<T>(acc + ai[k] * bi[k]);
-          c[i] = acc;
+        switch (K) {
+          case 2: return inner_products<2>(a, b, c, K, lo, hi);
+          case 3: return inner_products<3>(a, b, c, K, lo, hi);
+          case 4: return inner_products<4>(a, b, c, K, lo, hi);
+          default: return inner_products<0>(a, b, c, K, lo, hi);
         }
       });
       return;
     }
     // One product of the stack; `blas` lets a floating-point product use BLAS's threads.
-    auto product = [&](int64_t i, bool blas) {
+    auto multiply_one = [&](int64_t i, bool blas) {
       const T* ai = a + i * M * K;
       const T* bi = b + i * K * N;
       T* ci = c + i * M * N;
@@ -166,13 +179,15 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
       }
       gemm_loops(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
     };
-    if (B > 1 && ctx.threads > 1 && work <= kBatchParallelMaxWork) {
+    // Small products, or at least one per thread: one product per thread beats BLAS's threads.
+    bool per_thread = work < kBlasMinWork || B >= ctx.threads;
+    if (B > 1 && ctx.threads > 1 && work <= kBatchParallelMaxWork && per_thread) {
       parallel_for(B, ctx.threads, grain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) product(i, false);
+        for (int64_t i = lo; i < hi; ++i) multiply_one(i, false);
       });
       return;
     }
-    for (int64_t i = 0; i < B; ++i) product(i, ctx.threads > 1);
+    for (int64_t i = 0; i < B; ++i) multiply_one(i, ctx.threads > 1);
   });
 }
 

@@ -1,0 +1,197 @@
+// Data-parallel training of a 784-1024-1024-10 ReLU MLP with pmap, as JAX's spmd_mnist_classifier:
+// every batch is split across devices, each device computes gradients on its shard, the gradients
+// are summed with psum, and every replica applies the same update to its copy of the parameters.
+// Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package.
+#include <CLI/CLI.hpp>
+#include <spmd/spmd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+using namespace spmd;
+
+namespace {
+
+struct Options {
+  int epochs = 5;
+  int64_t batch_size = 128;
+  double learning_rate = 0.05;
+  double momentum = 0.9;
+  std::string optimizer = "sgd";
+  int devices = 8;
+  uint64_t seed = 0;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string checkpoint;
+  int64_t train_limit = 0;
+  int64_t test_limit = 0;
+  bool progress = true;
+};
+
+struct Dataset {
+  Array images;  // (n, 784) float32 in [0, 1]
+  Array labels;  // (n,) int32
+};
+
+std::string find_file(const std::string& dir, const std::string& name) {
+  for (const std::string& candidate : {dir + "/" + name, dir + "/" + name + ".gz"})
+    if (std::filesystem::exists(candidate)) return candidate;
+  fail("expected the IDX file '", name, "' (or '", name, ".gz') in '", dir,
+       "'; install Debian's dataset-fashion-mnist or pass --data DIR");
+}
+
+Dataset load(const std::string& dir, const std::string& prefix, int64_t limit) {
+  Array images = load_idx(find_file(dir, prefix + "-images-idx3-ubyte"));
+  Array labels = load_idx(find_file(dir, prefix + "-labels-idx1-ubyte"));
+  if (images.ndim() != 3 || labels.ndim() != 1 || images.shape()[0] != labels.shape()[0])
+    fail("expected images (n, rows, cols) and labels (n,), got ", shape_str(images.shape()), " and ",
+         shape_str(labels.shape()));
+  int64_t n = images.shape()[0];
+  if (limit > 0 && limit < n) {
+    images = slice(images, {Range{0, limit}});
+    labels = slice(labels, {Range{0, limit}});
+    n = limit;
+  }
+  return {astype(images.reshape({n, -1}), float32) / 255.0, labels};
+}
+
+// Loss on one device's shard, scaled by the global batch so that psum of the shards' gradients
+// is the gradient of the mean loss over the whole batch.
+std::pair<Array, Array> shard_loss(const nn::MLP& params, const Array& x, const Array& y, double global_batch) {
+  Array logits = nn::mlp_apply(params, x);
+  Array logp = log_softmax(logits, -1);
+  Array nll = -sum(logp * one_hot(y, logits.shape()[1])) / global_batch;
+  return {nll, nn::correct_count(logits, y)};
+}
+
+void progress_bar(int epoch, int64_t step, int64_t steps, double loss) {
+  const int width = 30;
+  int filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
+  std::fprintf(stderr, "\repoch %d [%s%s] %lld/%lld loss=%.3f", epoch, std::string(filled, '=').c_str(),
+               std::string(width - filled, ' ').c_str(), static_cast<long long>(step), static_cast<long long>(steps),
+               loss);
+  std::fflush(stderr);
+}
+
+int run(const Options& opt) {
+  set_cpu_device_count(opt.devices);
+  std::vector<Device> devs = local_devices();
+  const int64_t ndev = opt.devices;
+  if (opt.batch_size % ndev != 0)
+    fail("--batch-size ", opt.batch_size, " must be divisible by --devices ", ndev);
+
+  Dataset train = load(opt.data, "train", opt.train_limit);
+  Dataset test = load(opt.data, "t10k", opt.test_limit);
+  const int64_t n_train = train.images.shape()[0];
+  const int64_t steps_per_epoch = n_train / opt.batch_size;
+  if (steps_per_epoch == 0) fail("the training set (", n_train, " samples) is smaller than one batch");
+  const int64_t features = train.images.shape()[1];
+
+  nn::Optimizer optimizer = opt.optimizer == "adam" ? nn::Optimizer::adam(opt.learning_rate)
+                                                    : nn::Optimizer::sgd(opt.learning_rate, opt.momentum);
+  Array key = random::key(opt.seed);
+  nn::MLP params = nn::mlp_init(random::fold_in(key, 0), {features, 1024, 1024, 10});
+  nn::OptState state = optimizer.init(params);
+  int start_epoch = 0;
+  int64_t step = 0;
+  if (!opt.checkpoint.empty() && std::filesystem::exists(opt.checkpoint)) {
+    nn::Checkpoint c = nn::load_checkpoint(opt.checkpoint);
+    params = nn::get_tree(c, "params", params);
+    state = nn::get_tree(c, "opt_state", state);
+    key = c.arrays.at("key");
+    start_epoch = static_cast<int>(c.ints.at("epoch"));
+    step = c.ints.at("step");
+    std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step " << step << ")\n";
+  }
+
+  const double global_batch = static_cast<double>(opt.batch_size);
+  auto train_step = pmap(
+      [&](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
+        auto [value, grads] = value_and_grad(
+            [&](const nn::MLP& q, const Array& xb, const Array& yb) { return shard_loss(q, xb, yb, global_batch); },
+            argnums<0>, has_aux)(p, x, y);
+        grads = tree_map([](const Array& g) { return psum(g, "batch"); }, grads);
+        auto [new_params, new_state] = optimizer.update(p, grads, s);
+        return std::make_tuple(new_params, new_state, psum(value.first, "batch"), psum(value.second, "batch"));
+      },
+      "batch");
+  auto evaluate = jit([](const nn::MLP& p, const Array& x, const Array& y) {
+    return nn::correct_count(nn::mlp_apply(p, x), y);
+  });
+
+  nn::MLP rparams = nn::replicate(params, devs);
+  nn::OptState rstate = nn::replicate(state, devs);
+  std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, " << ndev
+            << " devices, batch " << opt.batch_size << " (" << opt.batch_size / ndev << " per device), "
+            << optimizer.name() << " lr=" << opt.learning_rate << "\n";
+  for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
+    auto t0 = std::chrono::steady_clock::now();
+    Array perm = random::permutation(random::fold_in(key, static_cast<uint32_t>(epoch + 1)), n_train);
+    Array xs = take(train.images, perm, 0);
+    Array ys = take(train.labels, perm, 0);
+    double loss_sum = 0;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < steps_per_epoch; ++i) {
+      int64_t b = i * opt.batch_size;
+      Array xb = slice(xs, {Range{b, b + opt.batch_size}}).reshape({ndev, opt.batch_size / ndev, features});
+      Array yb = slice(ys, {Range{b, b + opt.batch_size}}).reshape({ndev, opt.batch_size / ndev});
+      auto [np, ns, loss, corr] = train_step(rparams, rstate, xb, yb);
+      rparams = np;
+      rstate = ns;
+      loss_sum += loss[0].item<double>();
+      correct += corr[0].item<int64_t>();
+      ++step;
+      if (opt.progress && (i % 10 == 0 || i + 1 == steps_per_epoch))
+        progress_bar(epoch + 1, i + 1, steps_per_epoch, loss_sum / static_cast<double>(i + 1));
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (opt.progress) std::fprintf(stderr, "\r%*s\r", 80, "");
+    nn::MLP host = nn::unreplicate(rparams);
+    int64_t test_correct = evaluate(host, test.images, test.labels).item<int64_t>();
+    int64_t seen = steps_per_epoch * opt.batch_size;
+    std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n", epoch + 1,
+                loss_sum / static_cast<double>(steps_per_epoch), static_cast<double>(correct) / static_cast<double>(seen),
+                static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
+                static_cast<double>(seen) / seconds, seconds);
+    std::fflush(stdout);
+    if (!opt.checkpoint.empty()) {
+      nn::Checkpoint c;
+      nn::put_tree(c, "params", host);
+      nn::put_tree(c, "opt_state", nn::unreplicate(rstate));
+      c.arrays["key"] = key;
+      c.ints["epoch"] = epoch + 1;
+      c.ints["step"] = step;
+      nn::save_checkpoint(opt.checkpoint, c);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  CLI::App app{"Data-parallel MLP training with spmd::pmap (Fashion-MNIST by default)"};
+  app.add_option("--epochs", opt.epochs, "number of epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "global batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--momentum", opt.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 0.999));
+  app.add_option("--optimizer", opt.optimizer, "sgd or adam")->capture_default_str()->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--devices", opt.devices, "number of emulated CPU devices")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
+  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")->capture_default_str();
+  app.add_option("--checkpoint", opt.checkpoint, "checkpoint file: resumed from if it exists, saved after every epoch");
+  app.add_option("--train-limit", opt.train_limit, "use only the first N training samples (0: all)");
+  app.add_option("--test-limit", opt.test_limit, "use only the first N test samples (0: all)");
+  bool no_progress = false;
+  app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
+  CLI11_PARSE(app, argc, argv);
+  opt.progress = !no_progress;
+  try {
+    return run(opt);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,131 @@
+#pragma once
+// A small neural-network toolkit: initialisation from random keys, dense layers and MLPs,
+// activations, losses and metrics, optimisers (SGD with momentum, Adam) over pytrees of
+// parameters, replication across devices, and checkpoints of a whole training state.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spmd/array.h"
+#include "spmd/device.h"
+#include "spmd/ops.h"
+#include "spmd/pytree.h"
+
+namespace spmd::nn {
+
+// ---- layers --------------------------------------------------------------------------------
+struct Dense {
+  Array w;  // (in, out)
+  Array b;  // (out,)
+};
+SPMD_PYTREE(Dense, w, b)
+
+// He-normal weights (std sqrt(2 / in), suited to ReLU) and zero biases.
+Dense dense_init(const Array& key, int64_t in, int64_t out, DType dtype = DType::Float32);
+Array dense(const Dense& layer, const Array& x);
+
+using MLP = std::vector<Dense>;
+// Layers sizes[0] -> sizes[1] -> ... ; one key per layer split from `key`.
+MLP mlp_init(const Array& key, const std::vector<int64_t>& sizes, DType dtype = DType::Float32);
+// ReLU between layers, none after the last: returns logits.
+Array mlp_apply(const MLP& params, const Array& x);
+
+Array relu(const Array& x);
+// tanh approximation by default, as jax.nn.gelu.
+Array gelu(const Array& x, bool approximate = true);
+
+// ---- losses and metrics ----------------------------------------------------------------------
+// Mean over the batch of -log_softmax(logits)[label]; labels are integer class ids.
+Array cross_entropy(const Array& logits, const Array& labels);
+// Fraction of rows whose argmax equals the label.
+Array accuracy(const Array& logits, const Array& labels);
+// Number of rows whose argmax equals the label (int32), for summing across devices.
+Array correct_count(const Array& logits, const Array& labels);
+
+// ---- optimisers ------------------------------------------------------------------------------
+// The optimiser's state for a pytree of parameters, flattened: first and second moments
+// (empty when unused) and the step count.
+struct OptState {
+  std::vector<Array> mu;
+  std::vector<Array> nu;
+  Array count;
+};
+SPMD_PYTREE(OptState, mu, nu, count)
+
+class Optimizer {
+ public:
+  static Optimizer sgd(double learning_rate, double momentum = 0.0, bool nesterov = false);
+  static Optimizer adam(double learning_rate, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8);
+
+  OptState init_leaves(const std::vector<Array>& params) const;
+  std::pair<std::vector<Array>, OptState> update_leaves(const std::vector<Array>& params,
+                                                        const std::vector<Array>& grads,
+                                                        const OptState& state) const;
+  template <class P>
+  OptState init(const P& params) const {
+    return init_leaves(tree_flatten(params).first);
+  }
+  // New parameters and state; works eagerly and inside jit/pmap.
+  template <class P>
+  std::pair<P, OptState> update(const P& params, const P& grads, const OptState& state) const {
+    auto [p, def] = tree_flatten(params);
+    auto [g, gdef] = tree_flatten(grads);
+    if (!(def == gdef)) fail("optimizer update: gradients ", gdef.str(), " do not match parameters ", def.str());
+    auto [np, ns] = update_leaves(p, g, state);
+    return {tree_unflatten<P>(def, np), ns};
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  double lr_ = 0, momentum_ = 0, b1_ = 0, b2_ = 0, eps_ = 0;
+  bool nesterov_ = false;
+};
+
+// ---- replication across devices --------------------------------------------------------------
+// Every leaf stacked once per device on a new leading axis, sharded over the devices: the
+// layout pmap(in_axes=0) expects for per-device copies of the parameters.
+template <class P>
+P replicate(const P& tree, const std::vector<Device>& devices);
+// The first replica of every leaf.
+template <class P>
+P unreplicate(const P& tree) {
+  return tree_map([](const Array& x) { return x[0]; }, tree);
+}
+
+namespace detail {
+Array replicate_leaf(const Array& x, const std::vector<Device>& devices);
+}
+template <class P>
+P replicate(const P& tree, const std::vector<Device>& devices) {
+  return tree_map([&](const Array& x) { return detail::replicate_leaf(x, devices); }, tree);
+}
+
+// ---- checkpoints -----------------------------------------------------------------------------
+// Named arrays and integers, written atomically (a temporary file, then a rename) with a
+// checksum; a truncated or corrupted file is refused with spmd::Error.
+struct Checkpoint {
+  std::map<std::string, Array> arrays;
+  std::map<std::string, int64_t> ints;
+};
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+Checkpoint load_checkpoint(const std::string& path);
+
+// Adds every leaf of tree under "prefix/i" / reads them back into a tree shaped like `like`.
+template <class P>
+void put_tree(Checkpoint& c, const std::string& prefix, const P& tree) {
+  auto [leaves, def] = tree_flatten(tree);
+  c.ints[prefix + "/#"] = static_cast<int64_t>(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) c.arrays[prefix + "/" + std::to_string(i)] = leaves[i];
+}
+std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix, const std::vector<Array>& like);
+template <class P>
+P get_tree(const Checkpoint& c, const std::string& prefix, const P& like) {
+  auto [leaves, def] = tree_flatten(like);
+  return tree_unflatten<P>(def, get_leaves(c, prefix, leaves));
+}
+
+}  // namespace spmd::nn
+

@@ -1,0 +1,85 @@
+// Layers, activations, losses and metrics.
+#include <cmath>
+
+#include "core/array_impl.h"
+#include "spmd/error.h"
+#include "spmd/nn.h"
+#include "spmd/random.h"
+
+namespace spmd::nn {
+
+Dense dense_init(const Array& key, int64_t in, int64_t out, DType dtype) {
+  if (in <= 0 || out <= 0) fail("dense_init: expected positive sizes, got ", in, " -> ", out);
+  Array w = random::normal(key, {in, out}, dtype) * std::sqrt(2.0 / static_cast<double>(in));
+  return Dense{w, zeros({out}, dtype)};
+}
+
+Array dense(const Dense& layer, const Array& x) { return matmul(x, layer.w) + layer.b; }
+
+MLP mlp_init(const Array& key, const std::vector<int64_t>& sizes, DType dtype) {
+  if (sizes.size() < 2) fail("mlp_init: expected at least two layer sizes, got ", sizes.size());
+  Array keys = random::split(key, static_cast<int64_t>(sizes.size()) - 1);
+  MLP layers;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i)
+    layers.push_back(dense_init(keys[static_cast<int64_t>(i)], sizes[i], sizes[i + 1], dtype));
+  return layers;
+}
+
+Array mlp_apply(const MLP& params, const Array& x) {
+  Array h = x;
+  for (size_t i = 0; i < params.size(); ++i) {
+    h = dense(params[i], h);
+    if (i + 1 < params.size()) h = relu(h);
+  }
+  return h;
+}
+
+Array relu(const Array& x) { return maximum(x, 0.0); }
+
+Array gelu(const Array& x, bool approximate) {
+  if (approximate) {
+    const double c = std::sqrt(2.0 / M_PI);
+    return x * 0.5 * (tanh((x + x * x * x * 0.044715) * c) + 1.0);
+  }
+  return x * 0.5 * (erf(x * (1.0 / std::sqrt(2.0))) + 1.0);
+}
+
+namespace {
+void check_labels(const Array& logits, const Array& labels, const char* what) {
+  if (logits.ndim() != 2) fail(what, ": expected logits of shape (batch, classes), got ", shape_str(logits.shape()));
+  if (labels.ndim() != 1 || labels.shape()[0] != logits.shape()[0] || !is_integer(labels.dtype()))
+    fail(what, ": expected integer labels of shape (", logits.shape()[0], ",), got ", labels.aval().str());
+}
+}  // namespace
+
+Array cross_entropy(const Array& logits, const Array& labels) {
+  check_labels(logits, labels, "cross_entropy");
+  Array logp = log_softmax(logits, -1);
+  Array picked = sum(logp * one_hot(labels, logits.shape()[1], logits.dtype()), std::vector<int>{1});
+  return -mean(picked);
+}
+
+Array correct_count(const Array& logits, const Array& labels) {
+  check_labels(logits, labels, "correct_count");
+  return sum(astype(equal(argmax(logits, 1), astype(labels, DType::Int32)), DType::Int32));
+}
+
+Array accuracy(const Array& logits, const Array& labels) {
+  return astype(correct_count(logits, labels), DType::Float32) / static_cast<double>(logits.shape()[0]);
+}
+
+namespace detail {
+Array replicate_leaf(const Array& x, const std::vector<Device>& devices) {
+  if (devices.empty()) fail("replicate: expected at least one device, got none");
+  Shape s = x.shape();
+  s.insert(s.begin(), static_cast<int64_t>(devices.size()));
+  Array r = broadcast_to(expand_dims(x, 0), s);
+  // Mark the copies as sharded over the devices, one per device, as pmap expects them.
+  const auto& impl = spmd::detail::concrete(r, "replicate");
+  std::vector<int> placement;
+  for (const Device& d : devices) placement.push_back(d.local_id);
+  return spmd::detail::wrap_buffer(impl.aval, impl.buffer, impl.offset, placement, true);
+}
+}  // namespace detail
+
+}  // namespace spmd::nn

@@ -1,0 +1,583 @@
+// Collectives over a named axis: every one under pmap (real communication between emulated
+// devices) against the same function under vmap (batching rules) and against a reference
+// computed by plain loops over the replicas' inputs, for 1, 2, 3, 4 and 8 replicas, float32
+// and int32, with in_axes / out_axes variants; and the transpose pairs (all_gather and
+// psum_scatter, ppermute and its inverse) are adjoint.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "spmd/collectives.h"
+#include "spmd/error.h"
+#include "spmd/ops.h"
+#include "spmd/transforms.h"
+
+namespace spmd {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ---- a host tensor for the references (row-major doubles) -------------------------------------
+struct H {
+  Shape shape;
+  std::vector<double> v;
+};
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Sizes before axis and from axis + skip on.
+std::pair<int64_t, int64_t> outer_inner(const Shape& s, int axis, int skip) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + skip; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  return {outer, inner};
+}
+
+// x[..., i, ...] along axis (the axis removed).
+H take(const H& x, int axis, int64_t i) {
+  auto [outer, inner] = outer_inner(x.shape, axis, 1);
+  int64_t n = x.shape[axis];
+  H out{x.shape, {}};
+  out.shape.erase(out.shape.begin() + axis);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) out.v.push_back(x.v[(o * n + i) * inner + k]);
+  return out;
+}
+
+// The xs stacked on a new axis.
+H stack(const std::vector<H>& xs, int axis) {
+  const Shape& s = xs.at(0).shape;
+  auto [outer, inner] = outer_inner(s, axis, 0);
+  int64_t n = static_cast<int64_t>(xs.size());
+  H out{s, std::vector<double>(static_cast<size_t>(outer * n * inner))};
+  out.shape.insert(out.shape.begin() + axis, n);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(xs[j].shape, s);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) out.v[(o * n + j) * inner + k] = xs[j].v[o * inner + k];
+  }
+  return out;
+}
+
+// The xs joined along an existing axis (a stack whose new axis merges with the next one).
+H concat(const std::vector<H>& xs, int axis) {
+  H out = stack(xs, axis);
+  out.shape[axis + 1] *= out.shape[axis];
+  out.shape.erase(out.shape.begin() + axis);
+  return out;
+}
+
+// x[..., begin:end, ...] along axis.
+H slice(const H& x, int axis, int64_t begin, int64_t end) {
+  std::vector<H> rows;
+  for (int64_t i = begin; i < end; ++i) rows.push_back(take(x, axis, i));
+  return stack(rows, axis);
+}
+
+H zeros_of(const Shape& s) { return H{s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)}; }
+
+H combine(const H& a, const H& b, const std::function<double(double, double)>& op) {
+  EXPECT_EQ(a.shape, b.shape);
+  H out = a;
+  for (size_t i = 0; i < out.v.size(); ++i) out.v[i] = op(a.v[i], b.v[i]);
+  return out;
+}
+
+// Sum (or max, min) over the members, in member order.
+H reduce(const std::vector<H>& xs, const std::function<double(double, double)>& op) {
+  H acc = xs.at(0);
+  for (size_t m = 1; m < xs.size(); ++m) acc = combine(acc, xs[m], op);
+  return acc;
+}
+double add(double a, double b) { return a + b + 0.5; }
+
+Array to_array(const H& h, DType dtype) {
+  if (dtype == DType::Int32) {
+    std::vector<int32_t> v;
+    for (double d : h.v) v.push_back(static_cast<int32_t>(d));
+    return Array(v, h.shape);
+  }
+  std::vector<float> v;
+  for (double d : h.v) v.push_back(static_cast<float>(d));
+  return Array(v, h.shape);
+}
+
+H from_array(const Array& a) { return H{a.shape(), a.to_vector<double>()}; }
+
+// n replicas' inputs of one shape: small integers, or floats in [-1, 1] (exact in float32).
+std::vector<H> random_inputs(int n, const Shape& shape, DType dtype, unsigned seed = 7) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> ints(-20, 20);
+  std::uniform_real_distribution<float> floats(-1.0f, 1.0f);
+  std::vector<H> out;
+  for (int r = 0; r < n; ++r) {
+    H h = zeros_of(shape);
+    for (double& d : h.v) d = dtype == DType::Int32 ? ints(gen) : static_cast<double>(floats(gen));
+    out.push_back(h);
+  }
+  return out;
+}
+
+void expect_values(const Array& got, const H& want, DType dtype, const std::string& what) {
+  ASSERT_EQ(shape_str(got.shape()), shape_str(want.shape)) << what;
+  ASSERT_EQ(dtype_name(got.dtype()), dtype_name(dtype)) << what;
+  auto g = got.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size() && bad < 5; ++i) {
+    double tol = dtype == DType::Float32 ? 1e-5 * (1 + std::abs(want.v[i])) : 0;
+    if (!(std::abs(g[i] - want.v[i]) <= tol)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", expected " << want.v[i];
+      ++bad;
+    }
+  }
+}
+
+using Fn = std::function<Array(const Array&)>;
+// Per-replica outputs from every replica's input.
+using Reference = std::function<std::vector<H>(const std::vector<H>&)>;
+
+int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+// Runs f under pmap and under vmap with the replicas' inputs stacked on in_axis, and checks both
+// against the reference outputs stacked on out_axis (none: the one replicated value).
+void expect_collective(const Fn& f, const std::vector<H>& inputs, DType dtype, const Reference& ref,
+                       DType out_dtype, int in_axis = 0, std::optional<int> out_axis = 0) {
+  Array x = to_array(stack(inputs, norm(in_axis, static_cast<int>(inputs[0].shape.size()) + 1)), dtype);
+  std::vector<H> want = ref(inputs);
+  ASSERT_EQ(want.size(), inputs.size());
+  H expected = want[0];
+  if (out_axis) {
+    expected = stack(want, norm(*out_axis, static_cast<int>(want[0].shape.size()) + 1));
+  } else {
+    for (const H& w : want) ASSERT_EQ(w.v, want[0].v) << "the reference is not replicated";
+  }
+  AxisSpec out_spec = out_axis ? AxisSpec(*out_axis) : AxisSpec(none);
+  PmapOptions options;
+  options.in_axes = in_axis;
+  options.out_axes = out_spec;
+  Array by_pmap = pmap(f, "i", options)(x);
+  Array by_vmap = vmap(f, in_axis, out_spec, "i")(x);
+  expect_values(by_pmap, expected, out_dtype, "pmap");
+  expect_values(by_vmap, expected, out_dtype, "vmap");
+  expect_values(by_pmap, from_array(by_vmap), out_dtype, "pmap against vmap");
+}
+
+// ---- the parameters: replica count and dtype --------------------------------------------------
+class Collectives : public ::testing::TestWithParam<std::tuple<int, DType>> {
+ protected:
+  void SetUp() override { set_cpu_device_count(8); }
+  int n() const { return std::get<0>(GetParam()); }
+  DType dtype() const { return std::get<1>(GetParam()); }
+  std::vector<H> inputs(const Shape& shape, unsigned seed = 7) const {
+    return random_inputs(n(), shape, dtype(), seed);
+  }
+};
+
+std::vector<H> replicate(const H& h, size_t n) { return std::vector<H>(n, h); }
+
+// ---- all-reduce -------------------------------------------------------------------------------
+TEST_P(Collectives, PsumIsTheSumOverReplicas) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype());
+}
+
+TEST_P(Collectives, PsumWithInAxesOneAndOutAxesOne) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto f = [](const Array& x) { return psum(x, "i"); };
+  expect_collective(f, inputs({3, 2}), dtype(), ref, dtype(), 1, 1);
+  expect_collective(f, inputs({3, 2}), dtype(), ref, dtype(), -1, -1);
+}
+
+TEST_P(Collectives, PsumWithOutAxesNoneReturnsTheSumOnce) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype(), 0,
+                    std::nullopt);
+}
+
+TEST_P(Collectives, PsumOfAScalarPerReplica) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({}), dtype(), ref, dtype());
+}
+
+TEST_P(Collectives, PsumOfAReplicaDependentValue) {
+  // x + axis_index: each replica contributes a different constant.
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> shifted;
+    for (size_t r = 0; r < xs.size(); ++r) {
+      H h = xs[r];
+      for (double& d : h.v) d += static_cast<double>(r);
+      shifted.push_back(h);
+    }
+    return replicate(reduce(shifted, add), xs.size());
+  };
+  DType dt = dtype();
+  auto f = [dt](const Array& x) { return psum(x + astype(axis_index("i"), dt), "i"); };
+  expect_collective(f, inputs({4}), dtype(), ref, dtype());
+}
+
+TEST_P(Collectives, PmeanIsTheMeanOverReplicas) {
+  auto ref = [](const std::vector<H>& xs) {
+    H s = reduce(xs, add);
+    for (double& d : s.v) d /= static_cast<double>(xs.size());
+    return replicate(s, xs.size());
+  };
+  // Integers average to float32, as jnp.mean does.
+  expect_collective([](const Array& x) { return pmean(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    DType::Float32);
+}
+
+TEST_P(Collectives, PmaxIsTheMaximumOverReplicas) {
+  auto ref = [](const std::vector<H>& xs) {
+    return replicate(reduce(xs, [](double a, double b) { return std::max(a, b); }), xs.size());
+  };
+  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype());
+  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype(), 1,
+                    std::nullopt);
+}
+
+TEST_P(Collectives, PminIsTheMinimumOverReplicas) {
+  auto ref = [](const std::vector<H>& xs) {
+    return replicate(reduce(xs, [](double a, double b) { return std::min(a, b); }), xs.size());
+  };
+  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype());
+  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype(), 1, 2);
+}
+
+// ---- all_gather -------------------------------------------------------------------------------
+TEST_P(Collectives, AllGatherStacksEveryReplicaOnTheGivenAxis) {
+  for (int axis : {0, 1, 2, -1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    auto ref = [axis](const std::vector<H>& xs) { return replicate(stack(xs, norm(axis, 3)), xs.size()); };
+    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis); }, inputs({2, 3}), dtype(), ref,
+                      dtype());
+  }
+}
+
+TEST_P(Collectives, AllGatherTiledConcatenatesOnTheGivenAxis) {
+  for (int axis : {0, 1, -1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    auto ref = [axis](const std::vector<H>& xs) { return replicate(concat(xs, norm(axis, 2)), xs.size()); };
+    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis, true); }, inputs({2, 3}), dtype(),
+                      ref, dtype());
+  }
+}
+
+TEST_P(Collectives, AllGatherWithInAxesOneAndOutAxesNone) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(stack(xs, 1), xs.size()); };
+  expect_collective([](const Array& x) { return all_gather(x, "i", 1); }, inputs({2, 3}), dtype(), ref, dtype(),
+                    1, std::nullopt);
+}
+
+// ---- psum_scatter -----------------------------------------------------------------------------
+TEST_P(Collectives, PsumScatterGivesReplicaItsSliceOfTheSum) {
+  for (int dim : {0, 1}) {
+    SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
+    Shape shape = dim == 0 ? Shape{n(), 3} : Shape{3, n()};
+    auto ref = [dim](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> parts;
+        for (const H& x : xs) parts.push_back(take(x, dim, static_cast<int64_t>(r)));
+        out.push_back(reduce(parts, add));
+      }
+      return out;
+    };
+    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim); }, inputs(shape), dtype(), ref,
+                      dtype());
+  }
+}
+
+TEST_P(Collectives, PsumScatterTiledKeepsTheDimension) {
+  for (int dim : {0, 1, -1}) {
+    SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
+    int d = norm(dim, 2);
+    Shape shape = d == 0 ? Shape{2 * n(), 3} : Shape{3, 2 * n()};
+    auto ref = [d](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> parts;
+        for (const H& x : xs) parts.push_back(slice(x, d, 2 * r, 2 * r + 2));
+        out.push_back(reduce(parts, add));
+      }
+      return out;
+    };
+    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim, true); }, inputs(shape), dtype(),
+                      ref, dtype());
+  }
+}
+
+TEST_P(Collectives, PsumScatterWithInAxesOneAndOutAxesOne) {
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (size_t r = 0; r < xs.size(); ++r) {
+      std::vector<H> parts;
+      for (const H& x : xs) parts.push_back(take(x, 0, static_cast<int64_t>(r)));
+      out.push_back(reduce(parts, add));
+    }
+    return out;
+  };
+  expect_collective([](const Array& x) { return psum_scatter(x, "i"); }, inputs({n(), 2, 3}), dtype(), ref,
+                    dtype(), 1, 1);
+}
+
+// ---- all_to_all -------------------------------------------------------------------------------
+TEST_P(Collectives, AllToAllSendsPieceJToReplicaJ) {
+  // Untiled: the split axis (of the axis size) is removed and the received pieces are stacked
+  // at concat_axis, source by source.
+  for (auto [split, concat_axis] : std::vector<std::pair<int, int>>{{0, 0}, {0, 2}, {1, 0}, {1, 1}, {2, 1}}) {
+    SCOPED_TRACE("split " + std::to_string(split) + " concat " + std::to_string(concat_axis));
+    Shape shape{2, 3};
+    shape.insert(shape.begin() + split, n());
+    auto ref = [split, concat_axis](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> pieces;
+        for (const H& x : xs) pieces.push_back(take(x, split, static_cast<int64_t>(r)));
+        out.push_back(stack(pieces, concat_axis));
+      }
+      return out;
+    };
+    expect_collective([split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis); },
+                      inputs(shape), dtype(), ref, dtype());
+  }
+}
+
+TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
+  for (auto [split, concat_axis] : std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, -1}}) {
+    SCOPED_TRACE("split " + std::to_string(split) + " concat " + std::to_string(concat_axis));
+    Shape shape{3, 2};
+    shape[split] = 2 * n();
+    int ca = norm(concat_axis, 2);
+    auto ref = [split, ca](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> chunks;
+        for (const H& x : xs) chunks.push_back(slice(x, split, 2 * r, 2 * r + 2));
+        out.push_back(concat(chunks, ca));
+      }
+      return out;
+    };
+    expect_collective(
+        [split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis, true); },
+        inputs(shape), dtype(), ref, dtype());
+  }
+}
+
+TEST_P(Collectives, AllToAllWithInAxesOneAndOutAxesOne) {
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (size_t r = 0; r < xs.size(); ++r) {
+      std::vector<H> pieces;
+      for (const H& x : xs) pieces.push_back(take(x, 0, static_cast<int64_t>(r)));
+      out.push_back(stack(pieces, 1));
+    }
+    return out;
+  };
+  expect_collective([](const Array& x) { return all_to_all(x, "i", 0, 1); }, inputs({n(), 3}), dtype(), ref,
+                    dtype(), 1, 1);
+}
+
+// ---- ppermute, pshuffle -----------------------------------------------------------------------
+std::vector<H> permuted(const std::vector<H>& xs, const std::vector<std::pair<int, int>>& perm) {
+  std::vector<H> out(xs.size(), zeros_of(xs[0].shape));
+  for (auto [s, d] : perm) out[d] = xs[s];
+  return out;
+}
+
+TEST_P(Collectives, PpermuteShiftsRingwise) {
+  std::vector<std::pair<int, int>> perm;
+  for (int r = 0; r < n(); ++r) perm.emplace_back(r, (r + 1) % n());
+  auto ref = [perm](const std::vector<H>& xs) { return permuted(xs, perm); };
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
+                    dtype());
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
+                    dtype(), 1, 2);
+}
+
+TEST_P(Collectives, PpermuteGivesZerosToReplicasThatAreNoDestination) {
+  // Only the even replicas send, each to the next index: odd replicas receive, even ones get 0s.
+  std::vector<std::pair<int, int>> perm;
+  for (int r = 0; r + 1 < n(); r += 2) perm.emplace_back(r, r + 1);
+  auto ref = [perm](const std::vector<H>& xs) { return permuted(xs, perm); };
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
+                    dtype());
+}
+
+TEST_P(Collectives, PpermuteWithAnEmptyPermutationGivesZeros) {
+  auto ref = [](const std::vector<H>& xs) { return permuted(xs, {}); };
+  expect_collective([](const Array& x) { return ppermute(x, "i", {}); }, inputs({3}), dtype(), ref, dtype());
+}
+
+TEST_P(Collectives, PshuffleTakesReplicaPermIOfInput) {
+  std::vector<int> perm;
+  for (int r = 0; r < n(); ++r) perm.push_back((r + 1) % n());  // out[i] = x[i + 1]
+  auto ref = [perm](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (size_t r = 0; r < xs.size(); ++r) out.push_back(xs[perm[r]]);
+    return out;
+  };
+  expect_collective([perm](const Array& x) { return pshuffle(x, "i", perm); }, inputs({2, 2}), dtype(), ref,
+                    dtype());
+}
+
+// ---- axis_index, axis_size --------------------------------------------------------------------
+TEST_P(Collectives, AxisIndexIsTheReplicaNumber) {
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (size_t r = 0; r < xs.size(); ++r) out.push_back(H{{}, {static_cast<double>(r)}});
+    return out;
+  };
+  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref, DType::Int32);
+  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref, DType::Int32, 1);
+}
+
+TEST_P(Collectives, AxisSizeIsTheMappedSize) {
+  std::vector<int64_t> seen;
+  auto f = [&seen](const Array& x) {
+    seen.push_back(axis_size("i"));
+    return x * static_cast<int>(axis_size("i"));
+  };
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (const H& x : xs) {
+      H h = x;
+      for (double& d : h.v) d *= static_cast<double>(xs.size());
+      out.push_back(h);
+    }
+    return out;
+  };
+  expect_collective(f, inputs({3}), dtype(), ref, dtype());
+  ASSERT_FALSE(seen.empty());
+  for (int64_t s : seen) EXPECT_EQ(s, n());
+}
+
+// ---- transpose pairs --------------------------------------------------------------------------
+// sum over replicas r of <A(x)_r, y_r> and of <x_r, B(y)_r>, for a linear collective A and its
+// claimed transpose B, computed per replica under pmap and added up here.
+std::pair<double, double> adjoint_sides(const Fn& a, const Fn& b, const Array& x, const Array& y) {
+  auto sides = pmap([&](const Array& xr, const Array& yr) {
+    return std::vector<Array>{vdot(a(xr), yr), vdot(xr, b(yr))};
+  }, "i")(x, y);
+  auto total = [](const Array& v) {
+    double s = 0;
+    for (double d : v.to_vector<double>()) s += d;
+    return s;
+  };
+  return {total(sides[0]), total(sides[1])};
+}
+
+TEST_P(Collectives, AllGatherAndPsumScatterAreTransposes) {
+  int N = n();
+  Array x = to_array(stack(inputs({3}, 1), 0), dtype());
+  Array y = to_array(stack(inputs({N, 3}, 2), 0), dtype());
+  auto [lhs, rhs] = adjoint_sides([](const Array& v) { return all_gather(v, "i"); },
+                                  [](const Array& v) { return psum_scatter(v, "i"); }, x, y);
+  EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::abs(lhs)));
+  Array yt = to_array(stack(inputs({3 * N}, 3), 0), dtype());
+  auto [lt, rt] = adjoint_sides([](const Array& v) { return all_gather(v, "i", 0, true); },
+                                [](const Array& v) { return psum_scatter(v, "i", 0, true); }, x, yt);
+  EXPECT_NEAR(lt, rt, 1e-4 * (1 + std::abs(lt)));
+}
+
+TEST_P(Collectives, PpermuteAndItsInverseAreTransposes) {
+  int N = n();
+  std::vector<std::pair<int, int>> perm, inverse;
+  for (int r = 0; r < N; ++r) perm.emplace_back(r, (r + 2) % N);
+  for (auto [s, d] : perm) inverse.emplace_back(d, s);
+  Array x = to_array(stack(inputs({4}, 1), 0), dtype());
+  Array y = to_array(stack(inputs({4}, 2), 0), dtype());
+  auto [lhs, rhs] = adjoint_sides([&](const Array& v) { return ppermute(v, "i", perm); },
+                                  [&](const Array& v) { return ppermute(v, "i", inverse); }, x, y);
+  EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::abs(lhs)));
+  // And the inverse undoes the permutation exactly.
+  Array back = pmap([&](const Array& v) { return ppermute(ppermute(v, "i", perm), "i", inverse); }, "i")(x);
+  EXPECT_EQ(back.to_vector<double>(), x.to_vector<double>());
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
+  return "N" + std::to_string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(DType::Float32, DType::Int32)),
+                         param_name);
+
+// ---- not parametrised -------------------------------------------------------------------------
+class CollectiveErrors : public ::testing::Test {
+ protected:
+  void SetUp() override { set_cpu_device_count(8); }
+};
+
+void expect_error(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "expected spmd::Error containing: " << text;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(text));
+  }
+}
+
+TEST_F(CollectiveErrors, PsumOfBoolCountsTheTrueReplicas) {
+  std::vector<bool> flags{true, false, true, true};
+  Array x(flags, {4});
+  Array got = pmap([](const Array& b) { return psum(b, "i"); }, "i")(x);
+  EXPECT_EQ(got.dtype(), DType::Int32);
+  EXPECT_EQ(got.to_vector<int>(), std::vector<int>(4, 3));
+}
+
+TEST_F(CollectiveErrors, PsumScatterNeedsTheAxisSizeOnTheScatterDimension) {
+  Array x = zeros({4, 3, 2});
+  expect_error([&] { pmap([](const Array& v) { return psum_scatter(v, "i", 0); }, "i")(x); },
+               "psum_scatter: expected dimension 0 of (3, 2) to equal the axis size 4, got 3");
+  expect_error([&] { pmap([](const Array& v) { return psum_scatter(v, "i", 1, true); }, "i")(x); },
+               "to be divisible by the axis size 4, got 2");
+}
+
+TEST_F(CollectiveErrors, AllToAllNeedsTheAxisSizeOnTheSplitAxis) {
+  Array x = zeros({4, 3, 2});
+  expect_error([&] { pmap([](const Array& v) { return all_to_all(v, "i", 1, 0); }, "i")(x); },
+               "all_to_all: expected split axis 1 of (3, 2) to equal the axis size 4, got 2");
+}
+
+TEST_F(CollectiveErrors, PpermuteRejectsOutOfRangeAndRepeatedIndices) {
+  Array x = zeros({4, 2});
+  expect_error([&] { pmap([](const Array& v) { return ppermute(v, "i", {{0, 4}}); }, "i")(x); },
+               "ppermute: expected indices in [0, 4), got the pair (0, 4)");
+  expect_error([&] { pmap([](const Array& v) { return ppermute(v, "i", {{0, 1}, {0, 2}}); }, "i")(x); },
+               "source 0 appears more than once");
+  expect_error([&] { pmap([](const Array& v) { return ppermute(v, "i", {{0, 1}, {2, 1}}); }, "i")(x); },
+               "destination 1 appears more than once");
+}
+
+TEST_F(CollectiveErrors, PshuffleRejectsANonPermutation) {
+  Array x = zeros({3, 2});
+  expect_error([&] { pmap([](const Array& v) { return pshuffle(v, "i", {0, 0, 1}); }, "i")(x); },
+               "pshuffle: expected a permutation of 0..2");
+}
+
+TEST_F(CollectiveErrors, AllGatherTiledRejectsAScalar) {
+  Array x = zeros({3});
+  expect_error([&] { pmap([](const Array& v) { return all_gather(v, "i", 0, true); }, "i")(x); },
+               "all_gather: tiled=true expects an array of rank >= 1, got a scalar");
+}
+
+TEST_F(CollectiveErrors, RepeatedAxisNameIsRejected) {
+  Array x = zeros({3});
+  expect_error([&] { pmap([](const Array& v) { return psum(v, {"i", "i"}); }, "i")(x); },
+               "axis name 'i' is repeated");
+}
+
+}  // namespace
+}  // namespace spmd
