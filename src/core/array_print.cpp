@@ -82,7 +82,8 @@ class FloatFormat {
     }
     if (exp_format_) pad_right_ = exp_digits_ + 2 + precision_;
     if (finite.size() != shown.size()) {
-      bool neg_inf = std::any_of(shown.begin(), shown.end(), [](double v) { return v == -INFINITY; });
+      bool neg_inf =
+          std::any_of(shown.begin(), shown.end(), [](double v) { return v == -INFINITY; });
       int offset = pad_right_ + 1;
       pad_left_ = std::max({pad_left_, 3 - offset, 3 + (neg_inf ? 1 : 0) - offset});
     }
@@ -167,9 +168,12 @@ struct Printer {
     std::string out;
     cpu::visit(dtype, [&]<class T>() {
       T v = reinterpret_cast<const T*>(data)[i];
-      if constexpr (std::is_same_v<T, bool>) out = v ? "True" : "False";
-      else if constexpr (std::is_floating_point_v<T>) out = (*float_format)(v);
-      else out = std::to_string(v);
+      if constexpr (std::is_same_v<T, bool>)
+        out = v ? "True" : "False";
+      else if constexpr (std::is_floating_point_v<T>)
+        out = (*float_format)(v);
+      else
+        out = std::to_string(v);
     });
     return out;
   }
@@ -193,8 +197,8 @@ struct Printer {
     return std::string(item_width > s.size() ? item_width - s.size() : 0, ' ') + s;
   }
 
-  static void extend_line(std::string& s, std::string& line, const std::string& word,
-                          int64_t width, const std::string& indent) {
+  static void extend_line(std::string& s, std::string& line, const std::string& word, int64_t width,
+                          const std::string& indent) {
     int64_t len = static_cast<int64_t>(line.size() + word.size());
     if (len > width && line.size() > indent.size()) {  // wrapping helps only after the indent
       line.erase(line.find_last_not_of(' ') + 1);
@@ -256,8 +260,13 @@ std::string Array::str() const {
   if (size() == 0) {
     body = "[], shape=" + shape_str(shape());
   } else {
-    Printer p{shape(), static_cast<const char*>(data()), dtype(), strides_of(shape()),
-              size() > kThreshold, nullptr, 0};
+    Printer p{shape(),
+              static_cast<const char*>(data()),
+              dtype(),
+              strides_of(shape()),
+              size() > kThreshold,
+              nullptr,
+              0};
     p.prepare();
     const int64_t suffix_len = 1;  // the "," after the array
     body = p.format(0, 0, std::string(1 + prefix.size(), ' '), kLineWidth - suffix_len);

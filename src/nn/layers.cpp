@@ -34,7 +34,8 @@ Array mlp_apply(const MLP& params, const Array& x) {
   return h;
 }
 
-Array relu(const Array& x) { return maximum(x, 0.0); }
+// where(x > 0, x, 0): its gradient is one select, where maximum's would split ties.
+Array relu(const Array& x) { return where(x > 0.0, x, 0.0); }
 
 Array gelu(const Array& x, bool approximate) {
   if (approximate) {

@@ -38,7 +38,13 @@ Array matmul(const Array& a0, const Array& b0) {
     fail("matmul: contracting dimensions differ: ", shape_str(a0.shape()), " @ ", shape_str(b0.shape()),
          " (", k1, " vs ", k2, ")");
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb);
+  } catch (const Error&) {
+    fail("matmul: batch dimensions ", shape_str(ba), " and ", shape_str(bb), " of ",
+         shape_str(a0.shape()), " @ ", shape_str(b0.shape()), " cannot be broadcast together");
+  }
   int nb = static_cast<int>(batch.size());
   auto with_batch = [&](const Array& x) {
     Shape s = batch;

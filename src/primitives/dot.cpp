@@ -24,8 +24,10 @@ std::vector<int> shift_from(std::vector<int> v, int d) {
   return v;
 }
 
-// The cotangent of one operand ("this") of a dot_general, given the other operand.
-// ct axes: [batch, lhs free, rhs free]; this_free_first says whether "this" is the lhs.
+// The cotangent of one operand ("this") of a dot_general, given the other operand; ct axes are
+// [batch, lhs free, rhs free]. The product is ordered so that, for the usual layouts, its result
+// already has the operand's layout and needs no transpose: other x ct for the rhs (x^T g for a
+// weight), ct x other for the lhs (g W^T).
 Array transpose_operand(const Array& ct, const Array& other, int this_rank,
                         const std::vector<int>& this_contract, const std::vector<int>& this_batch,
                         const std::vector<int>& other_contract, const std::vector<int>& other_batch,
@@ -34,23 +36,32 @@ Array transpose_operand(const Array& ct, const Array& other, int this_rank,
   auto this_free = free_dims(this_rank, this_contract, this_batch);
   auto other_free = free_dims(other.ndim(), other_contract, other_batch);
   int n_lhs_free = static_cast<int>((this_is_lhs ? this_free : other_free).size());
-  // ct's dims holding the other operand's free dims
   std::vector<int> ct_other_free, ct_batch;
   for (int i = 0; i < nb; ++i) ct_batch.push_back(i);
   int other_free_start = this_is_lhs ? nb + n_lhs_free : nb;
   for (size_t i = 0; i < other_free.size(); ++i)
     ct_other_free.push_back(other_free_start + static_cast<int>(i));
-  Array r = lax::dot_general(ct, other, ct_other_free, other_free, ct_batch, other_batch);
-  // r axes: [batch, this free (ct order), other's contract dims in ascending order]
   std::vector<int> sorted_oc = other_contract;
   std::sort(sorted_oc.begin(), sorted_oc.end());
+  auto rank_in_other = [&](int k) {
+    return static_cast<int>(std::find(sorted_oc.begin(), sorted_oc.end(), other_contract[k]) - sorted_oc.begin());
+  };
   std::vector<int> perm(this_rank);
   for (int k = 0; k < nb; ++k) perm[this_batch[k]] = k;
-  for (size_t k = 0; k < this_free.size(); ++k) perm[this_free[k]] = nb + static_cast<int>(k);
-  for (size_t k = 0; k < this_contract.size(); ++k) {
-    int rank = static_cast<int>(std::find(sorted_oc.begin(), sorted_oc.end(), other_contract[k]) -
-                                sorted_oc.begin());
-    perm[this_contract[k]] = nb + static_cast<int>(this_free.size()) + rank;
+  Array r;
+  if (this_is_lhs) {
+    // r axes: [batch, this free (ct order), other's contract dims ascending]
+    r = lax::dot_general(ct, other, ct_other_free, other_free, ct_batch, other_batch);
+    for (size_t k = 0; k < this_free.size(); ++k) perm[this_free[k]] = nb + static_cast<int>(k);
+    for (size_t k = 0; k < this_contract.size(); ++k)
+      perm[this_contract[k]] = nb + static_cast<int>(this_free.size()) + rank_in_other(static_cast<int>(k));
+  } else {
+    // r axes: [batch, other's contract dims ascending, this free (ct order)]
+    r = lax::dot_general(other, ct, other_free, ct_other_free, other_batch, ct_batch);
+    for (size_t k = 0; k < this_contract.size(); ++k)
+      perm[this_contract[k]] = nb + rank_in_other(static_cast<int>(k));
+    for (size_t k = 0; k < this_free.size(); ++k)
+      perm[this_free[k]] = nb + static_cast<int>(this_contract.size()) + static_cast<int>(k);
   }
   return transpose(r, perm);
 }

@@ -1,11 +1,15 @@
 // CPU kernel of dot_general: operands are brought to (batch, M, K) x (batch, K, N) layouts
-// (transposed views where possible, copies otherwise) and multiplied by OpenBLAS when the call
-// may use several threads, by Eigen when it runs on one device thread (OpenBLAS's thread pool
-// is process-global; Eigen keeps no global state, so concurrent device threads do not contend),
-// and by plain loops for integers and tiny products.
+// (transposed views where possible, copies otherwise) and multiplied by OpenBLAS, plain loops
+// for integers and tiny products.
+//
+// OpenBLAS runs single-threaded (openblas_set_num_threads(1)); a call that may use several
+// threads splits the product into row (or column) blocks on the library's pool instead. Why:
+// OpenBLAS's own workers yield-spin between calls, stealing the cores from device threads and
+// elementwise kernels (measured ~11% of a training step), and its pool is process-global, so
+// concurrent device threads would contend for it. Single-threaded OpenBLAS is faster than
+// Eigen here (PERF-NOTES.md: 94 vs 71 GFLOP/s), so it serves the device threads too.
 #include <openblas-pthread/cblas.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <mutex>
 
@@ -91,17 +95,6 @@ void inner_products(const T* a, const T* b, T* c, int64_t K, int64_t lo, int64_t
   }
 }
 
-template <class T>
-void gemm_eigen(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K) {
-  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using CMap = Eigen::Map<const Mat>;
-  Eigen::Map<Mat> C(c, M, N);
-  if (!ta && !tb) C.noalias() = CMap(a, M, K) * CMap(b, K, N);
-  else if (ta && !tb) C.noalias() = CMap(a, K, M).transpose() * CMap(b, K, N);
-  else if (!ta && tb) C.noalias() = CMap(a, M, K) * CMap(b, N, K).transpose();
-  else C.noalias() = CMap(a, K, M).transpose() * CMap(b, N, K).transpose();
-}
-
 void gemm_blas(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N,
                int64_t K) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -115,6 +108,55 @@ void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, in
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a,
               static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0, c,
               static_cast<int>(N));
+}
+
+// C (M x N, row-major) = op(A) op(B), split into row blocks (or column blocks when M is small)
+// computed by single-threaded BLAS calls on up to `threads` threads.
+template <class T>
+void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K, int threads) {
+  static std::once_flag single;
+  std::call_once(single, [] { openblas_set_num_threads(1); });
+  int64_t work = M * N * K;
+  int t = static_cast<int>(std::min<int64_t>(threads, work / (kBlasMinWork * 4)));
+  if (t <= 1) {
+    gemm_blas(a, ta, b, tb, c, M, N, K);
+    return;
+  }
+  if (M >= 16 * t) {
+    parallel_for(M, t, 1, [&](int64_t lo, int64_t hi) {
+      // Rows lo..hi of op(A): row offset in A, or column offset when A is stored transposed.
+      const T* ab = ta ? a + lo : a + lo * K;
+      int64_t rows = hi - lo;
+      if (ta) {
+        if constexpr (std::is_same_v<T, float>)
+          cblas_sgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+                      static_cast<int>(N), static_cast<int>(K), 1.0f, ab, static_cast<int>(M), b,
+                      static_cast<int>(tb ? K : N), 0.0f, c + lo * N, static_cast<int>(N));
+        else
+          cblas_dgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+                      static_cast<int>(N), static_cast<int>(K), 1.0, ab, static_cast<int>(M), b,
+                      static_cast<int>(tb ? K : N), 0.0, c + lo * N, static_cast<int>(N));
+      } else {
+        gemm_blas(ab, false, b, tb, c + lo * N, rows, N, K);
+      }
+    });
+    return;
+  }
+  parallel_for(N, t, 1, [&](int64_t lo, int64_t hi) {
+    // Columns lo..hi of op(B) and of C.
+    const T* bb = tb ? b + lo * K : b + lo;
+    int64_t cols = hi - lo;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), 1.0f, a,
+                  static_cast<int>(ta ? M : K), bb, static_cast<int>(tb ? K : N), 0.0f, c + lo,
+                  static_cast<int>(N));
+    else
+      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), 1.0, a,
+                  static_cast<int>(ta ? M : K), bb, static_cast<int>(tb ? K : N), 0.0, c + lo,
+                  static_cast<int>(N));
+  });
 }
 
 std::vector<int> free_dims(int rank, const std::vector<int>& contract, const std::vector<int>& batch) {
@@ -165,29 +207,28 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
       });
       return;
     }
-    // One product of the stack; `blas` lets a floating-point product use BLAS's threads.
-    auto multiply_one = [&](int64_t i, bool blas) {
+    // One product of the stack, on up to `threads` threads.
+    auto multiply_one = [&](int64_t i, int threads) {
       const T* ai = a + i * M * K;
       const T* bi = b + i * K * N;
       T* ci = c + i * M * N;
       if constexpr (std::is_floating_point_v<T>) {
         if (work >= kBlasMinWork) {
-          if (blas) gemm_blas(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
-          else gemm_eigen(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
+          gemm_split(ai, A.transposed, bi, Bm.transposed, ci, M, N, K, threads);
           return;
         }
       }
       gemm_loops(ai, A.transposed, bi, Bm.transposed, ci, M, N, K);
     };
-    // Small products, or at least one per thread: one product per thread beats BLAS's threads.
+    // Small products, or at least one per thread: one product per thread beats splitting each.
     bool per_thread = work < kBlasMinWork || B >= ctx.threads;
     if (B > 1 && ctx.threads > 1 && work <= kBatchParallelMaxWork && per_thread) {
       parallel_for(B, ctx.threads, grain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) multiply_one(i, false);
+        for (int64_t i = lo; i < hi; ++i) multiply_one(i, 1);
       });
       return;
     }
-    for (int64_t i = 0; i < B; ++i) multiply_one(i, ctx.threads > 1);
+    for (int64_t i = 0; i < B; ++i) multiply_one(i, ctx.threads);
   });
 }
 

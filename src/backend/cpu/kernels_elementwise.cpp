@@ -277,18 +277,26 @@ void binary_kernel(const Primitive& p, std::span<const Buf> in, std::span<const 
   });
 }
 
+template <class T, bool PS, bool TS, bool FS>
+void select_loop(const bool* pred, const T* t, const T* f, T* y, int64_t lo, int64_t hi) {
+  // PS/TS/FS: that operand is a broadcast scalar.
+  for (int64_t i = lo; i < hi; ++i) y[i] = pred[PS ? 0 : i] ? t[TS ? 0 : i] : f[FS ? 0 : i];
+}
+
 void select_kernel(const Primitive&, std::span<const Buf> in, std::span<const Buf> out,
                    ExecContext& ctx) {
   int64_t n = out[0].size();
-  int64_t sp = in[0].aval->ndim() ? 1 : 0, st = in[1].aval->ndim() ? 1 : 0,
-          sf = in[2].aval->ndim() ? 1 : 0;
+  bool ps = in[0].aval->ndim() == 0, ts = in[1].aval->ndim() == 0, fs = in[2].aval->ndim() == 0;
   const bool* pred = in[0].as<bool>();
   visit(out[0].aval->dtype, [&]<class T>() {
     const T* t = in[1].as<T>();
     const T* f = in[2].as<T>();
     T* y = out[0].as<T>();
     parallel_for(n, ctx.threads, kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) y[i] = pred[i * sp] ? t[i * st] : f[i * sf];
+      if (!ps && !ts && !fs) return select_loop<T, false, false, false>(pred, t, f, y, lo, hi);
+      if (!ps && !ts && fs) return select_loop<T, false, false, true>(pred, t, f, y, lo, hi);
+      if (!ps && ts && !fs) return select_loop<T, false, true, false>(pred, t, f, y, lo, hi);
+      for (int64_t i = lo; i < hi; ++i) y[i] = pred[ps ? 0 : i] ? t[ts ? 0 : i] : f[fs ? 0 : i];
     });
   });
 }
