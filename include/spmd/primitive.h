@@ -51,6 +51,9 @@ class Primitive {
   virtual bool is_pure() const { return true; }
   // The named axes a collective communicates over (empty for every other primitive).
   virtual std::vector<std::string> axis_names() const { return {}; }
+  // Elementwise ops (output i depends on input i only; rank-0 inputs broadcast): the compiler
+  // fuses chains of them into one pass over memory.
+  virtual bool is_elementwise() const { return false; }
   // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.
   virtual bool is_view() const { return false; }
 

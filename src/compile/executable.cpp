@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "backend/cpu/parallel.h"
 #include "core/array_impl.h"
 #include "spmd/error.h"
 
@@ -11,6 +12,10 @@ namespace spmd::compile {
 namespace {
 
 constexpr size_t kAlign = 64;
+// Elementwise chains shorter than this run op by op (the tiling would not pay for itself).
+constexpr int64_t kMinFusedElements = 8192;
+// Elements per tile of a fused chain: a few tiles of every live value stay in L1/L2.
+constexpr int64_t kTile = 2048;
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // First-fit offset allocator over the arena.
@@ -108,6 +113,63 @@ Executable::Executable(Program p) : program_(std::move(p)) {
       last_use[r] = std::max(last_use[r], last_use[eq.outputs[0]]);
     }
   }
+  // Fusion groups: maximal runs of consecutive elementwise equations over the same number of
+  // elements (rank-0 operands broadcast). A value defined in a group and used only there is a
+  // Temp; the others are written out.
+  const size_t neq = prog.equations.size();
+  std::vector<int> group_of(neq, -1);
+  std::vector<std::pair<size_t, size_t>> groups;  // [first, last) equation ranges
+  {
+    size_t s = 0;
+    while (s < neq) {
+      auto fusible = [&](size_t k, int64_t n) {
+        const Equation& eq = prog.equations[k];
+        if (!eq.primitive->is_elementwise() || eq.outputs.size() != 1) return false;
+        if (prog.var_types[eq.outputs[0]].size() != n) return false;
+        for (auto& a : eq.inputs) {
+          const AbstractValue& t = prog.type(a);
+          if (t.ndim() != 0 && t.size() != n) return false;
+        }
+        return true;
+      };
+      const Equation& first = prog.equations[s];
+      int64_t n = first.outputs.empty() ? 0 : prog.var_types[first.outputs[0]].size();
+      size_t e = s;
+      if (n >= kMinFusedElements)
+        while (e < neq && fusible(e, n)) ++e;
+      if (e - s >= 2) {
+        for (size_t k = s; k < e; ++k) group_of[k] = static_cast<int>(groups.size());
+        groups.emplace_back(s, e);
+        s = e;
+      } else {
+        s = s + 1;
+      }
+    }
+  }
+  // A group runs as one step at its last equation: everything it reads or writes stays live
+  // until then (tiles of later equations still read values whose last use comes earlier).
+  for (auto [gs, ge] : groups)
+    for (size_t k = gs; k < ge; ++k) {
+      for (auto& a : prog.equations[k].inputs)
+        if (!a.is_literal()) {
+          int r = root(a.var);
+          last_use[r] = std::max(last_use[r], static_cast<int>(ge) - 1);
+        }
+      for (int v : prog.equations[k].outputs) last_use[v] = std::max(last_use[v], static_cast<int>(ge) - 1);
+    }
+  std::vector<bool> internal(slots_.size(), false);
+  {
+    std::vector<int> def_group(slots_.size(), -1);
+    for (size_t k = 0; k < neq; ++k)
+      if (group_of[k] >= 0) def_group[prog.equations[k].outputs[0]] = group_of[k];
+    std::vector<bool> used_outside(slots_.size(), false);
+    for (size_t k = 0; k < neq; ++k)
+      for (auto& a : prog.equations[k].inputs)
+        if (!a.is_literal() && def_group[a.var] >= 0 && def_group[a.var] != group_of[k]) used_outside[a.var] = true;
+    for (size_t v = 0; v < def_group.size(); ++v)
+      internal[v] = def_group[v] >= 0 && !used_outside[v] && !assigned[v] && alias_of[v] < 0;
+  }
+
   // Arena offsets by liveness.
   ArenaPlanner planner;
   std::vector<std::vector<int>> release_at(prog.equations.size() + 1);
@@ -118,9 +180,14 @@ Executable::Executable(Program p) : program_(std::move(p)) {
     for (int v : eq.outputs) {
       step.out_vars.push_back(v);
       if (assigned[v] || alias_of[v] >= 0) continue;
+      assigned[v] = true;
+      if (internal[v]) {
+        Fused& f = group_of[s] >= static_cast<int>(fused_.size()) ? fused_.emplace_back() : fused_[group_of[s]];
+        slots_[v] = Slot{Where::Temp, f.temps++};
+        continue;
+      }
       size_t bytes = prog.var_types[v].nbytes();
       slots_[v] = Slot{Where::Arena, static_cast<int64_t>(planner.allocate(bytes))};
-      assigned[v] = true;
       int end = last_use[v] < 0 ? static_cast<int>(s) : last_use[v];
       release_at[end].push_back(v);
     }
@@ -132,6 +199,19 @@ Executable::Executable(Program p) : program_(std::move(p)) {
     for (int v : release_at[s])
       planner.release(static_cast<size_t>(slots_[v].index), prog.var_types[v].nbytes());
     max_operands_ = std::max(max_operands_, step.in_vars.size() + step.out_vars.size());
+    if (group_of[s] >= 0) {
+      int g = group_of[s];
+      while (static_cast<int>(fused_.size()) <= g) fused_.emplace_back();
+      Fused& f = fused_[g];
+      f.n = prog.var_types[eq.outputs[0]].size();
+      f.ops.push_back(std::move(step));
+      if (s + 1 == groups[g].second) {
+        Step fs{nullptr, nullptr, {}, {}};
+        fs.fused = g;
+        steps_.push_back(std::move(fs));
+      }
+      continue;
+    }
     steps_.push_back(std::move(step));
   }
   arena_bytes_ = planner.size();
@@ -151,11 +231,16 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
       case Where::Literal: ptr[v] = const_cast<void*>(s.literal); break;
       case Where::Arena: ptr[v] = base + s.index; break;
       case Where::Output: ptr[v] = outputs[s.index]; break;
+      case Where::Temp: ptr[v] = nullptr; break;  // a tile buffer, set per tile
     }
   }
   std::vector<backend::Buf> bufs(max_operands_);
   const auto& types = program_.var_types;
   for (const Step& st : steps_) {
+    if (st.fused >= 0) {
+      run_fused(fused_[st.fused], ptr, ctx);
+      continue;
+    }
     if (!st.kernel) continue;  // an aliased view
     size_t k = 0;
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
@@ -166,6 +251,58 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
   for (const Copy& c : output_copies_)
     if (output_types_[c.output].nbytes())
       std::memcpy(outputs[c.output], ptr[c.var], output_types_[c.output].nbytes());
+}
+
+void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const {
+  const auto& types = program_.var_types;
+  int64_t tiles = (f.n + kTile - 1) / kTile;
+  cpu::parallel_for(tiles, ctx.threads, 8, [&](int64_t t0, int64_t t1) {
+    // Tile buffers for the chain's temporaries (8 bytes per element covers every dtype).
+    std::vector<double> temp_store(static_cast<size_t>(f.temps) * kTile + 1);
+    backend::ExecContext tile_ctx = ctx;
+    tile_ctx.threads = 1;
+    // Per operand of every op: its tile type (rank 0 stays rank 0) and where its data is.
+    struct Operand {
+      AbstractValue type;
+      char* base;       // full buffer (advanced by lo elements), or the temp tile
+      size_t stride;    // bytes per element to advance by, 0 for temps and scalars
+    };
+    std::vector<std::vector<Operand>> ops(f.ops.size());
+    for (size_t o = 0; o < f.ops.size(); ++o) {
+      const Step& op = f.ops[o];
+      auto add = [&](int v) {
+        const AbstractValue& full = types[v];
+        Operand x{full, nullptr, 0};
+        if (slots_[v].where == Where::Temp) {
+          x.base = reinterpret_cast<char*>(temp_store.data() + static_cast<size_t>(slots_[v].index) * kTile);
+          x.type.shape = {kTile};
+        } else if (full.ndim() == 0) {
+          x.base = static_cast<char*>(ptr[v]);
+        } else {
+          x.base = static_cast<char*>(ptr[v]);
+          x.stride = itemsize(full.dtype);
+          x.type.shape = {kTile};
+        }
+        ops[o].push_back(std::move(x));
+      };
+      for (int v : op.in_vars) add(v);
+      for (int v : op.out_vars) add(v);
+    }
+    std::vector<backend::Buf> bufs(max_operands_);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t lo = t * kTile, len = std::min(kTile, f.n - lo);
+      for (size_t o = 0; o < f.ops.size(); ++o) {
+        const Step& op = f.ops[o];
+        auto& xs = ops[o];
+        for (size_t i = 0; i < xs.size(); ++i) {
+          if (len != kTile && xs[i].type.ndim() == 1) xs[i].type.shape[0] = len;
+          bufs[i] = backend::Buf{xs[i].base + xs[i].stride * static_cast<size_t>(lo), &xs[i].type};
+        }
+        op.kernel(*op.primitive, std::span<const backend::Buf>(bufs.data(), op.in_vars.size()),
+                  std::span<const backend::Buf>(bufs.data() + op.in_vars.size(), op.out_vars.size()), tile_ctx);
+      }
+    }
+  });
 }
 
 std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::ExecContext& ctx) const {

@@ -30,7 +30,8 @@ class Executable {
                 backend::ExecContext& ctx) const;
 
  private:
-  enum class Where : uint8_t { Input, Literal, Arena, Output };
+  // Temp: a value that lives only inside a fused elementwise group, one tile at a time.
+  enum class Where : uint8_t { Input, Literal, Arena, Output, Temp };
   struct Slot {
     Where where = Where::Arena;
     int64_t index = 0;  // input/output number or arena offset
@@ -40,6 +41,14 @@ class Executable {
     backend::Kernel kernel;
     const Primitive* primitive;
     std::vector<int> in_vars, out_vars;
+    int fused = -1;  // index into fused_ when this step is a fused group
+  };
+  // Consecutive elementwise steps over n elements run tile by tile: each tile flows through the
+  // whole chain while it is in cache, and values used only inside the chain never reach memory.
+  struct Fused {
+    std::vector<Step> ops;
+    int64_t n = 0;
+    int temps = 0;  // tile buffers needed (one per Temp var, by Slot::index)
   };
   struct Copy {
     int var;
@@ -49,6 +58,8 @@ class Executable {
   std::vector<AbstractValue> input_types_, output_types_;
   std::vector<Slot> slots_;  // by var
   std::vector<Step> steps_;
+  std::vector<Fused> fused_;
+  void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   std::vector<Copy> output_copies_;  // outputs that are inputs, literals or repeated vars
   size_t arena_bytes_ = 0;
   size_t max_operands_ = 0;

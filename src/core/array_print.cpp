@@ -145,11 +145,14 @@ class FloatFormat {
 
 // numpy's _formatArray with separator ", ".
 struct Printer {
+  Printer(const Shape& shape, const char* data, DType dtype, bool summarize)
+      : shape(shape), data(data), dtype(dtype), strides(strides_of(shape)), summarize(summarize) {}
+
   const Shape& shape;
   const char* data;
   DType dtype;
   std::vector<int64_t> strides;
-  bool summarize = false;
+  bool summarize;
   std::unique_ptr<FloatFormat> float_format;
   size_t item_width = 0;  // non-float items are right-aligned to the widest one shown
 
@@ -260,13 +263,7 @@ std::string Array::str() const {
   if (size() == 0) {
     body = "[], shape=" + shape_str(shape());
   } else {
-    Printer p{shape(),
-              static_cast<const char*>(data()),
-              dtype(),
-              strides_of(shape()),
-              size() > kThreshold,
-              nullptr,
-              0};
+    Printer p(shape(), static_cast<const char*>(data()), dtype(), size() > kThreshold);
     p.prepare();
     const int64_t suffix_len = 1;  // the "," after the array
     body = p.format(0, 0, std::string(1 + prefix.size(), ' '), kLineWidth - suffix_len);

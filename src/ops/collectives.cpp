@@ -40,7 +40,9 @@ Array collective(const Group& g, const Array& x, Extra&&... extra) {
 
 Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis) {
   Group g = resolve(axis);
-  Array in = x.dtype() == DType::Bool ? astype(x, DType::Int32) : x;
+  // As jax.lax: psum counts bools as int32; pmax / pmin keep them bool.
+  bool count = op == prim::CollectiveReduce::Sum && x.dtype() == DType::Bool;
+  Array in = count ? astype(x, DType::Int32) : x;
   return bind1(std::make_shared<prim::AllReduce>(op, g.names, g.sizes), {in});
 }
 

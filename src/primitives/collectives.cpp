@@ -66,6 +66,11 @@ Batched AllReduce::batch(const BatchContext& ctx, const std::vector<Array>& in,
     r = op == CollectiveReduce::Sum ? x * lax::convert_element_type(Array(static_cast<int64_t>(ctx.axis_size)), x.dtype()) : x;
   } else if (op == CollectiveReduce::Sum) {
     r = lax::reduce_sum(x, {d});
+  } else if (x.dtype() == DType::Bool) {
+    // The max of bools is their or, the min their and.
+    r = bind1(std::make_shared<Reduce>(op == CollectiveReduce::Max ? ReduceOp::Or : ReduceOp::And,
+                                       std::vector<int>{d}),
+              {x});
   } else if (op == CollectiveReduce::Max) {
     r = lax::reduce_max(x, {d});
   } else {

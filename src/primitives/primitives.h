@@ -19,6 +19,7 @@ enum class UnaryOp {
 };
 class Unary : public Primitive {
  public:
+  bool is_elementwise() const override { return true; }
   explicit Unary(UnaryOp op) : op(op) {}
   UnaryOp op;
   std::string name() const override;
@@ -35,6 +36,7 @@ bool is_comparison(BinaryOp op);
 // Operands have one dtype and equal shapes, or one of them is a rank-0 scalar.
 class Binary : public Primitive {
  public:
+  bool is_elementwise() const override { return true; }
   explicit Binary(BinaryOp op) : op(op) {}
   BinaryOp op;
   std::string name() const override;
@@ -46,6 +48,7 @@ class Binary : public Primitive {
 // select(pred, on_true, on_false); pred is bool; rank-0 operands broadcast.
 class Select : public Primitive {
  public:
+  bool is_elementwise() const override { return true; }
   std::string name() const override { return "select_n"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
@@ -54,6 +57,7 @@ class Select : public Primitive {
 
 class Convert : public Primitive {
  public:
+  bool is_elementwise() const override { return true; }
   Convert(DType to, bool weak) : to(to), weak(weak) {}
   DType to;
   bool weak;
@@ -67,6 +71,7 @@ class Convert : public Primitive {
 // Identity whose gradient is zero.
 class StopGradient : public Primitive {
  public:
+  bool is_elementwise() const override { return true; }
   std::string name() const override { return "stop_gradient"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override { return in; }
   Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;

@@ -28,8 +28,8 @@ using backend::Buf;
 using backend::ExecContext;
 
 constexpr int64_t kBlasMinWork = 32 * 32 * 32;
-// A stack of products each at most this big runs its products in parallel, each on one thread
-// (Eigen), rather than one after the other on BLAS's threads.
+// A stack of products each at most this big runs its products in parallel, each on one thread,
+// rather than one after the other, each split over the threads.
 constexpr int64_t kBatchParallelMaxWork = 128 * 128 * 128;
 // Multiply-adds per chunk of a parallel loop over the stack.
 constexpr int64_t kBatchGrainWork = int64_t{1} << 15;
