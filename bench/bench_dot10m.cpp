@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "spmd/spmd.h"
@@ -123,11 +124,17 @@ int main() {
 
   // Interleaved so the machine's noise hits every implementation alike.
   std::vector<double> t_spmd, t_loop1, t_loop2;
-  for (int r = 0; r < reps; ++r) {
-    t_spmd.push_back(ms_of([&] { y = f(A, B); }));
-    t_loop1.push_back(ms_of([&] { dot_rows(a.data(), b.data(), out1.data(), 0, kRows); }));
-    t_loop2.push_back(ms_of([&] { dot_rows_2threads(a.data(), b.data(), out2.data(), kRows); }));
-  }
+  // Each round starts with a different implementation, so none always runs first.
+  std::vector<std::pair<std::vector<double>*, std::function<void()>>> runs = {
+      {&t_spmd, [&] { y = f(A, B); }},
+      {&t_loop1, [&] { dot_rows(a.data(), b.data(), out1.data(), 0, kRows); }},
+      {&t_loop2, [&] { dot_rows_2threads(a.data(), b.data(), out2.data(), kRows); }},
+  };
+  for (int r = 0; r < reps; ++r)
+    for (size_t j = 0; j < runs.size(); ++j) {
+      auto& [times, fn] = runs[(j + r) % runs.size()];
+      times->push_back(ms_of(fn));
+    }
   NumpyTimes np = run_numpy(reps);
 
   double s = median(t_spmd), l1 = median(t_loop1), l2 = median(t_loop2);

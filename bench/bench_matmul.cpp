@@ -1,8 +1,11 @@
 // bench_matmul: float32 matrix products, spmd::matmul (eager and under spmd::jit) against
-// OpenBLAS's cblas_sgemm with the same thread count (2), measured in the same run and
-// interleaved so that the machine's noise hits every implementation alike. Eigen (one thread,
-// what the library uses inside single-thread device calls) is printed for information.
-// Prints the median time of several runs, GFLOP/s, and the ratio to OpenBLAS (target >= 0.9).
+// OpenBLAS's cblas_sgemm on the same number of threads (2), measured in the same run and
+// interleaved so that the machine's noise hits every implementation alike. Single-threaded
+// OpenBLAS and Eigen are printed for information. Prints the median time of several runs,
+// GFLOP/s, and the ratio to 2-thread OpenBLAS (target >= 0.9).
+//
+// The library sets OpenBLAS's global thread count to 1 (it splits products over its own pool),
+// so each OpenBLAS baseline call sets the count it needs and restores the previous one.
 #include <openblas-pthread/cblas.h>
 
 #include <Eigen/Core>
@@ -52,45 +55,50 @@ double relative_error(const float* x, const float* ref, size_t n) {
   return scale > 0 ? diff / scale : diff;
 }
 
+// cblas_sgemm of n x n row-major matrices on `threads` OpenBLAS threads.
+void sgemm_on(int threads, const float* a, const float* b, float* c, int n) {
+  int before = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+  openblas_set_num_threads(before);
+}
+
 struct Impl {
   std::string name;
   std::function<void()> run;
   std::vector<double> times;
-  bool is_baseline = false;
   bool has_target = false;
 };
 
 // Prints one size's table; false when spmd's result is wrong (a missed target only prints FAIL).
 bool bench_size(int64_t n, int reps) {
-  std::vector<float> a = random_matrix(n, 1), b = random_matrix(n, 2),
-                     c(static_cast<size_t>(n * n));
-  spmd::Array A(a, {n, n}), B(b, {n, n});
+  spmd::Array A(random_matrix(n, 1), {n, n}), B(random_matrix(n, 2), {n, n});
+  // Every implementation reads the same (64-byte aligned) input buffers, A's and B's, and
+  // writes a 64-byte aligned output, as spmd's results are.
+  const float* a = A.data<float>();
+  const float* b = B.data<float>();
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  RowMajor c(n, n), C1(n, n), EC(n, n);  // Eigen's heap storage is aligned for AVX-512 here
+  Eigen::Map<const RowMajor> EA(a, n, n), EB(b, n, n);
   auto jitted = spmd::jit([](spmd::Array x, spmd::Array y) { return spmd::matmul(x, y); });
   spmd::Array eager_out, jit_out;
-  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const RowMajor> EA(a.data(), n, n), EB(b.data(), n, n);
-  RowMajor EC(n, n);
   const int in = static_cast<int>(n);
 
   std::vector<Impl> impls = {
-      {"OpenBLAS cblas_sgemm (2 threads)",
-       [&] {
-         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.0f, a.data(), in,
-                     b.data(), in, 0.0f, c.data(), in);
-       },
-       {},
-       true,
-       false},
-      {"spmd::matmul eager", [&] { eager_out = spmd::matmul(A, B); }, {}, false, true},
-      {"spmd::jit(matmul)", [&] { jit_out = jitted(A, B); }, {}, false, true},
-      {"Eigen (1 thread, info)", [&] { EC.noalias() = EA * EB; }, {}, false, false},
+      {"OpenBLAS cblas_sgemm (2 threads)", [&] { sgemm_on(2, a, b, c.data(), in); }, {}, false},
+      {"spmd::matmul eager", [&] { eager_out = spmd::matmul(A, B); }, {}, true},
+      {"spmd::jit(matmul)", [&] { jit_out = jitted(A, B); }, {}, true},
+      {"OpenBLAS (1 thread, info)", [&] { sgemm_on(1, a, b, C1.data(), in); }, {}, false},
+      {"Eigen 3.4 (1 thread, info)", [&] { EC.noalias() = EA * EB; }, {}, false},
   };
   for (auto& impl : impls) impl.run();  // warm-up: thread pools, jit trace + compile, caches
   double err_eager = relative_error(eager_out.data<float>(), c.data(), c.size());
   double err_jit = relative_error(jit_out.data<float>(), c.data(), c.size());
   double err_eigen = relative_error(EC.data(), c.data(), c.size());
+  // Each round starts with a different implementation, so none always runs first.
   for (int r = 0; r < reps; ++r)
-    for (auto& impl : impls) {
+    for (size_t j = 0; j < impls.size(); ++j) {
+      Impl& impl = impls[(j + r) % impls.size()];
       // Drop the previous result first so the timed call can reuse its buffer, as a loop would.
       eager_out = spmd::Array();
       jit_out = spmd::Array();
@@ -101,15 +109,23 @@ bool bench_size(int64_t n, int reps) {
   double base = median(impls[0].times);
   std::printf("\n%lld x %lld x %lld, median of %d runs (interleaved)\n", static_cast<long long>(n),
               static_cast<long long>(n), static_cast<long long>(n), reps);
-  std::printf("  %-34s %10s %10s %14s\n", "implementation", "ms", "GFLOP/s", "vs OpenBLAS");
+  std::printf("  %-34s %10s %10s %10s %12s\n", "implementation", "median ms", "min ms", "GFLOP/s",
+              "vs OpenBLAS");
   for (auto& impl : impls) {
     double t = median(impl.times);
     double ratio = base / t;  // throughput ratio: >1 is faster than OpenBLAS
-    std::printf("  %-34s %10.2f %10.1f %14.3f", impl.name.c_str(), t * 1e3, flops / t * 1e-9,
+    std::printf("  %-34s %10.2f %10.2f %10.1f %12.3f", impl.name.c_str(), t * 1e3,
+                *std::min_element(impl.times.begin(), impl.times.end()) * 1e3, flops / t * 1e-9,
                 ratio);
     if (impl.has_target) std::printf("   target >= 0.9: %s", ratio >= 0.9 ? "PASS" : "FAIL");
     std::printf("\n");
   }
+  if (std::getenv("SPMD_BENCH_VERBOSE"))
+    for (auto& impl : impls) {
+      std::printf("  %s runs (ms):", impl.name.c_str());
+      for (double t : impl.times) std::printf(" %.1f", t * 1e3);
+      std::printf("\n");
+    }
   std::printf("  max relative error vs OpenBLAS: eager %.1e, jit %.1e, Eigen %.1e\n", err_eager,
               err_jit, err_eigen);
   bool ok = err_eager <= 1e-4 && err_jit <= 1e-4;
@@ -120,12 +136,11 @@ bool bench_size(int64_t n, int reps) {
 }  // namespace
 
 int main() {
-  openblas_set_num_threads(2);
   std::printf(
       "bench_matmul: float32 matmul throughput; ratio = OpenBLAS time / spmd time "
-      "(throughput ratio, >= 0.9 is the target)\n");
-  std::printf("OpenBLAS: %s; threads %d; spmd devices %d\n", openblas_get_config(),
-              openblas_get_num_threads(), spmd::local_device_count());
+      "(throughput ratio, >= 0.9 is the target); GFLOP/s from the median; "
+      "SPMD_BENCH_VERBOSE=1 prints every run\n");
+  std::printf("OpenBLAS: %s; spmd devices %d\n", openblas_get_config(), spmd::local_device_count());
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
     if (const char* v = std::getenv(var))
       std::printf(

@@ -1,5 +1,6 @@
 // Arrays: construction, metadata, host copies, creation functions and JAX-style printing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -187,7 +188,7 @@ TEST(ArrayIndex, OutOfBoundsNamesIndexAndSize) {
 
 // ---- creation functions ----------------------------------------------------------------------
 
-TEST(Creation, ZerosOnesFull) {
+TEST(ArrayCreation, ZerosOnesFull) {
   Array z = spmd::zeros({2, 3});
   EXPECT_EQ(z.shape(), (Shape{2, 3}));
   EXPECT_EQ(z.dtype(), DType::Float32);
@@ -200,13 +201,13 @@ TEST(Creation, ZerosOnesFull) {
   EXPECT_EQ(f.to_vector<double>(), std::vector<double>(3, -2.5));
 }
 
-TEST(Creation, FullRankZero) {
+TEST(ArrayCreation, FullRankZero) {
   Array f = spmd::full({}, 7.0, DType::Int32);
   EXPECT_EQ(f.ndim(), 0);
   EXPECT_EQ(f.item<int32_t>(), 7);
 }
 
-TEST(Creation, LikeFunctionsKeepShapeAndDtype) {
+TEST(ArrayCreation, LikeFunctionsKeepShapeAndDtype) {
   Array x(std::vector<int64_t>{5, 6, 7, 8}, Shape{2, 2});
   for (const Array& a : {spmd::zeros_like(x), spmd::ones_like(x), spmd::full_like(x, 9)}) {
     EXPECT_EQ(a.shape(), x.shape());
@@ -215,12 +216,12 @@ TEST(Creation, LikeFunctionsKeepShapeAndDtype) {
   EXPECT_EQ(spmd::full_like(x, 9).to_vector<int64_t>(), std::vector<int64_t>(4, 9));
 }
 
-TEST(Creation, NegativeShapeIsAnError) {
+TEST(ArrayCreation, NegativeShapeIsAnError) {
   std::string msg = error_of([] { spmd::zeros({2, -3}); });
   EXPECT_NE(msg.find("(2, -3)"), std::string::npos) << msg;
 }
 
-TEST(Creation, ShapeTooLargeForMemoryIsAnError) {
+TEST(ArrayCreation, ShapeTooLargeForMemoryIsAnError) {
   // The byte count overflows: an error, not a tiny buffer that kernels write past.
   std::string msg = error_of([] { spmd::zeros({int64_t{1} << 62}); });
   EXPECT_NE(msg.find("too large"), std::string::npos) << msg;
@@ -230,7 +231,7 @@ TEST(Creation, ShapeTooLargeForMemoryIsAnError) {
                spmd::Error);
 }
 
-TEST(Creation, ZeroDimensionMakesAnEmptyArray) {
+TEST(ArrayCreation, ZeroDimensionMakesAnEmptyArray) {
   Array a = spmd::zeros({3, 0, 5});
   EXPECT_EQ(a.shape(), (Shape{3, 0, 5}));
   EXPECT_EQ(a.size(), 0);
@@ -238,7 +239,7 @@ TEST(Creation, ZeroDimensionMakesAnEmptyArray) {
   EXPECT_TRUE(a.to_vector<float>().empty());
 }
 
-TEST(Creation, ArangeStopIsInt32Range) {
+TEST(ArrayCreation, ArangeStopIsInt32Range) {
   Array a = spmd::arange(5);
   EXPECT_EQ(a.dtype(), DType::Int32);
   EXPECT_EQ(a.to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3, 4}));
@@ -255,7 +256,7 @@ void expect_arange(double start, double stop, double step) {
     EXPECT_FLOAT_EQ(v[i], static_cast<float>(start + static_cast<double>(i) * step)) << i;
 }
 
-TEST(Creation, ArangeWithFloatStep) {
+TEST(ArrayCreation, ArangeWithFloatStep) {
   expect_arange(0, 1, 0.1);    // 10 values, the last 0.9
   expect_arange(1, 2, 0.3);    // 1, 1.3, 1.6, 1.9
   expect_arange(5, 0, -1.5);   // 5, 3.5, 2, 0.5
@@ -263,24 +264,22 @@ TEST(Creation, ArangeWithFloatStep) {
   expect_arange(0, -1, 0.25);  // empty
 }
 
-TEST(Creation, ArangeIntegerArgumentsGiveInt32) {
+TEST(ArrayCreation, ArangeIntegerArgumentsGiveInt32) {
   Array a = spmd::arange(2, 11, 3);
   EXPECT_EQ(a.dtype(), DType::Int32);
   EXPECT_EQ(a.to_vector<int32_t>(), (std::vector<int32_t>{2, 5, 8}));
   EXPECT_EQ(spmd::arange(3, 3).size(), 0);
 }
 
-TEST(Creation, ArangeExplicitDtype) {
+TEST(ArrayCreation, ArangeExplicitDtype) {
   Array a = spmd::arange(0, 4, 1, DType::Float64);
   EXPECT_EQ(a.dtype(), DType::Float64);
   EXPECT_EQ(a.to_vector<double>(), (std::vector<double>{0, 1, 2, 3}));
 }
 
-TEST(Creation, ArangeZeroStepIsAnError) {
-  EXPECT_THROW(spmd::arange(0, 1, 0), spmd::Error);
-}
+TEST(ArrayCreation, ArangeZeroStepIsAnError) { EXPECT_THROW(spmd::arange(0, 1, 0), spmd::Error); }
 
-TEST(Creation, LinspaceWithEndpoint) {
+TEST(ArrayCreation, LinspaceWithEndpoint) {
   Array a = spmd::linspace(-1, 2, 7, true, DType::Float64);
   auto v = a.to_vector<double>();
   ASSERT_EQ(v.size(), 7u);
@@ -289,7 +288,7 @@ TEST(Creation, LinspaceWithEndpoint) {
   EXPECT_EQ(v.back(), 2.0);  // exactly stop
 }
 
-TEST(Creation, LinspaceWithoutEndpoint) {
+TEST(ArrayCreation, LinspaceWithoutEndpoint) {
   Array a = spmd::linspace(0, 1, 5, false);
   EXPECT_EQ(a.dtype(), DType::Float32);
   auto v = a.to_vector<float>();
@@ -297,7 +296,7 @@ TEST(Creation, LinspaceWithoutEndpoint) {
   for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(v[i], 0.2f * i) << i;
 }
 
-TEST(Creation, LinspaceDegenerateCounts) {
+TEST(ArrayCreation, LinspaceDegenerateCounts) {
   EXPECT_EQ(spmd::linspace(3, 9, 1).to_vector<float>(), (std::vector<float>{3.f}));
   EXPECT_EQ(spmd::linspace(3, 9, 0).size(), 0);
   EXPECT_THROW(spmd::linspace(0, 1, -1), spmd::Error);
@@ -310,11 +309,11 @@ void expect_eye(int64_t n, int64_t m, int64_t k) {
   auto v = e.to_vector<int32_t>();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j)
-      EXPECT_EQ(v[i * m + j], j - i == k ? 1 : 0) << n << "x" << m << " k=" << k << " at " << i
-                                                  << "," << j;
+      EXPECT_EQ(v[i * m + j], j - i == k ? 1 : 0)
+          << n << "x" << m << " k=" << k << " at " << i << "," << j;
 }
 
-TEST(Creation, EyeSquareAndOffsets) {
+TEST(ArrayCreation, EyeSquareAndOffsets) {
   expect_eye(3, 3, 0);
   expect_eye(3, 4, 1);   // above the diagonal, wide
   expect_eye(4, 3, -1);  // below the diagonal, tall
@@ -322,7 +321,7 @@ TEST(Creation, EyeSquareAndOffsets) {
   expect_eye(0, 0, 0);
 }
 
-TEST(Creation, EyeDefaultIsSquareFloat32) {
+TEST(ArrayCreation, EyeDefaultIsSquareFloat32) {
   Array e = spmd::eye(2);
   EXPECT_EQ(e.dtype(), DType::Float32);
   EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{1, 0, 0, 1}));
@@ -388,7 +387,8 @@ TEST(ArrayPrint, ThousandItemsAreNotElided) {
 // ---- printing compared with NumPy's array2string, as jax.Array.__repr__ uses it ----------------
 
 std::string run_python(const std::string& script) {
-  std::string path = std::string(SPMD_TEST_TMP) + "/array_test_print.py";
+  std::string path =
+      std::string(SPMD_TEST_TMP) + "/array_test_print." + std::to_string(getpid()) + ".py";
   std::ofstream(path) << script;
   std::string cmd = std::string(SPMD_PYTHON) + " " + path;
   FILE* p = popen(cmd.c_str(), "r");
@@ -398,6 +398,7 @@ std::string run_python(const std::string& script) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   EXPECT_EQ(pclose(p), 0) << "python failed on:\n" << script;
+  std::remove(path.c_str());
   return out;
 }
 
@@ -408,12 +409,18 @@ struct PrintCase {
 
 const char* numpy_dtype(DType t) {
   switch (t) {
-    case DType::Bool: return "np.bool_";
-    case DType::Int32: return "np.int32";
-    case DType::Int64: return "np.int64";
-    case DType::UInt32: return "np.uint32";
-    case DType::Float32: return "np.float32";
-    default: return "np.float64";
+    case DType::Bool:
+      return "np.bool_";
+    case DType::Int32:
+      return "np.int32";
+    case DType::Int64:
+      return "np.int64";
+    case DType::UInt32:
+      return "np.uint32";
+    case DType::Float32:
+      return "np.float32";
+    default:
+      return "np.float64";
   }
 }
 
@@ -423,11 +430,16 @@ PrintCase case_of(const Array& a) {
   py.precision(17);
   py << "np.array([";
   for (double v : a.to_vector<double>()) {
-    if (std::isnan(v)) py << "np.nan,";
-    else if (std::isinf(v)) py << (v > 0 ? "np.inf," : "-np.inf,");
-    else if (v == 0 && std::signbit(v)) py << "-0.0,";
-    else if (a.dtype() == DType::Int64) py << static_cast<int64_t>(v) << ",";
-    else py << v << ",";
+    if (std::isnan(v))
+      py << "np.nan,";
+    else if (std::isinf(v))
+      py << (v > 0 ? "np.inf," : "-np.inf,");
+    else if (v == 0 && std::signbit(v))
+      py << "-0.0,";
+    else if (a.dtype() == DType::Int64)
+      py << static_cast<int64_t>(v) << ",";
+    else
+      py << v << ",";
   }
   py << "], dtype=" << numpy_dtype(a.dtype()) << ").reshape((";
   for (int64_t d : a.shape()) py << d << ",";
@@ -465,21 +477,20 @@ TEST(ArrayPrint, MatchesNumpyArray2String) {
       Array(true),
       Array(false),
       spmd::full({}, 42, DType::Int32),
-      from_fn<float>({30}, [](int64_t i) { return i / 7.0; }),       // wraps at 75 columns
-      from_fn<double>({3, 12}, [](int64_t i) { return i * 1.5; }),    // 2-D rows that wrap
+      from_fn<float>({30}, [](int64_t i) { return i / 7.0; }),      // wraps at 75 columns
+      from_fn<double>({3, 12}, [](int64_t i) { return i * 1.5; }),  // 2-D rows that wrap
       from_fn<int32_t>({2, 3, 4}, [](int64_t i) { return double(i); }),
       from_fn<int32_t>({100}, [](int64_t i) { return double(i * i); }),
-      from_fn<float>({2000}, [](int64_t i) { return double(i); }),    // elided, scientific
+      from_fn<float>({2000}, [](int64_t i) { return double(i); }),       // elided, scientific
       from_fn<int32_t>({1000, 2}, [](int64_t i) { return double(i); }),  // elided rows
-      from_fn<float>({40, 40}, [](int64_t i) { return i * 0.5; }),  // elided both axes
+      from_fn<float>({40, 40}, [](int64_t i) { return i * 0.5; }),       // elided both axes
       from_fn<int64_t>({2, 3, 200}, [](int64_t i) { return double(i - 600); }),
       from_fn<float>({1001}, [](int64_t i) { return i % 5 - 2.0; }),
       spmd::zeros({0}),
       spmd::zeros({2, 0}, DType::Int32),
   };
   // Rows whose last line ends near column 75 put the dtype after a run of spaces (JAX's rule).
-  for (int n = 12; n <= 30; ++n)
-    arrays.push_back(spmd::arange(0, n * 1000, 1000, DType::Int32));
+  for (int n = 12; n <= 30; ++n) arrays.push_back(spmd::arange(0, n * 1000, 1000, DType::Int32));
   arrays.push_back(Array(std::vector<float>(16, 1.5f), Shape{16}));
 
   std::vector<PrintCase> cases;

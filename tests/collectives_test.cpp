@@ -20,6 +20,10 @@
 #include "spmd/transforms.h"
 
 namespace spmd {
+
+// Test names and failure messages print the dtype by name.
+static void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -100,7 +104,7 @@ H reduce(const std::vector<H>& xs, const std::function<double(double, double)>& 
   for (size_t m = 1; m < xs.size(); ++m) acc = combine(acc, xs[m], op);
   return acc;
 }
-double add(double a, double b) { return a + b + 0.5; }
+double add(double a, double b) { return a + b; }
 
 Array to_array(const H& h, DType dtype) {
   if (dtype == DType::Int32) {
@@ -505,6 +509,159 @@ TEST_P(Collectives, PpermuteAndItsInverseAreTransposes) {
   EXPECT_EQ(back.to_vector<double>(), x.to_vector<double>());
 }
 
+// ---- every collective inside a vmap, and a vmap around the pmap --------------------------------
+struct Case {
+  std::string name;
+  Fn f;
+  Reference ref;
+  Shape shape;  // per replica
+  bool float_out = false;
+};
+
+std::vector<H> each_replica(const std::vector<H>& xs, const std::function<H(const std::vector<H>&, int)>& g) {
+  std::vector<H> out;
+  for (size_t r = 0; r < xs.size(); ++r) out.push_back(g(xs, static_cast<int>(r)));
+  return out;
+}
+
+// One use of every collective over 'i', with its loop reference.
+std::vector<Case> all_cases(int n, DType dtype) {
+  std::vector<std::pair<int, int>> ring;
+  std::vector<int> shift;
+  for (int r = 0; r < n; ++r) {
+    ring.emplace_back(r, (r + 1) % n);
+    shift.push_back((r + 1) % n);
+  }
+  auto mx = [](double a, double b) { return std::max(a, b); };
+  auto mn = [](double a, double b) { return std::min(a, b); };
+  std::vector<Case> cs;
+  cs.push_back({"psum", [](const Array& x) { return psum(x, "i"); },
+                [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); }, {3}});
+  cs.push_back({"pmean", [](const Array& x) { return pmean(x, "i"); },
+                [](const std::vector<H>& xs) {
+                  H s = reduce(xs, add);
+                  for (double& d : s.v) d /= static_cast<double>(xs.size());
+                  return replicate(s, xs.size());
+                },
+                {3}, true});
+  cs.push_back({"pmax", [](const Array& x) { return pmax(x, "i"); },
+                [mx](const std::vector<H>& xs) { return replicate(reduce(xs, mx), xs.size()); }, {3}});
+  cs.push_back({"pmin", [](const Array& x) { return pmin(x, "i"); },
+                [mn](const std::vector<H>& xs) { return replicate(reduce(xs, mn), xs.size()); }, {3}});
+  cs.push_back({"all_gather", [](const Array& x) { return all_gather(x, "i", 1); },
+                [](const std::vector<H>& xs) { return replicate(stack(xs, 1), xs.size()); }, {2, 3}});
+  cs.push_back({"all_gather tiled", [](const Array& x) { return all_gather(x, "i", 0, true); },
+                [](const std::vector<H>& xs) { return replicate(concat(xs, 0), xs.size()); }, {2, 3}});
+  cs.push_back({"psum_scatter", [](const Array& x) { return psum_scatter(x, "i", 1); },
+                [](const std::vector<H>& xs) {
+                  return each_replica(xs, [](const std::vector<H>& all, int r) {
+                    std::vector<H> parts;
+                    for (const H& x : all) parts.push_back(take(x, 1, r));
+                    return reduce(parts, add);
+                  });
+                },
+                {2, n}});
+  cs.push_back({"psum_scatter tiled", [](const Array& x) { return psum_scatter(x, "i", 0, true); },
+                [](const std::vector<H>& xs) {
+                  return each_replica(xs, [](const std::vector<H>& all, int r) {
+                    std::vector<H> parts;
+                    for (const H& x : all) parts.push_back(slice(x, 0, 2 * r, 2 * r + 2));
+                    return reduce(parts, add);
+                  });
+                },
+                {2 * n, 3}});
+  cs.push_back({"all_to_all", [](const Array& x) { return all_to_all(x, "i", 0, 1); },
+                [](const std::vector<H>& xs) {
+                  return each_replica(xs, [](const std::vector<H>& all, int r) {
+                    std::vector<H> pieces;
+                    for (const H& x : all) pieces.push_back(take(x, 0, r));
+                    return stack(pieces, 1);
+                  });
+                },
+                {n, 3}});
+  cs.push_back({"all_to_all tiled", [](const Array& x) { return all_to_all(x, "i", 1, 0, true); },
+                [](const std::vector<H>& xs) {
+                  return each_replica(xs, [](const std::vector<H>& all, int r) {
+                    std::vector<H> chunks;
+                    for (const H& x : all) chunks.push_back(slice(x, 1, 2 * r, 2 * r + 2));
+                    return concat(chunks, 0);
+                  });
+                },
+                {3, 2 * n}});
+  cs.push_back({"ppermute", [ring](const Array& x) { return ppermute(x, "i", ring); },
+                [ring](const std::vector<H>& xs) { return permuted(xs, ring); }, {2, 2}});
+  cs.push_back({"pshuffle", [shift](const Array& x) { return pshuffle(x, "i", shift); },
+                [shift](const std::vector<H>& xs) {
+                  return each_replica(xs, [shift](const std::vector<H>& all, int r) { return all[shift[r]]; });
+                },
+                {2, 2}});
+  cs.push_back({"axis_index", [dtype](const Array& x) { return x + astype(axis_index("i"), dtype); },
+                [](const std::vector<H>& xs) {
+                  return each_replica(xs, [](const std::vector<H>& all, int r) {
+                    H h = all[r];
+                    for (double& d : h.v) d += r;
+                    return h;
+                  });
+                },
+                {3}});
+  return cs;
+}
+
+// x[v][r] inputs -> the reference per batch element: out[v][r] = ref(x[v][:])[r].
+std::vector<std::vector<H>> reference_per_batch(const Case& c, const std::vector<std::vector<H>>& x) {
+  std::vector<std::vector<H>> out;
+  for (const auto& row : x) out.push_back(c.ref(row));
+  return out;
+}
+
+TEST_P(Collectives, EveryCollectiveOverThePmapAxisInsideAVmap) {
+  // pmap(vmap(f)): replica r, batch element v sees x[r, v]; f's collective spans the replicas.
+  const int V = 2;
+  for (const Case& c : all_cases(n(), dtype())) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::vector<H>> x;  // [v][r]
+    for (int v = 0; v < V; ++v) x.push_back(inputs(c.shape, 11 + v));
+    std::vector<H> rows;
+    for (int r = 0; r < n(); ++r) {
+      std::vector<H> per_v;
+      for (int v = 0; v < V; ++v) per_v.push_back(x[v][r]);
+      rows.push_back(stack(per_v, 0));
+    }
+    auto want = reference_per_batch(c, x);
+    std::vector<H> out_rows;
+    for (int r = 0; r < n(); ++r) {
+      std::vector<H> per_v;
+      for (int v = 0; v < V; ++v) per_v.push_back(want[v][r]);
+      out_rows.push_back(stack(per_v, 0));
+    }
+    Array got = pmap(vmap(c.f, 0, 0, "v"), "i")(to_array(stack(rows, 0), dtype()));
+    expect_values(got, stack(out_rows, 0), c.float_out ? DType::Float32 : dtype(), "pmap(vmap(f))");
+  }
+}
+
+TEST_P(Collectives, EveryCollectiveUnderAVmapOfThePmap) {
+  // vmap(pmap(f)): batch element v, replica r sees x[v, r]; the batch is pushed into the replicas.
+  const int V = 2;
+  for (const Case& c : all_cases(n(), dtype())) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::vector<H>> x;  // [v][r]
+    for (int v = 0; v < V; ++v) x.push_back(inputs(c.shape, 21 + v));
+    std::vector<H> rows, out_rows;
+    auto want = reference_per_batch(c, x);
+    for (int v = 0; v < V; ++v) {
+      rows.push_back(stack(x[v], 0));
+      out_rows.push_back(stack(want[v], 0));
+    }
+    Array got = vmap(pmap(c.f, "i"), 0, 0, "v")(to_array(stack(rows, 0), dtype()));
+    expect_values(got, stack(out_rows, 0), c.float_out ? DType::Float32 : dtype(), "vmap(pmap(f))");
+    // And with the batch on the second axis of the input and the output.
+    std::vector<H> cols;
+    for (int v = 0; v < V; ++v) cols.push_back(stack(x[v], 0));
+    Array got1 = vmap(pmap(c.f, "i"), 1, 1, "v")(to_array(stack(cols, 1), dtype()));
+    expect_values(got1, stack(out_rows, 1), c.float_out ? DType::Float32 : dtype(), "vmap(pmap(f)) axis 1");
+  }
+}
+
 std::string param_name(const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
   return "N" + std::to_string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
 }
@@ -513,6 +670,90 @@ INSTANTIATE_TEST_SUITE_P(Devices, Collectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
                                             ::testing::Values(DType::Float32, DType::Int32)),
                          param_name);
+
+// ---- gradients through collectives use their transposes --------------------------------------
+// Replica r's loss is <op(x_r), w_r>; grad inside the map gives, as in JAX, the gradient of the
+// total loss over replicas with respect to each replica's x: the transpose of op applied to w.
+class CollectiveGrads : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { set_cpu_device_count(8); }
+  int n() const { return GetParam(); }
+  // Checks pmap(grad) and vmap(grad) of <op(x), w> against want (per-replica gradients).
+  void expect_grads(const Fn& op, const Shape& x_shape, const Shape& w_shape,
+                    const std::function<std::vector<H>(const std::vector<H>&)>& want) {
+    std::vector<H> xs = random_inputs(n(), x_shape, DType::Float32, 31);
+    std::vector<H> ws = random_inputs(n(), w_shape, DType::Float32, 32);
+    Array x = to_array(stack(xs, 0), DType::Float32), w = to_array(stack(ws, 0), DType::Float32);
+    auto loss = [op](const Array& a, const Array& b) { return vdot(op(a), b); };
+    H expected = stack(want(ws), 0);
+    expect_values(pmap(grad(loss), "i")(x, w), expected, DType::Float32, "pmap(grad)");
+    expect_values(vmap(grad(loss), 0, 0, "i")(x, w), expected, DType::Float32, "vmap(grad)");
+  }
+};
+
+TEST_P(CollectiveGrads, PsumTransposesToPsum) {
+  expect_grads([](const Array& x) { return psum(x, "i"); }, {3}, {3},
+               [](const std::vector<H>& ws) { return replicate(reduce(ws, add), ws.size()); });
+}
+
+TEST_P(CollectiveGrads, PmeanTransposesToPmean) {
+  expect_grads([](const Array& x) { return pmean(x, "i"); }, {3}, {3}, [](const std::vector<H>& ws) {
+    H s = reduce(ws, add);
+    for (double& d : s.v) d /= static_cast<double>(ws.size());
+    return replicate(s, ws.size());
+  });
+}
+
+TEST_P(CollectiveGrads, AllGatherTransposesToPsumScatter) {
+  expect_grads([](const Array& x) { return all_gather(x, "i"); }, {3}, {n(), 3}, [](const std::vector<H>& ws) {
+    return each_replica(ws, [](const std::vector<H>& all, int i) {
+      std::vector<H> parts;
+      for (const H& w : all) parts.push_back(take(w, 0, i));
+      return reduce(parts, add);
+    });
+  });
+  expect_grads([](const Array& x) { return all_gather(x, "i", 0, true); }, {2}, {2 * n()},
+               [](const std::vector<H>& ws) {
+                 return each_replica(ws, [](const std::vector<H>& all, int i) {
+                   std::vector<H> parts;
+                   for (const H& w : all) parts.push_back(slice(w, 0, 2 * i, 2 * i + 2));
+                   return reduce(parts, add);
+                 });
+               });
+}
+
+TEST_P(CollectiveGrads, PsumScatterTransposesToAllGather) {
+  expect_grads([](const Array& x) { return psum_scatter(x, "i"); }, {n(), 3}, {3},
+               [](const std::vector<H>& ws) { return replicate(stack(ws, 0), ws.size()); });
+}
+
+TEST_P(CollectiveGrads, PpermuteTransposesToTheInversePermutation) {
+  std::vector<std::pair<int, int>> perm;
+  for (int r = 0; r + 1 < n(); r += 2) perm.emplace_back(r, (r + 3) % n());  // partial when n > 1
+  expect_grads([perm](const Array& x) { return ppermute(x, "i", perm); }, {3}, {3},
+               [perm](const std::vector<H>& ws) {
+                 // Source s receives the cotangent of its destination; non-sources get zeros.
+                 std::vector<H> out(ws.size(), zeros_of(ws[0].shape));
+                 for (auto [src, dst] : perm) out[src] = ws[dst];
+                 return out;
+               });
+}
+
+TEST_P(CollectiveGrads, AllToAllTransposesToAllToAll) {
+  expect_grads([](const Array& x) { return all_to_all(x, "i", 0, 0); }, {n(), 2}, {n(), 2},
+               [](const std::vector<H>& ws) {
+                 return each_replica(ws, [](const std::vector<H>& all, int i) {
+                   std::vector<H> rows;
+                   for (const H& w : all) rows.push_back(take(w, 0, i));
+                   return stack(rows, 0);
+                 });
+               });
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, CollectiveGrads, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "N" + std::to_string(info.param);
+                         });
 
 // ---- not parametrised -------------------------------------------------------------------------
 class CollectiveErrors : public ::testing::Test {
@@ -535,6 +776,22 @@ TEST_F(CollectiveErrors, PsumOfBoolCountsTheTrueReplicas) {
   Array got = pmap([](const Array& b) { return psum(b, "i"); }, "i")(x);
   EXPECT_EQ(got.dtype(), DType::Int32);
   EXPECT_EQ(got.to_vector<int>(), std::vector<int>(4, 3));
+}
+
+TEST_F(CollectiveErrors, PmaxAndPminOfBoolStayBool) {
+  std::vector<bool> flags{false, true, false, false, false, false};
+  Array x(flags, {3, 2});  // replica 0 holds [false, true]; the others all false
+  for (bool use_pmap : {true, false}) {
+    SCOPED_TRACE(use_pmap ? "pmap" : "vmap");
+    auto any_of = [](const Array& b) { return pmax(b, "i"); };
+    auto all_of = [](const Array& b) { return pmin(b, "i"); };
+    Array hi = use_pmap ? pmap(any_of, "i")(x) : vmap(any_of, 0, 0, "i")(x);
+    Array lo = use_pmap ? pmap(all_of, "i")(x) : vmap(all_of, 0, 0, "i")(x);
+    EXPECT_EQ(hi.dtype(), DType::Bool);
+    EXPECT_EQ(lo.dtype(), DType::Bool);
+    EXPECT_EQ(hi.to_vector<bool>(), (std::vector<bool>{false, true, false, true, false, true}));
+    EXPECT_EQ(lo.to_vector<bool>(), std::vector<bool>(6, false));
+  }
 }
 
 TEST_F(CollectiveErrors, PsumScatterNeedsTheAxisSizeOnTheScatterDimension) {

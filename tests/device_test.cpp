@@ -37,7 +37,7 @@ void expect_contains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
-TEST(Devices, DefaultIsOneDevice) {
+TEST(DeviceCount, DefaultIsOneDevice) {
   clear_env();
   EXPECT_EQ(spmd::device_count(), 1);
   EXPECT_EQ(spmd::local_device_count(), 1);
@@ -45,7 +45,7 @@ TEST(Devices, DefaultIsOneDevice) {
   EXPECT_EQ(spmd::devices()[0].str(), "CpuDevice(id=0)");
 }
 
-TEST(Devices, EnvironmentVariableSetsCount) {
+TEST(DeviceCount, EnvironmentVariableSetsCount) {
   clear_env();
   setenv("SPMD_CPU_DEVICES", "4", 1);
   EXPECT_EQ(spmd::device_count(), 4);
@@ -60,7 +60,7 @@ TEST(Devices, EnvironmentVariableSetsCount) {
   }
 }
 
-TEST(Devices, XlaFlagsAmongOtherFlags) {
+TEST(DeviceCount, XlaFlagsAmongOtherFlags) {
   clear_env();
   setenv("XLA_FLAGS",
          "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3 "
@@ -69,33 +69,33 @@ TEST(Devices, XlaFlagsAmongOtherFlags) {
   EXPECT_EQ(spmd::device_count(), 3);
 }
 
-TEST(Devices, XlaFlagsAsLastFlag) {
+TEST(DeviceCount, XlaFlagsAsLastFlag) {
   clear_env();
   setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=5", 1);
   EXPECT_EQ(spmd::device_count(), 5);
 }
 
-TEST(Devices, XlaFlagsWithoutDeviceCountGiveOne) {
+TEST(DeviceCount, XlaFlagsWithoutDeviceCountGiveOne) {
   clear_env();
   setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false", 1);
   EXPECT_EQ(spmd::device_count(), 1);
 }
 
-TEST(Devices, SpmdVariableTakesPrecedenceOverXlaFlags) {
+TEST(DeviceCount, SpmdVariableTakesPrecedenceOverXlaFlags) {
   clear_env();
   setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3", 1);
   setenv("SPMD_CPU_DEVICES", "2", 1);
   EXPECT_EQ(spmd::device_count(), 2);
 }
 
-TEST(Devices, SetCountTakesPrecedenceOverEnvironment) {
+TEST(DeviceCount, SetCountTakesPrecedenceOverEnvironment) {
   clear_env();
   setenv("SPMD_CPU_DEVICES", "2", 1);
   spmd::set_cpu_device_count(6);
   EXPECT_EQ(spmd::device_count(), 6);
 }
 
-TEST(Devices, SetCountBeforeFirstUse) {
+TEST(DeviceCount, SetCountBeforeFirstUse) {
   clear_env();
   spmd::set_cpu_device_count(8);
   auto devs = spmd::devices();
@@ -107,14 +107,14 @@ TEST(Devices, SetCountBeforeFirstUse) {
   EXPECT_EQ(os.str(), "CpuDevice(id=7)");
 }
 
-TEST(Devices, SetCountTwiceBeforeUseKeepsTheLast) {
+TEST(DeviceCount, SetCountTwiceBeforeUseKeepsTheLast) {
   clear_env();
   spmd::set_cpu_device_count(3);
   spmd::set_cpu_device_count(2);
   EXPECT_EQ(spmd::device_count(), 2);
 }
 
-TEST(Devices, ChangingCountAfterFirstUseThrowsNamingBothCounts) {
+TEST(DeviceCount, ChangingCountAfterFirstUseThrowsNamingBothCounts) {
   clear_env();
   spmd::set_cpu_device_count(2);
   ASSERT_EQ(spmd::device_count(), 2);
@@ -125,20 +125,20 @@ TEST(Devices, ChangingCountAfterFirstUseThrowsNamingBothCounts) {
   EXPECT_EQ(spmd::device_count(), 2);  // unchanged
 }
 
-TEST(Devices, SameCountAfterFirstUseIsAccepted) {
+TEST(DeviceCount, SameCountAfterFirstUseIsAccepted) {
   clear_env();
   EXPECT_EQ(spmd::device_count(), 1);
   EXPECT_NO_THROW(spmd::set_cpu_device_count(1));
 }
 
-TEST(Devices, NonPositiveSetCountIsAnError) {
+TEST(DeviceCount, NonPositiveSetCountIsAnError) {
   clear_env();
   std::string msg = error_of([] { spmd::set_cpu_device_count(0); });
   expect_contains(msg, "positive");
   expect_contains(msg, "got 0");
 }
 
-TEST(Devices, NonNumericEnvironmentValueIsAnError) {
+TEST(DeviceCount, NonNumericEnvironmentValueIsAnError) {
   clear_env();
   setenv("SPMD_CPU_DEVICES", "abc", 1);
   std::string msg = error_of([] { spmd::device_count(); });
@@ -147,7 +147,7 @@ TEST(Devices, NonNumericEnvironmentValueIsAnError) {
   expect_contains(msg, "positive");
 }
 
-TEST(Devices, ZeroEnvironmentValueIsAnError) {
+TEST(DeviceCount, ZeroEnvironmentValueIsAnError) {
   clear_env();
   setenv("SPMD_CPU_DEVICES", "0", 1);
   std::string msg = error_of([] { spmd::device_count(); });
@@ -155,13 +155,13 @@ TEST(Devices, ZeroEnvironmentValueIsAnError) {
   expect_contains(msg, "'0'");
 }
 
-TEST(Devices, TrailingGarbageInEnvironmentValueIsAnError) {
+TEST(DeviceCount, TrailingGarbageInEnvironmentValueIsAnError) {
   clear_env();
   setenv("SPMD_CPU_DEVICES", "4x", 1);
   expect_contains(error_of([] { spmd::device_count(); }), "'4x'");
 }
 
-TEST(Devices, BadXlaFlagsCountIsAnError) {
+TEST(DeviceCount, BadXlaFlagsCountIsAnError) {
   clear_env();
   setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=-2 --xla_other=1", 1);
   std::string msg = error_of([] { spmd::device_count(); });
@@ -169,7 +169,7 @@ TEST(Devices, BadXlaFlagsCountIsAnError) {
   expect_contains(msg, "'-2'");
 }
 
-TEST(Devices, SingleProcess) {
+TEST(DeviceCount, SingleProcess) {
   clear_env();
   spmd::set_cpu_device_count(2);
   EXPECT_EQ(spmd::process_index(), 0);

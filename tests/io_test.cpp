@@ -1,12 +1,14 @@
 // Files: .npy checked against NumPy itself (Debian's /usr/bin/python3), and IDX (MNIST) files,
 // plain and gzip-compressed, checked against the format's byte layout.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -21,7 +23,22 @@ using spmd::Array;
 using spmd::DType;
 using spmd::Shape;
 
-std::string tmp(const std::string& name) { return std::string(SPMD_TEST_TMP) + "/io_test_" + name; }
+// Files go to a directory of this process's own (ctest runs tests in parallel processes), removed
+// at exit.
+struct ScratchDir {
+  std::filesystem::path path =
+      std::filesystem::path(SPMD_TEST_TMP) / ("io_test." + std::to_string(getpid()));
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+std::string tmp(const std::string& name) {
+  static ScratchDir dir;
+  return (dir.path / name).string();
+}
 
 template <class F>
 std::string error_of(F&& f) {
@@ -39,7 +56,7 @@ void expect_contains(const std::string& text, const std::string& part) {
 
 // Runs a Python script (with numpy imported as np) and returns what it printed.
 std::string python(const std::string& name, const std::string& body) {
-  std::string path = tmp(name + ".py");
+  std::string path = tmp("script_" + name + ".py");
   std::ofstream(path) << "import numpy as np\n" << body;
   std::string cmd = std::string(SPMD_PYTHON) + " " + path + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
@@ -64,19 +81,19 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 // ---- save_npy, read back by NumPy ------------------------------------------------------------
 
 struct NumpyView {
-  std::string dtype;        // numpy's dtype.name
-  std::string shape;        // "2 3"
+  std::string dtype;  // numpy's dtype.name
+  std::string shape;  // "2 3"
   bool c_order = false;
   std::vector<std::string> values;  // repr of each element, C order
 };
 
 NumpyView numpy_load(const std::string& path) {
-  std::string out = python("load",
-                           "a = np.load('" + path + "')\n"
-                           "print(a.dtype.name)\n"
-                           "print(' '.join(str(d) for d in a.shape))\n"
-                           "print(a.flags.c_contiguous)\n"
-                           "print(' '.join(repr(x) for x in a.ravel().tolist()))\n");
+  std::string out = python("load", "a = np.load('" + path +
+                                       "')\n"
+                                       "print(a.dtype.name)\n"
+                                       "print(' '.join(str(d) for d in a.shape))\n"
+                                       "print(a.flags.c_contiguous)\n"
+                                       "print(' '.join(repr(x) for x in a.ravel().tolist()))\n");
   std::istringstream in(out);
   NumpyView v;
   std::string c_order, values;
@@ -99,7 +116,8 @@ TEST(SaveNpy, Float32ReadByNumpy) {
   EXPECT_TRUE(v.c_order);
   ASSERT_EQ(v.values.size(), data.size());
   // tolist() gives Python floats (doubles) holding the float32 values exactly.
-  for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(std::strtod(v.values[i].c_str(), nullptr), data[i]);
+  for (size_t i = 0; i < data.size(); ++i)
+    EXPECT_EQ(std::strtod(v.values[i].c_str(), nullptr), data[i]);
 }
 
 TEST(SaveNpy, Float64ReadByNumpy) {
@@ -109,11 +127,13 @@ TEST(SaveNpy, Float64ReadByNumpy) {
   EXPECT_EQ(v.dtype, "float64");
   EXPECT_EQ(v.shape, "4");
   ASSERT_EQ(v.values.size(), data.size());
-  for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(std::strtod(v.values[i].c_str(), nullptr), data[i]);
+  for (size_t i = 0; i < data.size(); ++i)
+    EXPECT_EQ(std::strtod(v.values[i].c_str(), nullptr), data[i]);
 }
 
 TEST(SaveNpy, IntegersReadByNumpy) {
-  spmd::save_npy(tmp("i32.npy"), Array(std::vector<int32_t>{-2147483647 - 1, -1, 0, 2147483647}, Shape{2, 2}));
+  spmd::save_npy(tmp("i32.npy"),
+                 Array(std::vector<int32_t>{-2147483647 - 1, -1, 0, 2147483647}, Shape{2, 2}));
   NumpyView a = numpy_load(tmp("i32.npy"));
   EXPECT_EQ(a.dtype, "int32");
   EXPECT_EQ(a.shape, "2 2");
@@ -171,7 +191,8 @@ TEST(SaveNpy, HeaderIsAlignedTo64Bytes) {
   EXPECT_EQ(b.substr(0, 6), "\x93NUMPY");
   EXPECT_EQ(b[6], 1);
   EXPECT_EQ(b[7], 0);
-  size_t header_len = static_cast<uint8_t>(b[8]) | static_cast<size_t>(static_cast<uint8_t>(b[9])) << 8;
+  size_t header_len = static_cast<uint8_t>(b[8]) | static_cast<size_t>(static_cast<uint8_t>(b[9]))
+                                                       << 8;
   EXPECT_EQ((10 + header_len) % 64, 0u);
   EXPECT_EQ(b.size(), 10 + header_len + 5 * sizeof(float));
   EXPECT_EQ(b[10 + header_len - 1], '\n');
@@ -197,27 +218,30 @@ TEST(SaveNpy, UnwritablePathIsAnError) {
 class NumpyFiles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    python("save",
-           "d = '" + tmp("np_") + "'\n"
-           "n = np.arange(24)\n"
-           "np.save(d + 'f32.npy', (n * 0.5 - 3).astype(np.float32).reshape(2, 3, 4))\n"
-           "np.save(d + 'f64.npy', (n / 7.0).reshape(4, 6))\n"
-           "np.save(d + 'i32.npy', (n * 1000003 - 7).astype(np.int32))\n"
-           "np.save(d + 'i64.npy', (n - 12).astype(np.int64) * (1 << 40))\n"
-           "np.save(d + 'u32.npy', n.astype(np.uint32) * np.uint32(3000000019))\n"
-           "np.save(d + 'bool.npy', (n % 3 == 0).reshape(6, 4))\n"
-           "np.save(d + 'be_f4.npy', (n * 0.25).astype('>f4').reshape(4, 6))\n"
-           "np.save(d + 'be_i8.npy', (n - 5).astype('>i8'))\n"
-           "np.save(d + 'be_u4.npy', (n * 65537).astype('>u4'))\n"
-           "np.save(d + 'fortran.npy', np.asfortranarray((n * 1.5).astype(np.float32).reshape(4, 6)))\n"
-           "np.save(d + 'fortran3.npy', np.asfortranarray(n.astype(np.int32).reshape(2, 3, 4)))\n"
-           "np.save(d + 'scalar.npy', np.float64(-4.5))\n"
-           "np.save(d + 'empty.npy', np.zeros((3, 0), np.float32))\n"
-           "with open(d + 'v2.npy', 'wb') as f:\n"
-           "    np.lib.format.write_array(f, n.astype(np.int32).reshape(3, 8), version=(2, 0))\n"
-           "np.save(d + 'c8.npy', np.zeros(3, np.complex64))\n"
-           "np.save(d + 'f2.npy', np.zeros(3, np.float16))\n"
-           "np.save(d + 'u1.npy', np.zeros(3, np.uint8))\n");
+    python(
+        "save",
+        "d = '" + tmp("np_") +
+            "'\n"
+            "n = np.arange(24)\n"
+            "np.save(d + 'f32.npy', (n * 0.5 - 3).astype(np.float32).reshape(2, 3, 4))\n"
+            "np.save(d + 'f64.npy', (n / 7.0).reshape(4, 6))\n"
+            "np.save(d + 'i32.npy', (n * 1000003 - 7).astype(np.int32))\n"
+            "np.save(d + 'i64.npy', (n - 12).astype(np.int64) * (1 << 40))\n"
+            "np.save(d + 'u32.npy', n.astype(np.uint32) * np.uint32(3000000019))\n"
+            "np.save(d + 'bool.npy', (n % 3 == 0).reshape(6, 4))\n"
+            "np.save(d + 'be_f4.npy', (n * 0.25).astype('>f4').reshape(4, 6))\n"
+            "np.save(d + 'be_i8.npy', (n - 5).astype('>i8'))\n"
+            "np.save(d + 'be_u4.npy', (n * 65537).astype('>u4'))\n"
+            "np.save(d + 'fortran.npy', np.asfortranarray((n * 1.5).astype(np.float32).reshape(4, "
+            "6)))\n"
+            "np.save(d + 'fortran3.npy', np.asfortranarray(n.astype(np.int32).reshape(2, 3, 4)))\n"
+            "np.save(d + 'scalar.npy', np.float64(-4.5))\n"
+            "np.save(d + 'empty.npy', np.zeros((3, 0), np.float32))\n"
+            "with open(d + 'v2.npy', 'wb') as f:\n"
+            "    np.lib.format.write_array(f, n.astype(np.int32).reshape(3, 8), version=(2, 0))\n"
+            "np.save(d + 'c8.npy', np.zeros(3, np.complex64))\n"
+            "np.save(d + 'f2.npy', np.zeros(3, np.float16))\n"
+            "np.save(d + 'u1.npy', np.zeros(3, np.uint8))\n");
   }
   static std::string file(const std::string& name) { return tmp("np_" + name); }
 };
@@ -365,7 +389,8 @@ TEST(LoadNpy, EmptyFile) {
 }
 
 TEST(LoadNpy, UnknownVersion) {
-  std::string b = npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "abcd");
+  std::string b =
+      npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "abcd");
   b[6] = 9;
   write_bytes(tmp("v9.npy"), b);
   std::string msg = error_of([] { spmd::load_npy(tmp("v9.npy")); });
@@ -373,24 +398,25 @@ TEST(LoadNpy, UnknownVersion) {
 }
 
 TEST(LoadNpy, HeaderWithoutDescr) {
-  write_bytes(tmp("no_descr.npy"), npy_with_header("{'fortran_order': False, 'shape': (1,), }", "abcd"));
+  write_bytes(tmp("no_descr.npy"),
+              npy_with_header("{'fortran_order': False, 'shape': (1,), }", "abcd"));
   std::string msg = error_of([] { spmd::load_npy(tmp("no_descr.npy")); });
   expect_contains(msg, "descr");
 }
 
 TEST(LoadNpy, CorruptShape) {
-  write_bytes(tmp("bad_shape.npy"),
-              npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", "abcdefgh"));
+  write_bytes(
+      tmp("bad_shape.npy"),
+      npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", "abcdefgh"));
   std::string msg = error_of([] { spmd::load_npy(tmp("bad_shape.npy")); });
   expect_contains(msg, "shape");
 }
 
 TEST(LoadNpy, HugeShapeIsAnErrorNotACrash) {
   // 2^40 * 2^40 elements overflow any byte count.
-  write_bytes(tmp("huge.npy"),
-              npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': "
-                              "(1099511627776, 1099511627776), }",
-                              "abcdefgh"));
+  write_bytes(tmp("huge.npy"), npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                               "(1099511627776, 1099511627776), }",
+                                               "abcdefgh"));
   expect_contains(error_of([] { spmd::load_npy(tmp("huge.npy")); }), "too large");
 }
 
@@ -469,10 +495,12 @@ TEST(Idx, Float64RoundTrip) {
 TEST(Idx, SignedByteAndShortLoadAsInt32) {
   std::string sb = idx_header(0x09, {4}) + std::string("\x80\xff\x00\x7f", 4);
   write_bytes(tmp("i8.idx"), sb);
-  EXPECT_EQ(spmd::load_idx(tmp("i8.idx")).to_vector<int32_t>(), (std::vector<int32_t>{-128, -1, 0, 127}));
+  EXPECT_EQ(spmd::load_idx(tmp("i8.idx")).to_vector<int32_t>(),
+            (std::vector<int32_t>{-128, -1, 0, 127}));
   std::string sh = idx_header(0x0B, {3}) + std::string("\x80\x00\xff\xfe\x01\x02", 6);
   write_bytes(tmp("i16.idx"), sh);
-  EXPECT_EQ(spmd::load_idx(tmp("i16.idx")).to_vector<int32_t>(), (std::vector<int32_t>{-32768, -2, 258}));
+  EXPECT_EQ(spmd::load_idx(tmp("i16.idx")).to_vector<int32_t>(),
+            (std::vector<int32_t>{-32768, -2, 258}));
 }
 
 TEST(Idx, GzipCompressedFile) {
@@ -480,9 +508,11 @@ TEST(Idx, GzipCompressedFile) {
   std::vector<int32_t> data(5 * 4 * 3);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>((i * 53 + 11) % 256);
   spmd::save_idx(tmp("images.idx"), Array(data, Shape{5, 4, 3}), true);
-  python("gzip", "import gzip\n"
-                 "open('" + tmp("images.idx.gz") + "', 'wb').write(gzip.compress(open('" +
-                     tmp("images.idx") + "', 'rb').read()))\n");
+  python("gzip",
+         "import gzip\n"
+         "open('" +
+             tmp("images.idx.gz") + "', 'wb').write(gzip.compress(open('" + tmp("images.idx") +
+             "', 'rb').read()))\n");
   std::string gz = read_bytes(tmp("images.idx.gz"));
   ASSERT_GE(gz.size(), 2u);
   ASSERT_EQ(gz.substr(0, 2), "\x1f\x8b");  // really compressed
@@ -495,9 +525,11 @@ TEST(Idx, CorruptGzipIsAnError) {
   std::vector<int32_t> data(4000);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>((i * i) % 251);
   spmd::save_idx(tmp("big.idx"), Array(data, Shape{40, 100}), true);
-  python("gzip_big", "import gzip\n"
-                     "open('" + tmp("big.idx.gz") + "', 'wb').write(gzip.compress(open('" +
-                         tmp("big.idx") + "', 'rb').read()))\n");
+  python("gzip_big",
+         "import gzip\n"
+         "open('" +
+             tmp("big.idx.gz") + "', 'wb').write(gzip.compress(open('" + tmp("big.idx") +
+             "', 'rb').read()))\n");
   std::string gz = read_bytes(tmp("big.idx.gz"));
   ASSERT_GT(gz.size(), 100u);
   for (size_t i = gz.size() / 2; i < gz.size() / 2 + 16; ++i) gz[i] = static_cast<char>(~gz[i]);
@@ -510,9 +542,11 @@ TEST(Idx, TruncatedGzipIsAnError) {
   std::vector<int32_t> data(4000);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>((i * 7) % 256);
   spmd::save_idx(tmp("big2.idx"), Array(data, Shape{4000}), true);
-  python("gzip_big2", "import gzip\n"
-                      "open('" + tmp("big2.idx.gz") + "', 'wb').write(gzip.compress(open('" +
-                          tmp("big2.idx") + "', 'rb').read()))\n");
+  python("gzip_big2",
+         "import gzip\n"
+         "open('" +
+             tmp("big2.idx.gz") + "', 'wb').write(gzip.compress(open('" + tmp("big2.idx") +
+             "', 'rb').read()))\n");
   std::string gz = read_bytes(tmp("big2.idx.gz"));
   write_bytes(tmp("cut.idx.gz"), gz.substr(0, gz.size() / 2));
   EXPECT_THROW(spmd::load_idx(tmp("cut.idx.gz")), spmd::Error);

@@ -40,7 +40,8 @@ void expect_same(const Array& got, const Array& want, double tol = 2e-6) {
   for (size_t i = 0; i < g.size(); ++i) {
     bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
               std::abs(g[i] - w[i]) <= tol * std::max(1.0, std::abs(w[i]));
-    if (!ok && reported++ < 5) ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << w[i];
+    if (!ok && reported++ < 5)
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << w[i];
   }
 }
 
@@ -59,7 +60,8 @@ TEST(JitVmapDot, TenMillionPairsMatchANaiveLoop) {
     s ^= s >> 12;
     s ^= s << 25;
     s ^= s >> 27;
-    return static_cast<float>(static_cast<double>((s * 2685821657736338717ull) >> 40) / (1 << 24) * 2 - 1);
+    return static_cast<float>(
+        static_cast<double>((s * 2685821657736338717ull) >> 40) / (1 << 24) * 2 - 1);
   };
   for (auto& x : av) x = next();
   for (auto& x : bv) x = next();
@@ -223,6 +225,30 @@ TEST(JitCache, ConcurrentCallsFromThreads) {
   EXPECT_EQ(f.trace_count(), 1);
 }
 
+TEST(JitCache, VmapOfJitDoesNotRetraceOnLaterCalls) {
+  int traced = 0;
+  auto f = jit([&](const Array& x) {
+    ++traced;
+    return x * x;
+  });
+  auto g = vmap(f);
+  expect_same(g(Array(std::vector<float>{1, 2, 3, 4}, {2, 2})),
+              Array(std::vector<float>{1, 4, 9, 16}, {2, 2}));
+  expect_same(g(Array(std::vector<float>{5, 6, 7, 8}, {2, 2})),
+              Array(std::vector<float>{25, 36, 49, 64}, {2, 2}));
+  EXPECT_EQ(traced, 1);
+  EXPECT_EQ(f.trace_count(), 1);
+}
+
+TEST(JitCache, ZeroArgumentsAndZeroSizedArrays) {
+  auto c = jit([]() { return arange(4).astype(DType::Float32) * 2.0; });
+  expect_same(c(), Array({0.0, 2.0, 4.0, 6.0}));
+  auto f = jit([](const Array& x) { return sum(exp(x), std::vector<int>{1}); });
+  Array out = f(zeros({0, 3}));
+  EXPECT_EQ(out.shape(), Shape({0}));
+  expect_same(f(zeros({2, 0})), zeros({2}));
+}
+
 // ---- composition ------------------------------------------------------------------------------
 Array layer(const Array& x, const Array& w) { return tanh(matmul(x, w)) + sum(x); }
 
@@ -235,8 +261,18 @@ Array rowwise_layer(const Array& x, const Array& w) {
 
 TEST(JitCompose, JitOfVmap) {
   Array x = random_f32({6, 4}, 1), w = random_f32({4, 3}, 2);
-  auto f = jit(vmap(layer, {0, none}));
+  int traced = 0;
+  auto f = jit(vmap(
+      [&](const Array& a, const Array& b) {
+        ++traced;
+        return layer(a, b);
+      },
+      {0, none}));
   expect_same(f(x, w), rowwise_layer(x, w), 1e-5);
+  Array x2 = random_f32({6, 4}, 3);
+  expect_same(f(x2, w), rowwise_layer(x2, w), 1e-5);
+  EXPECT_EQ(traced, 1);
+  EXPECT_EQ(f.trace_count(), 1);
   Program p = make_jaxpr(vmap(layer, {0, none}))(x, w);
   EXPECT_THAT(p.str(), HasSubstr("dot_general"));
   EXPECT_THAT(p.str(), HasSubstr("tanh"));
@@ -299,7 +335,8 @@ TEST(JitClosure, CapturesAConcreteArray) {
 TEST(JitClosure, VmapOfJitCapturingTheOuterTracer) {
   Array xs = Array({1.0, 2.0, 3.0});
   Array ys = Array({10.0, 20.0});
-  Array out = vmap([&](const Array& x) { return jit([&](const Array& y) { return x * y; })(ys); })(xs);
+  Array out =
+      vmap([&](const Array& x) { return jit([&](const Array& y) { return x * y; })(ys); })(xs);
   ASSERT_EQ(out.shape(), Shape({3, 2}));
   auto v = out.to_vector<float>();
   for (int i = 0; i < 3; ++i)
@@ -310,7 +347,8 @@ TEST(JitClosure, VmapOfOneJitCapturingTheOuterTracerTwice) {
   // The same Jitted object used under two vmaps: captured tracers must not be cached.
   Array ones3 = ones({3});
   auto run = [&](const Array& xs) {
-    return vmap([&](const Array& x) { return jit([&](const Array& y) { return x * y; })(ones3); })(xs);
+    return vmap([&](const Array& x) { return jit([&](const Array& y) { return x * y; })(ones3); })(
+        xs);
   };
   expect_same(run(Array({1.0, 2.0})), Array(std::vector<float>{1, 1, 1, 2, 2, 2}, {2, 3}));
   expect_same(run(Array({5.0, 7.0})), Array(std::vector<float>{5, 5, 5, 7, 7, 7}, {2, 3}));
@@ -327,6 +365,13 @@ TEST(JitClosure, SharedJittedCapturingTracersOfDifferentTraces) {
   };
   expect_same(vmap(outer)(Array({1.0, 2.0})), Array(std::vector<float>{4, 5, 7, 8}, {2, 2}));
   expect_same(vmap(outer)(Array({0.0, 1.0})), Array(std::vector<float>{1, 2, 4, 5}, {2, 2}));
+}
+
+TEST(JitClosure, InnerJitReturnsTheCapturedTracer) {
+  Array xs = Array({1.0, 2.0});
+  Array out =
+      vmap([&](const Array& x) { return jit([&](const Array&) { return x; })(ones({3})); })(xs);
+  expect_same(out, xs);
 }
 
 TEST(JitClosure, JitInsideJitCapturingTheOuterTracer) {
@@ -403,6 +448,20 @@ TEST(JitSimplify, OutputsThatAreInputsConstantsOrRepeated) {
   expect_same(r, reshape(exp(x), {3, 1}));
 }
 
+TEST(JitSimplify, ViewOutputsOfInputsAndOutputs) {
+  auto f = jit([](const Array& x) {
+    Array e = exp(x);
+    Array v = reshape(e, {3, 1});
+    return std::make_tuple(reshape(x, {1, 3}), e, v * 2.0, v);
+  });
+  Array x = Array({0.0, 1.0, 2.0});
+  auto [a, b, c, d] = f(x);
+  expect_same(a, reshape(x, {1, 3}));
+  expect_same(b, exp(x));
+  expect_same(c, reshape(exp(x), {3, 1}) * 2.0);
+  expect_same(d, reshape(exp(x), {3, 1}));
+}
+
 TEST(JitSimplify, ViewsOfIntermediatesAndInputs) {
   auto fn = [](const Array& x) {
     Array a = reshape(x, {4, 3});        // a view of the input
@@ -441,21 +500,45 @@ TEST(JitMatchesEager, RangeOfFunctions) {
   Array x = random_f32({4, 6}, 30), y = random_f32({4, 6}, 31, 0.5, 2);
   Array idx = Array({3, 0, 0, 5, -1});
   std::vector<Case> cases = {
-      {"elementwise chain", [](const Array& a, const Array& b) { return exp(a) * b - log(b) / (a * a + 1.0); }},
-      {"comparisons and where", [](const Array& a, const Array& b) { return where(a > 0.0, a, b * -1.0); }},
-      {"reductions", [](const Array& a, const Array& b) { return sum(a, std::vector<int>{0}) + max(b, std::vector<int>{0}) * mean(a); }},
+      {"elementwise chain",
+       [](const Array& a, const Array& b) { return exp(a) * b - log(b) / (a * a + 1.0); }},
+      {"comparisons and where",
+       [](const Array& a, const Array& b) { return where(a > 0.0, a, b * -1.0); }},
+      {"reductions",
+       [](const Array& a, const Array& b) {
+         return sum(a, std::vector<int>{0}) + max(b, std::vector<int>{0}) * mean(a);
+       }},
       {"argmax", [](const Array& a, const Array&) { return argmax(a, 1); }},
       {"matmul", [](const Array& a, const Array& b) { return matmul(a, transpose(b)); }},
-      {"reshape/transpose", [](const Array& a, const Array& b) { return transpose(reshape(a, {3, 8})) + reshape(transpose(b), {8, 3}); }},
+      {"reshape/transpose",
+       [](const Array& a, const Array& b) {
+         return transpose(reshape(a, {3, 8})) + reshape(transpose(b), {8, 3});
+       }},
       {"take", [idx](const Array& a, const Array&) { return take(a, idx, 1); }},
-      {"take_along_axis", [](const Array& a, const Array& b) { return take_along_axis(a, lax::argsort(b, -1), 1); }},
-      {"concatenate", [](const Array& a, const Array& b) { return concatenate({a, b * 2.0, a}, 1); }},
-      {"slice and pad", [](const Array& a, const Array&) { return pad(slice(a, {Range{1, 3}}), {{1, 1}, {0, 2}}, -1.0); }},
+      {"take_along_axis",
+       [](const Array& a, const Array& b) { return take_along_axis(a, lax::argsort(b, -1), 1); }},
+      {"concatenate",
+       [](const Array& a, const Array& b) {
+         return concatenate({a, b * 2.0, a}, 1);
+       }},
+      {"slice and pad",
+       [](const Array& a, const Array&) {
+         return pad(slice(a, {Range{1, 3}}), {{1, 1}, {0, 2}}, -1.0);
+       }},
       {"cumsum", [](const Array& a, const Array&) { return cumsum(a, 1); }},
       {"softmax", [](const Array& a, const Array&) { return softmax(a); }},
-      {"astype", [](const Array& a, const Array& b) { return astype(a * 10.0, DType::Int32) + astype(b, DType::Int32); }},
-      {"random", [](const Array& a, const Array&) { return a + random::normal(random::key(3), {4, 6}); }},
-      {"scatter_add", [](const Array& a, const Array&) { return lax::scatter_add(a, Array({0, 1, 0, 3}), {5, 6}, 0); }},
+      {"astype",
+       [](const Array& a, const Array& b) {
+         return astype(a * 10.0, DType::Int32) + astype(b, DType::Int32);
+       }},
+      {"random",
+       [](const Array& a, const Array&) {
+         return a + random::normal(random::key(3), {4, 6});
+       }},
+      {"scatter_add",
+       [](const Array& a, const Array&) {
+         return lax::scatter_add(a, Array({0, 1, 0, 3}), {5, 6}, 0);
+       }},
   };
   for (auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -13,6 +13,10 @@
 #include "spmd/ops.h"
 
 namespace spmd {
+
+// Readable test parameters in gtest's failure messages.
+static void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -205,6 +209,9 @@ std::vector<double> broadcast_add_ref(const std::vector<double>& a, const Shape&
 struct BroadcastCase {
   Shape a, b, out;
 };
+void PrintTo(const BroadcastCase& c, std::ostream* os) {
+  *os << shape_str(c.a) << " + " << shape_str(c.b);
+}
 
 class Broadcasting : public testing::TestWithParam<BroadcastCase> {};
 
@@ -264,6 +271,7 @@ struct UnaryCase {
   double (*ref)(double);
   double lo, hi;
 };
+void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.name; }
 
 double erf_inv_ref(double y) {
   // Bisection on std::erf, which is strictly increasing.
@@ -405,6 +413,16 @@ TEST(UnaryOps, IsFinite) {
   EXPECT_EQ(isfinite(Array({1, 2})).to_vector<bool>(), (std::vector<bool>{true, true}));
 }
 
+TEST(UnaryOps, StopGradientIsIdentityOnValues) {
+  auto v = uniform(12, -3, 3, 5);
+  Array x = Array(v, {3, 4});
+  Array y = stop_gradient(x);
+  EXPECT_EQ(y.dtype(), float64);
+  EXPECT_EQ(y.shape(), (Shape{3, 4}));
+  expect_close(y, v, 0, 0);
+  EXPECT_EQ(stop_gradient(Array({1, 2})).to_vector<int>(), (std::vector<int>{1, 2}));
+}
+
 // ---- binary float ops --------------------------------------------------------------------------
 
 double py_mod(double a, double b) {
@@ -419,6 +437,7 @@ struct BinaryCase {
   double (*ref)(double, double);
   double lo_a, hi_a, lo_b, hi_b;
 };
+void PrintTo(const BinaryCase& c, std::ostream* os) { *os << c.name; }
 
 const BinaryCase kBinary[] = {
     {"add", add, [](double a, double b) { return a + b; }, -10, 10, -10, 10},
@@ -531,6 +550,7 @@ struct CompareCase {
   Array (*op)(const Array&, const Array&);
   bool (*ref)(double, double);
 };
+void PrintTo(const CompareCase& c, std::ostream* os) { *os << c.name; }
 
 const CompareCase kCompare[] = {
     {"equal", equal, [](double a, double b) { return a == b; }},
@@ -600,6 +620,7 @@ struct IntCase {
   int64_t lo_b, hi_b;
   bool nonzero_b;
 };
+void PrintTo(const IntCase& c, std::ostream* os) { *os << c.name; }
 
 const IntCase kInt[] = {
     {"add", add, [](int64_t a, int64_t b) { return a + b; }, -100, 100, false},

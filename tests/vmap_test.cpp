@@ -81,7 +81,8 @@ void expect_same(const Array& got, const Array& want) {
   for (size_t i = 0; i < g.size(); ++i) {
     bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
               std::abs(g[i] - w[i]) <= tol * std::max(1.0, std::abs(w[i]));
-    if (!ok && reported++ < 5) ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << w[i];
+    if (!ok && reported++ < 5)
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << w[i];
   }
 }
 
@@ -117,11 +118,17 @@ Fn vmapped(Fn f, Axes in, Ax out = 0, std::optional<int64_t> axis_size = {}) {
       case 1:
         return vmap([&](const Array& x) { return f({x}); }, spec, os, "", axis_size)(a[0]);
       case 2:
-        return vmap([&](const Array& x, const Array& y) { return f({x, y}); }, spec, os, "",
-                    axis_size)(a[0], a[1]);
+        return vmap(
+            [&](const Array& x, const Array& y) {
+              return f({x, y});
+            },
+            spec, os, "", axis_size)(a[0], a[1]);
       case 3:
-        return vmap([&](const Array& x, const Array& y, const Array& z) { return f({x, y, z}); },
-                    spec, os, "", axis_size)(a[0], a[1], a[2]);
+        return vmap(
+            [&](const Array& x, const Array& y, const Array& z) {
+              return f({x, y, z});
+            },
+            spec, os, "", axis_size)(a[0], a[1], a[2]);
       default:
         ADD_FAILURE() << "vmapped: unsupported arity " << a.size();
         return Array();
@@ -132,11 +139,14 @@ Fn vmapped(Fn f, Axes in, Ax out = 0, std::optional<int64_t> axis_size = {}) {
 Fn jitted(Fn f) {
   return [=](const std::vector<Array>& a) -> Array {
     switch (a.size()) {
-      case 1: return jit([&](const Array& x) { return f({x}); })(a[0]);
-      case 2: return jit([&](const Array& x, const Array& y) { return f({x, y}); })(a[0], a[1]);
+      case 1:
+        return jit([&](const Array& x) { return f({x}); })(a[0]);
+      case 2:
+        return jit([&](const Array& x, const Array& y) { return f({x, y}); })(a[0], a[1]);
       case 3:
-        return jit([&](const Array& x, const Array& y, const Array& z) { return f({x, y, z}); })(
-            a[0], a[1], a[2]);
+        return jit([&](const Array& x, const Array& y, const Array& z) {
+          return f({x, y, z});
+        })(a[0], a[1], a[2]);
       default:
         ADD_FAILURE() << "jitted: unsupported arity " << a.size();
         return Array();
@@ -156,15 +166,17 @@ Array random_array(const Shape& shape, DType dtype, double lo, double hi, std::m
   std::uniform_real_distribution<double> u(lo, hi);
   for (auto& x : v) {
     double r = u(rng);
-    if (dtype == DType::Bool) x = r < (lo + hi) / 2;
-    else if (is_integer(dtype)) x = std::min(std::floor(r), hi - 1);
-    else x = r;
+    if (dtype == DType::Bool)
+      x = r < (lo + hi) / 2;
+    else if (is_integer(dtype))
+      x = std::min(std::floor(r), hi - 1);
+    else
+      x = r;
   }
   if (dtype == DType::Float64) return Array(v, shape);
   Array a(v, shape);
   if (dtype == DType::Bool) return Array(std::vector<bool>(v.begin(), v.end()), shape);
-  if (dtype == DType::UInt32)
-    return Array(std::vector<uint32_t>(v.begin(), v.end()), shape);
+  if (dtype == DType::UInt32) return Array(std::vector<uint32_t>(v.begin(), v.end()), shape);
   if (dtype == DType::Int64) return Array(std::vector<int64_t>(v.begin(), v.end()), shape);
   if (dtype == DType::Int32) return Array(std::vector<int32_t>(v.begin(), v.end()), shape);
   return Array(std::vector<float>(v.begin(), v.end()), shape);
@@ -228,7 +240,8 @@ void sweep(const Fn& f, const std::vector<ArgSpec>& specs) {
   size_t k = specs.size();
   for (int a : {0, 1, -1}) check_vmap(f, specs, all_axes(specs, a));
   Axes mixed;
-  for (size_t i = 0; i < k; ++i) mixed.push_back(all_axes(specs, i % 3 == 0 ? -1 : (i % 3 == 1 ? 0 : 1))[i]);
+  for (size_t i = 0; i < k; ++i)
+    mixed.push_back(all_axes(specs, i % 3 == 0 ? -1 : (i % 3 == 1 ? 0 : 1))[i]);
   check_vmap(f, specs, mixed);
   if (k > 1) {
     for (size_t j = 0; j < k; ++j) {
@@ -277,7 +290,8 @@ TEST(VmapHelper, SliceAndStackAreInverse) {
     expect_same(stack_axis(parts, axis), x);
   }
   // Element (1, 2, 3) of x is element (1, 3) of slice 2 along axis 1.
-  EXPECT_EQ(slice_axis(x, 1, 2).to_vector<float>()[1 * 4 + 3], x.to_vector<float>()[1 * 12 + 2 * 4 + 3]);
+  EXPECT_EQ(slice_axis(x, 1, 2).to_vector<float>()[1 * 4 + 3],
+            x.to_vector<float>()[1 * 12 + 2 * 4 + 3]);
 }
 
 TEST(VmapHelper, ComparisonCatchesAWrongValue) {
@@ -295,17 +309,28 @@ struct UnaryCase {
 
 TEST(VmapPrimitive, UnaryOps) {
   std::vector<UnaryCase> cases = {
-      {"neg", negative, -2, 2},         {"exp", exp, -2, 2},
-      {"log", log, 0.1, 3},             {"log1p", log1p, -0.5, 2},
-      {"expm1", expm1, -2, 2},          {"sqrt", sqrt, 0.1, 4},
-      {"rsqrt", rsqrt, 0.1, 4},         {"tanh", tanh, -2, 2},
-      {"logistic", logistic, -3, 3},    {"abs", abs, -2, 2},
-      {"sign", sign, -2, 2},            {"sin", sin, -3, 3},
-      {"cos", cos, -3, 3},              {"floor", floor, -3, 3},
-      {"ceil", ceil, -3, 3},            {"round", round, -3, 3},
-      {"erf", erf, -2, 2},              {"erf_inv", erf_inv, -0.9, 0.9},
-      {"is_finite", isfinite, -2, 2},   {"not", logical_not, 0, 1, DType::Bool},
-      {"neg_int", negative, -5, 5, DType::Int32}, {"abs_int", abs, -5, 5, DType::Int32},
+      {"neg", negative, -2, 2},
+      {"exp", exp, -2, 2},
+      {"log", log, 0.1, 3},
+      {"log1p", log1p, -0.5, 2},
+      {"expm1", expm1, -2, 2},
+      {"sqrt", sqrt, 0.1, 4},
+      {"rsqrt", rsqrt, 0.1, 4},
+      {"tanh", tanh, -2, 2},
+      {"logistic", logistic, -3, 3},
+      {"abs", abs, -2, 2},
+      {"sign", sign, -2, 2},
+      {"sin", sin, -3, 3},
+      {"cos", cos, -3, 3},
+      {"floor", floor, -3, 3},
+      {"ceil", ceil, -3, 3},
+      {"round", round, -3, 3},
+      {"erf", erf, -2, 2},
+      {"erf_inv", erf_inv, -0.9, 0.9},
+      {"is_finite", isfinite, -2, 2},
+      {"not", logical_not, 0, 1, DType::Bool},
+      {"neg_int", negative, -5, 5, DType::Int32},
+      {"abs_int", abs, -5, 5, DType::Int32},
       {"sign_int", sign, -5, 5, DType::Int32},
   };
   for (auto& c : cases) {
@@ -317,7 +342,8 @@ TEST(VmapPrimitive, UnaryOps) {
 TEST(VmapPrimitive, IsFiniteSeesNanAndInf) {
   // log of negatives is NaN, of zero -inf: both must come out not finite per slice.
   sweep(un([](const Array& x) { return isfinite(log(x)); }), {{{4, 5}, DType::Float32, -1, 1}});
-  sweep(un([](const Array& x) { return isfinite(log(floor(x))); }), {{{4, 5}, DType::Float32, 0, 2}});
+  sweep(un([](const Array& x) { return isfinite(log(floor(x))); }),
+        {{{4, 5}, DType::Float32, 0, 2}});
 }
 
 // ---- binary ----------------------------------------------------------------------------------
@@ -393,15 +419,19 @@ TEST(VmapPrimitive, Select) {
 }
 
 TEST(VmapPrimitive, Convert) {
-  sweep(un([](const Array& x) { return astype(x, DType::Int32); }), {{{4, 5}, DType::Float32, -9, 9}});
-  sweep(un([](const Array& x) { return astype(x, DType::Float32); }), {{{4, 5}, DType::Int32, -9, 9}});
+  sweep(un([](const Array& x) { return astype(x, DType::Int32); }),
+        {{{4, 5}, DType::Float32, -9, 9}});
+  sweep(un([](const Array& x) { return astype(x, DType::Float32); }),
+        {{{4, 5}, DType::Int32, -9, 9}});
   sweep(un([](const Array& x) { return astype(x, DType::Bool); }), {{{4, 5}, DType::Int32, -1, 2}});
   sweep(un([](const Array& x) { return astype(x, DType::Float64); }), {f45});
   sweep(un([](const Array& x) { return lax::convert_element_type(x, DType::UInt32); }),
         {{{4, 5}, DType::Int32, 0, 100}});
 }
 
-TEST(VmapPrimitive, StopGradient) { sweep(un([](const Array& x) { return stop_gradient(x) * 2.0; }), {f45}); }
+TEST(VmapPrimitive, StopGradient) {
+  sweep(un([](const Array& x) { return stop_gradient(x) * 2.0; }), {f45});
+}
 
 // ---- reductions ------------------------------------------------------------------------------
 TEST(VmapPrimitive, Reductions) {
@@ -439,7 +469,8 @@ TEST(VmapPrimitive, CumSum) {
   for (int axis : {0, 1, -1}) {
     SCOPED_TRACE(axis);
     sweep(un([axis](const Array& v) { return cumsum(v, axis); }), {{{4, 5, 2}}});
-    sweep(un([axis](const Array& v) { return cumsum(v, axis); }), {{{4, 5, 2}, DType::Int32, -9, 9}});
+    sweep(un([axis](const Array& v) { return cumsum(v, axis); }),
+          {{{4, 5, 2}, DType::Int32, -9, 9}});
   }
 }
 
@@ -483,22 +514,37 @@ TEST(VmapPrimitive, Slice) {
 
 TEST(VmapPrimitive, Pad) {
   sweep(un([](const Array& v) { return pad(v, {{1, 2}, {0, 1}}, 0.5); }), {f45});
-  sweep(un([](const Array& v) { return lax::pad(v, Array(-1.0f), {1, -1}, {0, 2}, {1, 0}); }), {f45});
+  sweep(un([](const Array& v) {
+          return lax::pad(v, Array(-1.0f), {1, -1}, {0, 2}, {1, 0});
+        }),
+        {f45});
   sweep(un([](const Array& v) { return pad(v, {{2, 0}}); }), {{{4, 5}, DType::Int32, -9, 9}});
 }
 
 TEST(VmapPrimitive, PadWithBatchedPaddingValue) {
   // The padding value is itself mapped (a per-example scalar).
-  sweep(bin([](const Array& v, const Array& p) { return lax::pad(v, p, {1, 0}, {0, 2}, {0, 1}); }),
+  sweep(bin([](const Array& v, const Array& p) {
+          return lax::pad(v, p, {1, 0}, {0, 2}, {0, 1});
+        }),
         {f45, {{}}});
-  sweep(bin([](const Array& v, const Array& p) { return lax::pad(v, p, {-1, 1}, {1, 0}, {1, 0}); }),
+  sweep(bin([](const Array& v, const Array& p) {
+          return lax::pad(v, p, {-1, 1}, {1, 0}, {1, 0});
+        }),
         {{{4, 5}, DType::Int32, -9, 9}, {{}, DType::Int32, -9, 9}});
 }
 
 TEST(VmapPrimitive, Concatenate) {
-  sweep(bin([](const Array& x, const Array& y) { return concatenate({x, y}, 0); }), {f45, {{2, 5}}});
-  sweep(bin([](const Array& x, const Array& y) { return concatenate({x, y}, -1); }), {f45, {{4, 3}}});
-  sweep(tern([](const Array& x, const Array& y, const Array& z) { return concatenate({x, y, z}, 1); }),
+  sweep(bin([](const Array& x, const Array& y) {
+          return concatenate({x, y}, 0);
+        }),
+        {f45, {{2, 5}}});
+  sweep(bin([](const Array& x, const Array& y) {
+          return concatenate({x, y}, -1);
+        }),
+        {f45, {{4, 3}}});
+  sweep(tern([](const Array& x, const Array& y, const Array& z) {
+          return concatenate({x, y, z}, 1);
+        }),
         {f45, {{4, 1}}, {{4, 2}}});
   sweep(bin([](const Array& x, const Array& y) { return stack({x, y}, 1); }), {f45, f45});
 }
@@ -531,13 +577,21 @@ TEST(VmapPrimitive, GatherTakeAlongAxisAndBatchDims) {
 
 TEST(VmapPrimitive, ScatterAdd) {
   // Few distinct indices, so duplicates add up.
-  sweep(bin([](const Array& u, const Array& i) { return lax::scatter_add(u, i, {4, 5}, 0); }),
+  sweep(bin([](const Array& u, const Array& i) {
+          return lax::scatter_add(u, i, {4, 5}, 0);
+        }),
         {{{3, 5}}, {{3}, DType::Int32, 0, 4}});
-  sweep(bin([](const Array& u, const Array& i) { return lax::scatter_add(u, i, {4, 5}, 1); }),
+  sweep(bin([](const Array& u, const Array& i) {
+          return lax::scatter_add(u, i, {4, 5}, 1);
+        }),
         {{{4, 2, 3}}, {{2, 3}, DType::Int32, 0, 5}});
-  sweep(bin([](const Array& u, const Array& i) { return lax::scatter_add(u, i, {4, 5}, 1, 1); }),
+  sweep(bin([](const Array& u, const Array& i) {
+          return lax::scatter_add(u, i, {4, 5}, 1, 1);
+        }),
         {{{4, 3}}, {{4, 3}, DType::Int32, 0, 5}});
-  sweep(bin([](const Array& u, const Array& i) { return lax::scatter_add(u, i, {4, 5, 2}, 1, 1); }),
+  sweep(bin([](const Array& u, const Array& i) {
+          return lax::scatter_add(u, i, {4, 5, 2}, 1, 1);
+        }),
         {{{4, 6, 2}, DType::Int32, -9, 9}, {{4, 6}, DType::Int32, 0, 5}});
 }
 
@@ -563,7 +617,8 @@ TEST(VmapPrimitive, DotGeneral) {
   sweep(bin([](const Array& a, const Array& b) { return matmul(a, b); }), {{{4}}, f45});
   sweep(bin([](const Array& a, const Array& b) { return dot(a, b); }), {{{5}}, {{5}}});
   sweep(bin([](const Array& a, const Array& b) { return dot(a, b); }), {{{2, 4, 5}}, {{5, 3}}});
-  sweep(bin([](const Array& a, const Array& b) { return einsum("ij,kj->ki", a, b); }), {f45, {{3, 5}}});
+  sweep(bin([](const Array& a, const Array& b) { return einsum("ij,kj->ki", a, b); }),
+        {f45, {{3, 5}}});
   sweep(bin([](const Array& a, const Array& b) { return tensordot(a, b, 2); }), {{{3, 4, 5}}, f45});
   sweep(bin([](const Array& a, const Array& b) { return matmul(a, b); }),
         {{{4, 5}, DType::Int32, -5, 5}, {{5, 3}, DType::Int32, -5, 5}});
@@ -571,11 +626,17 @@ TEST(VmapPrimitive, DotGeneral) {
 
 TEST(VmapPrimitive, DotGeneralWithBatchAndContractDims) {
   // Batch dims of the per-example operands, contracting dims not last.
-  sweep(bin([](const Array& a, const Array& b) { return lax::dot_general(a, b, {2}, {1}, {0}, {0}); }),
+  sweep(bin([](const Array& a, const Array& b) {
+          return lax::dot_general(a, b, {2}, {1}, {0}, {0});
+        }),
         {{{2, 4, 5}}, {{2, 5, 3}}});
-  sweep(bin([](const Array& a, const Array& b) { return lax::dot_general(a, b, {0}, {2}, {1}, {0}); }),
+  sweep(bin([](const Array& a, const Array& b) {
+          return lax::dot_general(a, b, {0}, {2}, {1}, {0});
+        }),
         {{{5, 2, 4}}, {{2, 3, 5}}});
-  sweep(bin([](const Array& a, const Array& b) { return lax::dot_general(a, b, {0, 2}, {1, 0}); }),
+  sweep(bin([](const Array& a, const Array& b) {
+          return lax::dot_general(a, b, {0, 2}, {1, 0});
+        }),
         {{{4, 3, 5}}, {{5, 4}}});
 }
 
@@ -588,7 +649,10 @@ TEST(VmapPrimitive, RandomWithBatchedKeys) {
   sweep(un([](const Array& k) { return random::uniform(k, {4}, DType::Float64, -1, 2); }), {key});
   sweep(un([](const Array& k) { return random::randint(k, {4}, 3, 9); }), {key});
   sweep(un([](const Array& k) { return random::permutation(k, 6); }), {key});
-  sweep(bin([](const Array& k, const Array& x) { return random::normal(k, {4, 5}) * x; }), {key, f45});
+  sweep(bin([](const Array& k, const Array& x) {
+          return random::normal(k, {4, 5}) * x;
+        }),
+        {key, f45});
 }
 
 TEST(VmapPrimitive, RandomKeyDerivation) {
@@ -610,7 +674,8 @@ TEST(VmapComposite, SoftmaxLogsumexpVar) {
   sweep(un([](const Array& v) { return log_softmax(v, 0); }), {f45});
   sweep(un([](const Array& v) { return logsumexp(v, std::vector<int>{1}); }), {f45});
   sweep(un([](const Array& v) { return var(v); }), {f45});
-  sweep(bin([](const Array& w, const Array& x) { return tanh(matmul(x, w) + 1.0); }), {{{5, 3}}, f45});
+  sweep(bin([](const Array& w, const Array& x) { return tanh(matmul(x, w) + 1.0); }),
+        {{{5, 3}}, f45});
 }
 
 // ---- in_axes / out_axes / axis_size forms ---------------------------------------------------
@@ -622,8 +687,8 @@ TEST(VmapAxes, OutAxesPlaceTheMappedAxis) {
 TEST(VmapAxes, OutAxesNoneForAnUnbatchedOutput) {
   Array x = ones({3, 4});
   Array c = Array({1.0, 2.0});
-  auto [a, b] = vmap([&](const Array& v) { return std::make_tuple(sum(v), c * 2.0); },
-                     0, AxisSpec{0, none})(x);
+  auto [a, b] = vmap([&](const Array& v) { return std::make_tuple(sum(v), c * 2.0); }, 0,
+                     AxisSpec{0, none})(x);
   expect_same(a, full({3}, 4.0));
   expect_same(b, Array({2.0, 4.0}));
 }
@@ -675,9 +740,8 @@ TEST(VmapAxes, PerLeafSpecForAVectorArgument) {
 
 TEST(VmapAxes, PerLeafSpecForAMapArgument) {
   std::mt19937_64 rng(7);
-  std::map<std::string, Array> params = {
-      {"bias", random_array({2}, DType::Float32, -1, 1, rng)},
-      {"w", random_array({3, 2}, DType::Float32, -1, 1, rng)}};
+  std::map<std::string, Array> params = {{"bias", random_array({2}, DType::Float32, -1, 1, rng)},
+                                         {"w", random_array({3, 2}, DType::Float32, -1, 1, rng)}};
   Array xs = random_array({5, 3}, DType::Float32, -1, 1, rng);
   auto f = [](const std::map<std::string, Array>& p, const Array& x) {
     return matmul(x, p.at("w")) + p.at("bias");
@@ -690,7 +754,8 @@ TEST(VmapAxes, PerLeafSpecForAMapArgument) {
   // Map the weights too (one set per example), on their last axis.
   Array ws = random_array({3, 2, 5}, DType::Float32, -1, 1, rng);
   std::map<std::string, AxisSpec> pspec2 = {{"bias", none}, {"w", -1}};
-  Array out2 = vmap(f, {pspec2, 0})(std::map<std::string, Array>{{"bias", params["bias"]}, {"w", ws}}, xs);
+  Array out2 =
+      vmap(f, {pspec2, 0})(std::map<std::string, Array>{{"bias", params["bias"]}, {"w", ws}}, xs);
   expect_same(out2, loop_ref(flat, {none, -1, 0})({params["bias"], ws, xs}));
 }
 
@@ -702,6 +767,35 @@ TEST(VmapAxes, ContainerOutputsWithPerLeafOutAxes) {
   ASSERT_EQ(out.size(), 2u);
   expect_same(out[0], loop_ref(un([](const Array& v) { return v * 2.0; }), {0}, 1)({x}));
   expect_same(out[1], loop_ref(un([](const Array& v) { return sum(v); }), {0}, 0)({x}));
+}
+
+TEST(VmapAxes, IdentityMovesTheMappedAxisToOutAxes) {
+  std::mt19937_64 rng(12);
+  Array x = random_array({2, 3, 4}, DType::Float32, -1, 1, rng);
+  Fn id = un([](const Array& v) { return v; });
+  for (int in : {0, 1, 2}) check_vmap(id, {{{4, 5}}}, {in});
+  expect_same(vmap([](const Array& v) { return v; }, 1)(x),
+              transpose(x, std::vector<int>{1, 0, 2}));
+  auto [a, b] = vmap([](const Array& v) { return std::make_tuple(v, v); }, 2, AxisSpec{0, -1})(x);
+  expect_same(a, transpose(x, std::vector<int>{2, 0, 1}));
+  expect_same(b, x);
+}
+
+TEST(VmapAxes, ZeroSizedMappedAxis) {
+  Array out = vmap([](const Array& v) { return sum(v * 2.0); })(zeros({0, 3}));
+  EXPECT_EQ(out.shape(), Shape({0}));
+  Array out2 = vmap([](const Array& v, const Array& w) { return matmul(v, w); }, {1, none})(
+      zeros({4, 0, 3}), ones({3, 2}));
+  EXPECT_EQ(out2.shape(), Shape({0, 4, 2}));
+}
+
+TEST(VmapAxes, MappedAxisOfSizeOne) {
+  check_vmap(bin([](const Array& x, const Array& y) { return matmul(x, y) + 1.0; }),
+             {f45, {{5, 2}}}, {1, none}, 0, std::nullopt);
+  std::mt19937_64 rng(13);
+  Array x = random_array({1, 4, 5}, DType::Float32, -1, 1, rng);
+  Fn f = un([](const Array& v) { return cumsum(v, 1) * v; });
+  expect_same(vmapped(f, {0})({x}), loop_ref(f, {0})({x}));
 }
 
 // ---- nesting and closures --------------------------------------------------------------------
@@ -739,13 +833,21 @@ TEST(VmapClosure, InnerVmapCapturesTheOuterTracer) {
   std::mt19937_64 rng(11);
   Array a = random_array({3}, DType::Float32, -1, 1, rng);
   Array b = random_array({4}, DType::Float32, -1, 1, rng);
-  Array out = vmap([&](const Array& x) {
-    return vmap([&](const Array& y) { return x * y + 1.0; })(b);
-  })(a);
+  Array out =
+      vmap([&](const Array& x) { return vmap([&](const Array& y) { return x * y + 1.0; })(b); })(a);
   Fn ref = loop_ref(un([&](const Array& x) {
-    return loop_ref(un([&](const Array& y) { return x * y + 1.0; }), {0})({b});
-  }), {0});
+                      return loop_ref(un([&](const Array& y) { return x * y + 1.0; }), {0})({b});
+                    }),
+                    {0});
   expect_same(out, ref({a}));
+}
+
+TEST(VmapClosure, InnerOutputDependsOnlyOnTheOuterTracer) {
+  Array xs = Array({1.0, 2.0, 3.0});
+  Array ys = Array({0.0, 0.0});
+  Array out =
+      vmap([&](const Array& x) { return vmap([&](const Array&) { return x * 2.0; })(ys); })(xs);
+  expect_same(out, Array(std::vector<float>{2, 2, 4, 4, 6, 6}, {3, 2}));
 }
 
 TEST(VmapTrace, FunctionIsTracedOncePerCall) {
@@ -786,16 +888,16 @@ TEST(VmapErrors, InconsistentSizesListEachArgument) {
 
 TEST(VmapErrors, InconsistentSizesInsideAContainerArgument) {
   std::vector<Array> xs = {zeros({4, 2}), zeros({5, 2})};
-  std::string msg = error_of([&] {
-    vmap([](const std::vector<Array>& v) { return v[0] + v[1]; })(xs);
-  });
+  std::string msg =
+      error_of([&] { vmap([](const std::vector<Array>& v) { return v[0] + v[1]; })(xs); });
   EXPECT_THAT(msg, HasSubstr("vmap got inconsistent sizes"));
   EXPECT_THAT(msg, HasSubstr("size 4"));
   EXPECT_THAT(msg, HasSubstr("size 5"));
 }
 
 TEST(VmapErrors, AxisSizeDisagreeingWithAnArgument) {
-  std::string msg = error_of([] { vmap([](const Array& v) { return v; }, 0, 0, "", 4)(zeros({3})); });
+  std::string msg =
+      error_of([] { vmap([](const Array& v) { return v; }, 0, 0, "", 4)(zeros({3})); });
   EXPECT_THAT(msg, HasSubstr("axis_size=4"));
   EXPECT_THAT(msg, HasSubstr("size 3"));
 }
@@ -819,13 +921,17 @@ TEST(VmapErrors, NothingMappedAndNoAxisSize) {
 }
 
 TEST(VmapErrors, BatchedOutputWithOutAxesNone) {
-  std::string msg = error_of([] { vmap([](const Array& v) { return v * 2.0; }, 0, none)(zeros({3, 2})); });
+  std::string msg = error_of([] {
+    vmap([](const Array& v) { return v * 2.0; }, 0, none)(zeros({3, 2}));
+  });
   EXPECT_THAT(msg, HasSubstr("mapped output"));
   EXPECT_THAT(msg, HasSubstr("out_axes is None"));
 }
 
 TEST(VmapErrors, OutAxisBeyondTheOutputsRank) {
-  std::string msg = error_of([] { vmap([](const Array& v) { return sum(v); }, 0, 1)(zeros({3, 2})); });
+  std::string msg = error_of([] {
+    vmap([](const Array& v) { return sum(v); }, 0, 1)(zeros({3, 2}));
+  });
   EXPECT_THAT(msg, HasSubstr("out_axes 1"));
   EXPECT_THAT(msg, HasSubstr("rank 1"));
 }
