@@ -76,10 +76,16 @@ void progress_bar(int epoch, int64_t step, int64_t steps, double loss) {
 
 int run(const Options& opt) {
   set_cpu_device_count(opt.devices);
+  // Under mpirun/srun every process joins; --devices is then each process's device count.
+  distributed::initialize();
+  const bool leader = process_index() == 0;
   std::vector<Device> devs = local_devices();
-  const int64_t ndev = opt.devices;
+  const int64_t ndev = device_count();       // all processes' devices
+  const int64_t nlocal = local_device_count();
+  const int64_t first = devs[0].id;          // this process's first global device
   if (opt.batch_size % ndev != 0)
-    fail("--batch-size ", opt.batch_size, " must be divisible by --devices ", ndev);
+    fail("--batch-size ", opt.batch_size, " must be divisible by the number of devices ", ndev);
+  const int64_t per_device = opt.batch_size / ndev;
 
   Dataset train = load(opt.data, "train", opt.train_limit);
   Dataset test = load(opt.data, "t10k", opt.test_limit);
@@ -102,7 +108,7 @@ int run(const Options& opt) {
     key = c.arrays.at("key");
     start_epoch = static_cast<int>(c.ints.at("epoch"));
     step = c.ints.at("step");
-    std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step " << step << ")\n";
+    if (leader) std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step " << step << ")\n";
   }
 
   const double global_batch = static_cast<double>(opt.batch_size);
@@ -122,9 +128,11 @@ int run(const Options& opt) {
 
   nn::MLP rparams = nn::replicate(params, devs);
   nn::OptState rstate = nn::replicate(state, devs);
-  std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, " << ndev
-            << " devices, batch " << opt.batch_size << " (" << opt.batch_size / ndev << " per device), "
-            << optimizer.name() << " lr=" << opt.learning_rate << "\n";
+  if (leader)
+    std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, " << ndev
+              << " devices (" << process_count() << " process" << (process_count() > 1 ? "es" : "") << "), batch "
+              << opt.batch_size << " (" << per_device << " per device), " << optimizer.name()
+              << " lr=" << opt.learning_rate << "\n";
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
     Array perm = random::permutation(random::fold_in(key, static_cast<uint32_t>(epoch + 1)), n_train);
@@ -133,29 +141,32 @@ int run(const Options& opt) {
     double loss_sum = 0;
     int64_t correct = 0;
     for (int64_t i = 0; i < steps_per_epoch; ++i) {
-      int64_t b = i * opt.batch_size;
-      Array xb = slice(xs, {Range{b, b + opt.batch_size}}).reshape({ndev, opt.batch_size / ndev, features});
-      Array yb = slice(ys, {Range{b, b + opt.batch_size}}).reshape({ndev, opt.batch_size / ndev});
+      // This process's devices take their consecutive shards of the global batch.
+      int64_t b = i * opt.batch_size + first * per_device;
+      int64_t e = b + nlocal * per_device;
+      Array xb = slice(xs, {Range{b, e}}).reshape({nlocal, per_device, features});
+      Array yb = slice(ys, {Range{b, e}}).reshape({nlocal, per_device});
       auto [np, ns, loss, corr] = train_step(rparams, rstate, xb, yb);
       rparams = np;
       rstate = ns;
       loss_sum += loss[0].item<double>();
       correct += corr[0].item<int64_t>();
       ++step;
-      if (opt.progress && (i % 10 == 0 || i + 1 == steps_per_epoch))
+      if (leader && opt.progress && (i % 10 == 0 || i + 1 == steps_per_epoch))
         progress_bar(epoch + 1, i + 1, steps_per_epoch, loss_sum / static_cast<double>(i + 1));
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (opt.progress) std::fprintf(stderr, "\r%*s\r", 80, "");
+    if (leader && opt.progress) std::fprintf(stderr, "\r%*s\r", 80, "");
     nn::MLP host = nn::unreplicate(rparams);
     int64_t test_correct = evaluate(host, test.images, test.labels).item<int64_t>();
     int64_t seen = steps_per_epoch * opt.batch_size;
-    std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n", epoch + 1,
+    if (leader)
+      std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n", epoch + 1,
                 loss_sum / static_cast<double>(steps_per_epoch), static_cast<double>(correct) / static_cast<double>(seen),
                 static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
                 static_cast<double>(seen) / seconds, seconds);
     std::fflush(stdout);
-    if (!opt.checkpoint.empty()) {
+    if (leader && !opt.checkpoint.empty()) {
       nn::Checkpoint c;
       nn::put_tree(c, "params", host);
       nn::put_tree(c, "opt_state", nn::unreplicate(rstate));

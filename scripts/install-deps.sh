@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libeigen3-dev libopenblas-dev zlib1g-dev libcli11-dev python3-numpy dataset-fashion-mnist
+          libopenmpi-dev openmpi-bin
           "$@")
 missing=()
 for p in "${packages[@]}"; do

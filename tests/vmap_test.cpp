@@ -174,7 +174,6 @@ Array random_array(const Shape& shape, DType dtype, double lo, double hi, std::m
       x = r;
   }
   if (dtype == DType::Float64) return Array(v, shape);
-  Array a(v, shape);
   if (dtype == DType::Bool) return Array(std::vector<bool>(v.begin(), v.end()), shape);
   if (dtype == DType::UInt32) return Array(std::vector<uint32_t>(v.begin(), v.end()), shape);
   if (dtype == DType::Int64) return Array(std::vector<int64_t>(v.begin(), v.end()), shape);

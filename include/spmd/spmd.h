@@ -3,6 +3,7 @@
 // and single-program multiple-data execution across devices. One header for everything.
 #include "spmd/array.h"
 #include "spmd/device.h"
+#include "spmd/distributed.h"
 #include "spmd/dtype.h"
 #include "spmd/error.h"
 #include "spmd/io.h"

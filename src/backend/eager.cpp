@@ -1,5 +1,6 @@
 #include "backend/eager.h"
 
+#include "backend/cpu/parallel.h"
 #include "backend/kernel.h"
 #include "core/array_impl.h"
 #include "spmd/error.h"
@@ -38,7 +39,7 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   }
   ExecContext ctx;
   ctx.device = device;
-  ctx.threads = 2;
+  ctx.threads = cpu::hardware_threads();
   find_kernel(p)(p, in, out, ctx);
   return outs;
 }

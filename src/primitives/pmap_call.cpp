@@ -14,9 +14,11 @@
 namespace spmd::prim {
 
 PmapCall::PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
-                   std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices)
+                   std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices,
+                   int64_t global_size)
     : body(std::move(body)), axis_name(std::move(axis_name)), size(size),
-      in_axes(std::move(in_axes)), out_axes(std::move(out_axes)), devices(std::move(devices)) {}
+      global_size(global_size > 0 ? global_size : size), in_axes(std::move(in_axes)),
+      out_axes(std::move(out_axes)), devices(std::move(devices)) {}
 
 PmapCall::~PmapCall() = default;
 
@@ -29,7 +31,7 @@ Params PmapCall::params() const {
     }
     return s + (v.size() == 1 ? ",)" : ")");
   };
-  return {{"axis_name", axis_name}, {"axis_size", std::to_string(size)}, {"in_axes", axes(in_axes)},
+  return {{"axis_name", axis_name}, {"axis_size", std::to_string(global_size)}, {"in_axes", axes(in_axes)},
           {"out_axes", axes(out_axes)}, {"body", std::string(1, '\n').append(body->str())}};
 }
 
@@ -107,7 +109,7 @@ Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
     new_in_axes.push_back(not_mapped);
   }
   auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name, size,
-                                      new_in_axes, new_out_axes, devices);
+                                      new_in_axes, new_out_axes, devices, global_size);
   return {spmd::bind(p, args), result_dims};
 }
 
@@ -172,7 +174,7 @@ const PmapCall::Compiled& PmapCall::compiled() const {
   std::call_once(once_, [&] {
     auto c = std::make_unique<Compiled>();
     c->mesh_names = {axis_name};
-    c->mesh_sizes = {size};
+    c->mesh_sizes = {global_size};
     Program lowered = lower_nested(*body, c->mesh_names, c->mesh_sizes);
     c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
     compiled_ = std::move(c);

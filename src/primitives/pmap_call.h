@@ -20,11 +20,13 @@ namespace spmd::prim {
 class PmapCall : public Primitive {
  public:
   PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
-           std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices);
+           std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices,
+           int64_t global_size = 0);
   ~PmapCall() override;
   std::shared_ptr<const Program> body;
   std::string axis_name;
-  int64_t size;
+  int64_t size;          // replicas in this process: the mapped axis of the inputs
+  int64_t global_size;   // replicas in all processes: the axis size collectives see
   std::vector<int> in_axes;   // per input: mapped axis or not_mapped (broadcast)
   std::vector<int> out_axes;  // per output: where the mapped axis goes, or not_mapped
   std::vector<int> devices;   // local device ids to run on; empty: the first devices

@@ -203,7 +203,8 @@ Batched Pad::batch(const BatchContext& ctx, const std::vector<Array>& in,
   Shape bint = with_inserted(interior, 0, 0);
   Array padded = lax::pad(x, zeros(Shape{}, x.dtype()), blo, bhi, bint);
   Array mask = lax::pad(ones(x.shape(), DType::Bool), Array(false), blo, bhi, bint);
-  Array value = lax::broadcast_in_dim(batch_at(in[1], bd[1], 0, ctx.axis_size), padded.shape(), {0});
+  Array value =
+      lax::broadcast_in_dim(batch_at(in[1], bd[1], 0, ctx.axis_size), padded.shape(), {0});
   return {{lax::select(mask, padded, value)}, {0}};
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/mesh.h"
 
+#include "runtime/hierarchical_communicator.h"
+#include "runtime/transport.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {
@@ -33,6 +35,16 @@ class MeshAxes : public backend::ReplicaAxes {
     for (auto& n : names) key += n + ",";
     auto it = comms_.find(key);
     if (it != comms_.end()) return *it->second;
+    if (mesh_->spans_processes()) {
+      // Local devices meet in process; their leader talks to the other processes.
+      const auto& counts = mesh_->process_counts();
+      int base = 0;
+      for (int p = 0; p < mesh_->process(); ++p) base += counts[p];
+      int local_rank = index(names) - base;
+      auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1), local_rank,
+                                                             transport(), counts);
+      return *(comms_[key] = std::move(comm));
+    }
     // The group: replicas sharing this replica's coordinates on every axis not named.
     int64_t group = 0;
     for (size_t k = 0; k < coords_.size(); ++k) {
@@ -67,6 +79,13 @@ std::unique_ptr<backend::ReplicaAxes> Mesh::axes_for(int replica) {
   return std::make_unique<MeshAxes>(this, replica);
 }
 
+void Mesh::span_processes(std::vector<int> counts, int me) {
+  if (names_.size() != 1)
+    fail("a pmap across processes must have one mapped axis; nested pmap spans one process only");
+  counts_ = std::move(counts);
+  me_ = me;
+}
+
 std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& names, int64_t group) {
   std::string key;
   int64_t size = 1;
@@ -74,6 +93,7 @@ std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& nam
     key += n + ",";
     size *= sizes_[axis_position(n)];
   }
+  if (spans_processes()) size = counts_[me_];  // only this process's devices meet here
   std::lock_guard lock(mu_);
   auto& rv = rendezvous_[{key, group}];
   if (!rv) rv = std::make_shared<Rendezvous>(static_cast<int>(size), run_, "axis " + key.substr(0, key.size() - 1));

@@ -16,6 +16,12 @@ namespace spmd::runtime {
 class Mesh {
  public:
   Mesh(std::vector<std::string> names, std::vector<int64_t> sizes, std::shared_ptr<RunState> run);
+  // A mesh whose single axis spans the devices of several processes: counts[p] replicas on
+  // process p, this process being `me` (replica indices are global, process by process).
+  void span_processes(std::vector<int> counts, int me);
+  bool spans_processes() const { return counts_.size() > 1; }
+  const std::vector<int>& process_counts() const { return counts_; }
+  int process() const { return me_; }
   int replicas() const { return replicas_; }
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<int64_t>& sizes() const { return sizes_; }
@@ -29,6 +35,8 @@ class Mesh {
   std::vector<int64_t> sizes_;
   int replicas_ = 1;
   std::shared_ptr<RunState> run_;
+  std::vector<int> counts_;
+  int me_ = 0;
   std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, std::shared_ptr<Rendezvous>> rendezvous_;
 };

@@ -34,6 +34,14 @@ int first_global_device_id() {
   return std::accumulate(g_counts.begin(), g_counts.begin() + g_index, 0);
 }
 
+std::vector<int> process_device_counts() {
+  {
+    std::lock_guard lock(g_mu);
+    if (!g_counts.empty()) return g_counts;
+  }
+  return {Client::get().local_device_count()};
+}
+
 std::vector<Device> global_devices() {
   std::vector<int> counts;
   {

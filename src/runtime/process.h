@@ -11,6 +11,8 @@ int this_process();
 int process_total();
 int first_global_device_id();      // global id of this process's local device 0
 std::vector<Device> global_devices();
+// Local device count of every process (one entry when single-process).
+std::vector<int> process_device_counts();
 
 // Set by the distributed layer after it has exchanged every process's local device count.
 void set_process_layout(int index, std::vector<int> local_counts);

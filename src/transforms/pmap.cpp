@@ -10,6 +10,7 @@
 #include "ir/trace.h"
 #include "primitives/pmap_call.h"
 #include "runtime/client.h"
+#include "runtime/transport.h"
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 #include "transforms/axis_env.h"
@@ -85,6 +86,14 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   if (!devices.empty() && static_cast<int64_t>(devices.size()) != n)
     fail("pmap: the mapped axis has size ", n, " but ", devices.size(),
          " devices were given; expected them to be equal");
+  // Across processes every process maps its local devices; collectives see all of them.
+  int64_t global = n;
+  if (runtime::transport() != nullptr && !inside_trace) {
+    if (n != local_device_count() || !devices.empty())
+      fail("pmap across ", process_count(), " processes: expected a mapped axis equal to this process's local "
+           "device count ", local_device_count(), " (every process maps its own devices), got ", n);
+    global = device_count();
+  }
   if (devices.empty() && !inside_trace) {
     int available = runtime::Client::get().local_device_count();
     if (n > available)
@@ -114,7 +123,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
       per.push_back(t);
     }
     ir::Traced traced = [&] {
-      transforms::AxisScope scope(spec.axis_name, n, transforms::AxisKind::Pmap);
+      transforms::AxisScope scope(spec.axis_name, global, transforms::AxisKind::Pmap);
       return ir::trace(per, fn.fn);
     }();
     out_tree = *fn.out_tree;
@@ -135,7 +144,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
     in_all.insert(in_all.end(), traced.captured.size(), not_mapped);
     captured = std::move(traced.captured);
     prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)), spec.axis_name, n,
-                                            in_all, out_axes, devices);
+                                            in_all, out_axes, devices, global);
     std::lock_guard lock(cache.mu);
     ++cache.traces;
     if (captured.empty()) cache.entries[sig] = PmapCache::Entry{prim, out_tree};

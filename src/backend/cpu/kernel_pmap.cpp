@@ -13,6 +13,8 @@
 #include "runtime/allocator.h"
 #include "runtime/client.h"
 #include "runtime/mesh.h"
+#include "runtime/process.h"
+#include "runtime/transport.h"
 #include "runtime/timeline.h"
 #include "spmd/error.h"
 
@@ -36,7 +38,7 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   const auto& call = backend::as<prim::PmapCall>(p);
   const auto& compiled = call.compiled();
   const compile::Executable& exe = *compiled.executable;
-  int64_t outer = call.size;
+  int64_t outer = call.size;  // this process's rows
   int64_t inner = 1;
   for (size_t k = 1; k < compiled.mesh_sizes.size(); ++k) inner *= compiled.mesh_sizes[k];
   int replicas = static_cast<int>(outer * inner);
@@ -88,6 +90,13 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   auto run = std::make_shared<runtime::RunState>();
   run->timeout = runtime::collective_timeout();
   runtime::Mesh mesh(compiled.mesh_names, compiled.mesh_sizes, run);
+  // Across processes, this process's replicas are the global rows [base, base + outer).
+  int64_t base = 0;
+  if (call.global_size != call.size) {
+    std::vector<int> counts = runtime::process_device_counts();
+    mesh.span_processes(counts, runtime::this_process());
+    base = runtime::first_global_device_id();
+  }
   int threads = std::max(1, hardware_threads() / replicas);
   runtime::Client::get().run_on_devices(
       devices,
@@ -110,14 +119,17 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
           }
           offset += (out_types[j].nbytes() + 63) / 64 * 64;
         }
-        auto axes = mesh.axes_for(r);
+        auto axes = mesh.axes_for(static_cast<int>(base + r));
         ExecContext ctx;
         ctx.device = devices[r];
         ctx.axes = axes.get();
         ctx.threads = threads;
         exe.run_into(ins, outs, ctx);
       },
-      [run] { run->abort(); });
+      [run] {
+        run->abort();
+        if (auto* t = runtime::transport()) t->announce_failure("a replica of a pmap failed");
+      });
 
   // Outputs whose mapped axis is not the first: move it into place.
   for (size_t j = 0; j < out.size(); ++j) {

@@ -1,0 +1,11 @@
+// The distributed layer of a build without MPI: always one process.
+#include "spmd/distributed.h"
+
+namespace spmd::distributed {
+
+bool initialize() { return false; }
+bool is_initialized() { return false; }
+void shutdown() {}
+bool available() { return false; }
+
+}  // namespace spmd::distributed

@@ -1,0 +1,224 @@
+#include "runtime/hierarchical_communicator.h"
+
+#include <array>
+#include <cstring>
+
+#include "backend/cpu/dispatch.h"
+#include "runtime/allocator.h"
+#include "spmd/error.h"
+
+namespace spmd::runtime {
+namespace {
+
+const char* kind_name(int k) {
+  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute", "barrier"};
+  return names[k];
+}
+
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      if constexpr (std::is_same_v<T, bool>) return a || b;
+      else return static_cast<T>(a + b);
+    case ReduceOp::Max: return (a != a || b > a) ? (a != a ? a : b) : a;
+    case ReduceOp::Min: return (a != a || b < a) ? (a != a ? a : b) : a;
+  }
+  return a;
+}
+
+// dst = srcs[0] (op) srcs[1] (op) ... elementwise, in order.
+void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t n, DType dtype, ReduceOp op) {
+  cpu::visit(dtype, [&]<class T>() {
+    T* d = static_cast<T*>(dst);
+    const T* s0 = static_cast<const T*>(srcs[0]);
+    if (d != s0) std::memcpy(d, s0, static_cast<size_t>(n) * sizeof(T));
+    for (size_t k = 1; k < srcs.size(); ++k) {
+      const T* s = static_cast<const T*>(srcs[k]);
+      for (int64_t i = 0; i < n; ++i) d[i] = combine(d[i], s[i], op);
+    }
+  });
+}
+
+}  // namespace
+
+HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> local, int local_rank,
+                                                   Transport* transport, std::vector<int> counts)
+    : local_(std::move(local)), local_rank_(local_rank), transport_(transport), counts_(std::move(counts)) {
+  me_ = transport_->rank();
+  int acc = 0;
+  for (int c : counts_) {
+    base_.push_back(acc);
+    acc += c;
+  }
+  total_ = acc;
+}
+
+int HierarchicalCommunicator::process_of(int member) const {
+  for (int p = static_cast<int>(counts_.size()) - 1; p >= 0; --p)
+    if (member >= base_[p]) return p;
+  return 0;
+}
+
+void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t count, uint64_t seq) {
+  int P = static_cast<int>(counts_.size());
+  int64_t mine[4] = {kind, static_cast<int64_t>(dtype), count, static_cast<int64_t>(seq)};
+  std::vector<std::array<int64_t, 4>> theirs(P);
+  std::vector<Message> sends, recvs;
+  for (int p = 0; p < P; ++p) {
+    if (p == me_) continue;
+    sends.push_back({p, mine, sizeof mine});
+    recvs.push_back({p, theirs[p].data(), sizeof(int64_t) * 4});
+  }
+  transport_->exchange(sends, recvs, std::string(kind_name(kind)) + " #" + std::to_string(seq));
+  for (int p = 0; p < P; ++p) {
+    if (p == me_) continue;
+    const auto& h = theirs[p];
+    if (h[0] != mine[0] || h[1] != mine[1] || h[2] != mine[2] || h[3] != mine[3])
+      fail("processes reached different collectives: process ", p, " reached ", kind_name(static_cast<int>(h[0])),
+           " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])), " (collective #", h[3], ") while process ", me_,
+           " reached ", kind_name(kind), " of ", count, " ", dtype_name(dtype), " (collective #", seq,
+           "); every process must run the same pmaps in the same order with the same shapes");
+  }
+}
+
+void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+  uint64_t seq = seq_++;
+  auto& r = local_->arrive(seq, local_rank_, in, out);
+  if (local_rank_ == 0) {
+    check_headers(0, dtype, count, seq);
+    int P = static_cast<int>(counts_.size());
+    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    auto partial = allocate(std::max<size_t>(bytes, 1));
+    reduce_into(partial->data, r.in, count, dtype, op);
+    std::vector<std::shared_ptr<Buffer>> others(P);
+    std::vector<Message> sends, recvs;
+    for (int p = 0; p < P; ++p) {
+      if (p == me_) continue;
+      others[p] = allocate(std::max<size_t>(bytes, 1));
+      sends.push_back({p, partial->data, bytes});
+      recvs.push_back({p, others[p]->data, bytes});
+    }
+    transport_->exchange(sends, recvs, "all_reduce #" + std::to_string(seq));
+    std::vector<const void*> parts;
+    for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? partial->data : others[p]->data);
+    reduce_into(out, parts, count, dtype, op);
+    for (size_t m = 1; m < r.out.size(); ++m) std::memcpy(r.out[m], out, bytes);
+  }
+  local_->depart(seq);
+}
+
+void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  uint64_t seq = seq_++;
+  auto& r = local_->arrive(seq, local_rank_, in, out);
+  if (local_rank_ == 0) {
+    check_headers(1, dtype, count, seq);
+    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    char* o = static_cast<char*>(out);
+    for (size_t l = 0; l < r.in.size(); ++l) std::memcpy(o + (base_[me_] + l) * bytes, r.in[l], bytes);
+    std::vector<Message> sends, recvs;
+    for (int p = 0; p < static_cast<int>(counts_.size()); ++p) {
+      if (p == me_) continue;
+      sends.push_back({p, o + base_[me_] * bytes, counts_[me_] * bytes});
+      recvs.push_back({p, o + base_[p] * bytes, counts_[p] * bytes});
+    }
+    transport_->exchange(sends, recvs, "all_gather #" + std::to_string(seq));
+    for (size_t m = 1; m < r.out.size(); ++m) std::memcpy(r.out[m], out, total_ * bytes);
+  }
+  local_->depart(seq);
+}
+
+void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+  uint64_t seq = seq_++;
+  auto& r = local_->arrive(seq, local_rank_, in, out);
+  if (local_rank_ == 0) {
+    check_headers(2, dtype, count, seq);
+    int P = static_cast<int>(counts_.size());
+    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    auto partial = allocate(std::max<size_t>(total_ * bytes, 1));
+    reduce_into(partial->data, r.in, count * total_, dtype, op);
+    std::vector<std::shared_ptr<Buffer>> others(P);
+    std::vector<Message> sends, recvs;
+    char* part = static_cast<char*>(partial->data);
+    for (int p = 0; p < P; ++p) {
+      if (p == me_) continue;
+      others[p] = allocate(std::max<size_t>(counts_[me_] * bytes, 1));
+      sends.push_back({p, part + base_[p] * bytes, counts_[p] * bytes});
+      recvs.push_back({p, others[p]->data, counts_[me_] * bytes});
+    }
+    transport_->exchange(sends, recvs, "reduce_scatter #" + std::to_string(seq));
+    std::vector<const void*> parts;
+    for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? part + base_[me_] * bytes : others[p]->data);
+    auto mine = allocate(std::max<size_t>(counts_[me_] * bytes, 1));
+    reduce_into(mine->data, parts, count * counts_[me_], dtype, op);
+    for (size_t l = 0; l < r.out.size(); ++l)
+      std::memcpy(r.out[l], static_cast<char*>(mine->data) + l * bytes, bytes);
+  }
+  local_->depart(seq);
+}
+
+void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t count, DType dtype) {
+  uint64_t seq = seq_++;
+  auto& r = local_->arrive(seq, local_rank_, in, out);
+  if (local_rank_ == 0) {
+    check_headers(3, dtype, count, seq);
+    int P = static_cast<int>(counts_.size());
+    int L = counts_[me_];
+    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    // To process q: for each local member l, its blocks for q's members.
+    std::vector<std::shared_ptr<Buffer>> send(P), recv(P);
+    std::vector<Message> sends, recvs;
+    for (int q = 0; q < P; ++q) {
+      if (q == me_) continue;
+      send[q] = allocate(std::max<size_t>(L * counts_[q] * bytes, 1));
+      recv[q] = allocate(std::max<size_t>(counts_[q] * L * bytes, 1));
+      char* s = static_cast<char*>(send[q]->data);
+      for (int l = 0; l < L; ++l)
+        std::memcpy(s + static_cast<size_t>(l) * counts_[q] * bytes,
+                    static_cast<const char*>(r.in[l]) + base_[q] * bytes, counts_[q] * bytes);
+      sends.push_back({q, send[q]->data, L * counts_[q] * bytes});
+      recvs.push_back({q, recv[q]->data, counts_[q] * L * bytes});
+    }
+    transport_->exchange(sends, recvs, "all_to_all #" + std::to_string(seq));
+    for (int l = 0; l < L; ++l) {
+      char* o = static_cast<char*>(r.out[l]);
+      for (int q = 0; q < P; ++q)
+        for (int j = 0; j < counts_[q]; ++j) {
+          const char* src = q == me_ ? static_cast<const char*>(r.in[j]) + (base_[me_] + l) * bytes
+                                     : static_cast<const char*>(recv[q]->data) + (static_cast<size_t>(j) * L + l) * bytes;
+          std::memcpy(o + (base_[q] + j) * bytes, src, bytes);
+        }
+    }
+  }
+  local_->depart(seq);
+}
+
+void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count, DType dtype,
+                                       const std::vector<std::pair<int, int>>& pairs) {
+  uint64_t seq = seq_++;
+  auto& r = local_->arrive(seq, local_rank_, in, out);
+  if (local_rank_ == 0) {
+    check_headers(4, dtype, count, seq);
+    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    int lo = base_[me_], hi = base_[me_] + counts_[me_];
+    for (void* o : r.out) std::memset(o, 0, bytes);
+    std::vector<Message> sends, recvs;
+    for (auto [s, d] : pairs) {
+      bool s_local = s >= lo && s < hi, d_local = d >= lo && d < hi;
+      if (s_local && d_local) std::memcpy(r.out[d - lo], r.in[s - lo], bytes);
+      else if (s_local) sends.push_back({process_of(d), const_cast<void*>(r.in[s - lo]), bytes});
+      else if (d_local) recvs.push_back({process_of(s), r.out[d - lo], bytes});
+    }
+    transport_->exchange(sends, recvs, "ppermute #" + std::to_string(seq));
+  }
+  local_->depart(seq);
+}
+
+void HierarchicalCommunicator::barrier() {
+  uint64_t seq = seq_++;
+  local_->arrive(seq, local_rank_, nullptr, nullptr);
+  if (local_rank_ == 0) check_headers(5, DType::Bool, 0, seq);
+  local_->depart(seq);
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,44 @@
+#pragma once
+// Collectives over devices of several processes: the devices of a process meet at an in-process
+// rendezvous, the first of them (the leader) combines their buffers and exchanges the
+// combination with the other processes' leaders through the Transport, then the result is
+// handed back to every local device. Every process combines the per-process parts in process
+// order, so results are identical everywhere. Each exchange starts with a header (collective,
+// dtype, size, sequence number) so processes that reach different collectives are reported
+// instead of deadlocking.
+#include <memory>
+#include <vector>
+
+#include "runtime/communicator.h"
+#include "runtime/in_process_communicator.h"
+#include "runtime/transport.h"
+
+namespace spmd::runtime {
+
+class HierarchicalCommunicator : public Communicator {
+ public:
+  // counts[p]: group members on process p (members are ordered process by process).
+  HierarchicalCommunicator(std::shared_ptr<Rendezvous> local, int local_rank, Transport* transport,
+                           std::vector<int> counts);
+  int rank() const override { return base_[me_] + local_rank_; }
+  int size() const override { return total_; }
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
+  void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
+  void all_to_all(const void* in, void* out, int64_t count, DType dtype) override;
+  void permute(const void* in, void* out, int64_t count, DType dtype,
+               const std::vector<std::pair<int, int>>& pairs) override;
+  void barrier() override;
+
+ private:
+  void check_headers(int kind, DType dtype, int64_t count, uint64_t seq);
+  int process_of(int member) const;
+  std::shared_ptr<Rendezvous> local_;
+  int local_rank_;
+  Transport* transport_;
+  std::vector<int> counts_, base_;
+  int me_, total_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace spmd::runtime
