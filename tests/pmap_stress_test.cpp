@@ -4,10 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "spmd/collectives.h"
@@ -148,6 +150,31 @@ TEST_F(PmapStress, FailuresInManyCallsInARowNeverHang) {
       for (float g : got) ASSERT_EQ(g, 8.0f) << "call " << c;
     }
   }
+}
+
+TEST_F(PmapStress, CallsFromTwoHostThreadsAtOnceNeverHang) {
+  // Both threads' replicas queue on the same 8 device workers; every worker must see the two
+  // runs in the same order, or each run waits in a collective for a replica stuck behind the
+  // other run.
+  setenv("SPMD_COLLECTIVE_TIMEOUT", "10", 1);
+  auto f = pmap(three_collectives, "i");
+  std::atomic<bool> failed{false};
+  std::string first_error;
+  auto work = [&](int offset) {
+    for (int c = 0; c < 500 && !failed; ++c) {
+      std::vector<float> x = input_of(offset + c);
+      try {
+        auto got = f(Array(x, {kDevices, kWidth}));
+        if (got[0].to_vector<float>()[0] != 8.0f * offset + 8.0f * c + 280.0f) throw Error("wrong psum");
+      } catch (const Error& e) {
+        if (!failed.exchange(true)) first_error = e.what();
+      }
+    }
+  };
+  std::thread a(work, 0), b(work, 1000);
+  a.join();
+  b.join();
+  EXPECT_FALSE(failed) << first_error;
 }
 
 }  // namespace

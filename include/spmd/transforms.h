@@ -93,7 +93,7 @@ FlatCall flatten_args(const std::vector<int>& static_argnums, const Args&... arg
   call.in_tree.kind = TreeDef::Kind::Tuple;
   call.in_tree.type_name = "args";
   int i = 0;
-  auto one = [&](const auto& a) {
+  [[maybe_unused]] auto one = [&](const auto& a) {
     using A = std::decay_t<decltype(a)>;
     bool listed = false;
     for (int s : static_argnums) listed = listed || s == i;

@@ -1,5 +1,8 @@
 #include "compile/simplify.h"
 
+#include <cstring>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "backend/eager.h"
@@ -40,6 +43,19 @@ Program simplify(const Program& in) {
 
   std::vector<Equation> kept;
   std::unordered_map<Key, size_t, KeyHash, KeyEq> seen;  // -> index in kept
+  // Equal scalar literals share one identity, so x*2.0 and x*2.0 written twice are merged.
+  std::map<std::tuple<int, bool, uint64_t>, const void*> scalar_ids;
+  auto literal_id = [&](const Array& lit) -> const void* {
+    const auto& impl = *lit.impl();
+    if (impl.aval.ndim() != 0) return &impl;
+    uint64_t bits = 0;
+    std::memcpy(&bits, impl.data(), static_cast<size_t>(itemsize(impl.aval.dtype)));
+    auto key = std::make_tuple(static_cast<int>(impl.aval.dtype), impl.aval.weak, bits);
+    auto it = scalar_ids.find(key);
+    if (it != scalar_ids.end()) return it->second;
+    scalar_ids[key] = &impl;
+    return &impl;
+  };
   for (Equation eq : p.equations) {
     bool all_literal = true;
     int64_t out_elems = 0;
@@ -63,7 +79,7 @@ Program simplify(const Program& in) {
     if (eq.primitive->is_pure()) {
       Key key{eq.primitive.get(), {}};
       for (auto& a : eq.inputs)
-        key.inputs.emplace_back(a.var, a.is_literal() ? a.literal.impl().get() : nullptr);
+        key.inputs.emplace_back(a.var, a.is_literal() ? literal_id(a.literal) : nullptr);
       auto it = seen.find(key);
       if (it != seen.end()) {
         const Equation& prev = kept[it->second];

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "runtime/allocator.h"
+#include "runtime/reduce_buffers.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {
@@ -15,29 +16,9 @@ const char* kind_name(int k) {
   return names[k];
 }
 
-template <class T>
-T combine(T a, T b, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      if constexpr (std::is_same_v<T, bool>) return a || b;
-      else return static_cast<T>(a + b);
-    case ReduceOp::Max: return (a != a || b > a) ? (a != a ? a : b) : a;
-    case ReduceOp::Min: return (a != a || b < a) ? (a != a ? a : b) : a;
-  }
-  return a;
-}
-
 // dst = srcs[0] (op) srcs[1] (op) ... elementwise, in order.
 void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t n, DType dtype, ReduceOp op) {
-  cpu::visit(dtype, [&]<class T>() {
-    T* d = static_cast<T*>(dst);
-    const T* s0 = static_cast<const T*>(srcs[0]);
-    if (d != s0) std::memcpy(d, s0, static_cast<size_t>(n) * sizeof(T));
-    for (size_t k = 1; k < srcs.size(); ++k) {
-      const T* s = static_cast<const T*>(srcs[k]);
-      for (int64_t i = 0; i < n; ++i) d[i] = combine(d[i], s[i], op);
-    }
-  });
+  reduce_range(srcs, 0, dst, 0, n, dtype, op);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 #include "transforms/axis_env.h"
+#include "transforms/mapped_axes.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
@@ -31,47 +32,11 @@ struct PmapCache {
 std::shared_ptr<PmapCache> new_pmap_cache() { return std::make_shared<PmapCache>(); }
 int pmap_trace_count(const PmapCache& cache) { return cache.traces; }
 
-namespace {
-
-[[noreturn]] void inconsistent_sizes(const FlatCall& call, const std::vector<int>& axes) {
-  std::map<int64_t, std::vector<size_t>> by_size;
-  for (size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] != not_mapped) by_size[call.leaves[i].shape()[axes[i]]].push_back(i);
-  std::ostringstream msg;
-  msg << "pmap got inconsistent sizes for array axes to be mapped:";
-  for (auto& [size, leaves] : by_size) {
-    msg << "\n  * " << (leaves.size() == 1 ? "one axis" : std::to_string(leaves.size()) + " axes")
-        << " had size " << size << ": ";
-    for (size_t k = 0; k < leaves.size(); ++k)
-      msg << (k ? ", " : "") << "axis " << axes[leaves[k]] << " of argument leaf " << leaves[k] << " of type "
-          << call.leaves[leaves[k]].aval().str();
-  }
-  throw Error(msg.str());
-}
-
-}  // namespace
-
 std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
                              const FlatCall& call, TreeDef& out_tree) {
-  auto in_axes = spec.in_axes.per_leaf(call.in_tree, "pmap in_axes");
-  std::vector<int> axes(call.leaves.size(), not_mapped);
-  std::optional<int64_t> size;
-  bool consistent = true;
-  for (size_t i = 0; i < call.leaves.size(); ++i) {
-    if (!in_axes[i]) continue;
-    const Array& x = call.leaves[i];
-    int a = *in_axes[i];
-    if (a < -x.ndim() || a >= x.ndim())
-      fail("pmap was requested to map argument leaf ", i, " along axis ", a, ", which implies that its rank should be at least ",
-           a < 0 ? -a : a + 1, ", but is only ", x.ndim(), " (its shape is ", shape_str(x.shape()), ")");
-    axes[i] = a < 0 ? a + x.ndim() : a;
-    int64_t n = x.shape()[axes[i]];
-    if (size && *size != n) consistent = false;
-    if (!size) size = n;
-  }
-  if (!consistent) inconsistent_sizes(call, axes);
-  if (!size) fail("pmap must have at least one non-None value in in_axes");
-  int64_t n = *size;
+  transforms::MappedAxes mapped = transforms::resolve_in_axes(spec.in_axes, call, "pmap");
+  const std::vector<int>& axes = mapped.axes;
+  const int64_t n = *mapped.size;
 
   std::vector<int> devices;
   for (const Device& d : spec.devices) {
@@ -116,12 +81,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
     }
   }
   if (!prim) {
-    std::vector<AbstractValue> per;
-    for (size_t i = 0; i < call.leaves.size(); ++i) {
-      AbstractValue t = call.leaves[i].aval();
-      if (axes[i] != not_mapped) t.shape.erase(t.shape.begin() + axes[i]);
-      per.push_back(t);
-    }
+    std::vector<AbstractValue> per = transforms::unmapped_types(call, axes);
     ir::Traced traced = [&] {
       transforms::AxisScope scope(spec.axis_name, global, transforms::AxisKind::Pmap);
       return ir::trace(per, fn.fn);

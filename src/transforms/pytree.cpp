@@ -1,4 +1,5 @@
 // TreeDef and AxisSpec: the structure side of pytrees.
+#include <algorithm>
 #include <functional>
 
 #include "spmd/error.h"
@@ -49,10 +50,19 @@ void AxisSpec::expand(const TreeDef& tree, const std::string& what, const std::s
       children_[i].expand(tree.children[i], what, path + "[" + std::to_string(i) + "]", out);
     return;
   }
-  if (mapping_ && tree_is_map && keys_ == tree.keys) {
-    for (size_t i = 0; i < children_.size(); ++i)
-      children_[i].expand(tree.children[i], what, path + "." + keys_[i], out);
-    return;
+  if (mapping_ && tree_is_map && keys_.size() == tree.keys.size()) {
+    // Keys are matched by name: a struct's fields come in declaration order, a spec's sorted.
+    std::vector<size_t> order;
+    for (const std::string& k : tree.keys) {
+      auto it = std::find(keys_.begin(), keys_.end(), k);
+      if (it == keys_.end()) break;
+      order.push_back(static_cast<size_t>(it - keys_.begin()));
+    }
+    if (order.size() == tree.keys.size()) {
+      for (size_t i = 0; i < order.size(); ++i)
+        children_[order[i]].expand(tree.children[i], what, path + "." + tree.keys[i], out);
+      return;
+    }
   }
   fail(what, " specification must be a tree prefix of the corresponding value: at ",
        path.empty() ? "the top" : path, " the spec has ", children_.size(),

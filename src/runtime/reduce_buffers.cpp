@@ -1,0 +1,47 @@
+#include "runtime/reduce_buffers.h"
+
+#include "backend/cpu/dispatch.h"
+
+namespace spmd::runtime {
+namespace {
+
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      if constexpr (std::is_same_v<T, bool>) return a || b;
+      else return static_cast<T>(a + b);
+    case ReduceOp::Max:
+      if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+      return a > b ? a : b;
+    case ReduceOp::Min:
+      if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+      return a < b ? a : b;
+  }
+  return a;
+}
+
+}  // namespace
+
+void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst,
+                  int64_t begin, int64_t end, DType dtype, ReduceOp op) {
+  cpu::visit(dtype, [&]<class T>() {
+    T* d = static_cast<T*>(dst);
+    const T* s0 = static_cast<const T*>(src[0]) + offset;
+    for (int64_t i = begin; i < end; ++i) d[i] = s0[i];
+    for (size_t m = 1; m < src.size(); ++m) {
+      const T* s = static_cast<const T*>(src[m]) + offset;
+      if (op == ReduceOp::Sum) {
+        if constexpr (!std::is_same_v<T, bool>) {
+          for (int64_t i = begin; i < end; ++i) d[i] = static_cast<T>(d[i] + s[i]);
+          continue;
+        }
+      }
+      for (int64_t i = begin; i < end; ++i) d[i] = combine(d[i], s[i], op);
+    }
+  });
+}
+
+}  // namespace spmd::runtime
