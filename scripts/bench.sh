@@ -4,7 +4,8 @@
 # Usage: scripts/bench.sh [name...]   (default: every benchmark; names as matmul, dot10m, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh python3-numpy
+# NumPy and PyTorch are the baselines of bench_dot10m and bench_train.
+scripts/install-deps.sh python3-numpy python3-torch
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   for src in bench/bench_*.cpp; do

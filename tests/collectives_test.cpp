@@ -3,6 +3,8 @@
 // computed by plain loops over the replicas' inputs, for 1, 2, 3, 4 and 8 replicas, float32
 // and int32, with in_axes / out_axes variants; and the transpose pairs (all_gather and
 // psum_scatter, ppermute and its inverse) are adjoint.
+#include "spmd/collectives.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +16,6 @@
 #include <tuple>
 #include <vector>
 
-#include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
@@ -157,7 +158,8 @@ int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 // against the reference outputs stacked on out_axis (none: the one replicated value).
 void expect_collective(const Fn& f, const std::vector<H>& inputs, DType dtype, const Reference& ref,
                        DType out_dtype, int in_axis = 0, std::optional<int> out_axis = 0) {
-  Array x = to_array(stack(inputs, norm(in_axis, static_cast<int>(inputs[0].shape.size()) + 1)), dtype);
+  Array x =
+      to_array(stack(inputs, norm(in_axis, static_cast<int>(inputs[0].shape.size()) + 1)), dtype);
   std::vector<H> want = ref(inputs);
   ASSERT_EQ(want.size(), inputs.size());
   H expected = want[0];
@@ -193,7 +195,8 @@ std::vector<H> replicate(const H& h, size_t n) { return std::vector<H>(n, h); }
 // ---- all-reduce -------------------------------------------------------------------------------
 TEST_P(Collectives, PsumIsTheSumOverReplicas) {
   auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
-  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype());
+  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    dtype());
 }
 
 TEST_P(Collectives, PsumWithInAxesOneAndOutAxesOne) {
@@ -205,8 +208,8 @@ TEST_P(Collectives, PsumWithInAxesOneAndOutAxesOne) {
 
 TEST_P(Collectives, PsumWithOutAxesNoneReturnsTheSumOnce) {
   auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
-  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype(), 0,
-                    std::nullopt);
+  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    dtype(), 0, std::nullopt);
 }
 
 TEST_P(Collectives, PsumOfAScalarPerReplica) {
@@ -245,42 +248,49 @@ TEST_P(Collectives, PmaxIsTheMaximumOverReplicas) {
   auto ref = [](const std::vector<H>& xs) {
     return replicate(reduce(xs, [](double a, double b) { return std::max(a, b); }), xs.size());
   };
-  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype());
-  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype(), 1,
-                    std::nullopt);
+  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    dtype());
+  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    dtype(), 1, std::nullopt);
 }
 
 TEST_P(Collectives, PminIsTheMinimumOverReplicas) {
   auto ref = [](const std::vector<H>& xs) {
     return replicate(reduce(xs, [](double a, double b) { return std::min(a, b); }), xs.size());
   };
-  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype());
-  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), ref, dtype(), 1, 2);
+  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    dtype());
+  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), ref,
+                    dtype(), 1, 2);
 }
 
 // ---- all_gather -------------------------------------------------------------------------------
 TEST_P(Collectives, AllGatherStacksEveryReplicaOnTheGivenAxis) {
   for (int axis : {0, 1, 2, -1}) {
     SCOPED_TRACE("axis " + std::to_string(axis));
-    auto ref = [axis](const std::vector<H>& xs) { return replicate(stack(xs, norm(axis, 3)), xs.size()); };
-    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis); }, inputs({2, 3}), dtype(), ref,
-                      dtype());
+    auto ref = [axis](const std::vector<H>& xs) {
+      return replicate(stack(xs, norm(axis, 3)), xs.size());
+    };
+    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis); }, inputs({2, 3}),
+                      dtype(), ref, dtype());
   }
 }
 
 TEST_P(Collectives, AllGatherTiledConcatenatesOnTheGivenAxis) {
   for (int axis : {0, 1, -1}) {
     SCOPED_TRACE("axis " + std::to_string(axis));
-    auto ref = [axis](const std::vector<H>& xs) { return replicate(concat(xs, norm(axis, 2)), xs.size()); };
-    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis, true); }, inputs({2, 3}), dtype(),
-                      ref, dtype());
+    auto ref = [axis](const std::vector<H>& xs) {
+      return replicate(concat(xs, norm(axis, 2)), xs.size());
+    };
+    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis, true); },
+                      inputs({2, 3}), dtype(), ref, dtype());
   }
 }
 
 TEST_P(Collectives, AllGatherWithInAxesOneAndOutAxesNone) {
   auto ref = [](const std::vector<H>& xs) { return replicate(stack(xs, 1), xs.size()); };
-  expect_collective([](const Array& x) { return all_gather(x, "i", 1); }, inputs({2, 3}), dtype(), ref, dtype(),
-                    1, std::nullopt);
+  expect_collective([](const Array& x) { return all_gather(x, "i", 1); }, inputs({2, 3}), dtype(),
+                    ref, dtype(), 1, std::nullopt);
 }
 
 // ---- psum_scatter -----------------------------------------------------------------------------
@@ -297,8 +307,8 @@ TEST_P(Collectives, PsumScatterGivesReplicaItsSliceOfTheSum) {
       }
       return out;
     };
-    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim); }, inputs(shape), dtype(), ref,
-                      dtype());
+    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim); }, inputs(shape),
+                      dtype(), ref, dtype());
   }
 }
 
@@ -316,8 +326,8 @@ TEST_P(Collectives, PsumScatterTiledKeepsTheDimension) {
       }
       return out;
     };
-    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim, true); }, inputs(shape), dtype(),
-                      ref, dtype());
+    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim, true); },
+                      inputs(shape), dtype(), ref, dtype());
   }
 }
 
@@ -331,15 +341,16 @@ TEST_P(Collectives, PsumScatterWithInAxesOneAndOutAxesOne) {
     }
     return out;
   };
-  expect_collective([](const Array& x) { return psum_scatter(x, "i"); }, inputs({n(), 2, 3}), dtype(), ref,
-                    dtype(), 1, 1);
+  expect_collective([](const Array& x) { return psum_scatter(x, "i"); }, inputs({n(), 2, 3}),
+                    dtype(), ref, dtype(), 1, 1);
 }
 
 // ---- all_to_all -------------------------------------------------------------------------------
 TEST_P(Collectives, AllToAllSendsPieceJToReplicaJ) {
   // Untiled: the split axis (of the axis size) is removed and the received pieces are stacked
   // at concat_axis, source by source.
-  for (auto [split, concat_axis] : std::vector<std::pair<int, int>>{{0, 0}, {0, 2}, {1, 0}, {1, 1}, {2, 1}}) {
+  for (auto [split, concat_axis] :
+       std::vector<std::pair<int, int>>{{0, 0}, {0, 2}, {1, 0}, {1, 1}, {2, 1}}) {
     SCOPED_TRACE("split " + std::to_string(split) + " concat " + std::to_string(concat_axis));
     Shape shape{2, 3};
     shape.insert(shape.begin() + split, n());
@@ -352,13 +363,15 @@ TEST_P(Collectives, AllToAllSendsPieceJToReplicaJ) {
       }
       return out;
     };
-    expect_collective([split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis); },
-                      inputs(shape), dtype(), ref, dtype());
+    expect_collective(
+        [split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis); },
+        inputs(shape), dtype(), ref, dtype());
   }
 }
 
 TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
-  for (auto [split, concat_axis] : std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, -1}}) {
+  for (auto [split, concat_axis] :
+       std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, -1}}) {
     SCOPED_TRACE("split " + std::to_string(split) + " concat " + std::to_string(concat_axis));
     Shape shape{3, 2};
     shape[split] = 2 * n();
@@ -372,9 +385,9 @@ TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
       }
       return out;
     };
-    expect_collective(
-        [split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis, true); },
-        inputs(shape), dtype(), ref, dtype());
+    expect_collective([split, concat_axis](
+                          const Array& x) { return all_to_all(x, "i", split, concat_axis, true); },
+                      inputs(shape), dtype(), ref, dtype());
   }
 }
 
@@ -388,8 +401,8 @@ TEST_P(Collectives, AllToAllWithInAxesOneAndOutAxesOne) {
     }
     return out;
   };
-  expect_collective([](const Array& x) { return all_to_all(x, "i", 0, 1); }, inputs({n(), 3}), dtype(), ref,
-                    dtype(), 1, 1);
+  expect_collective([](const Array& x) { return all_to_all(x, "i", 0, 1); }, inputs({n(), 3}),
+                    dtype(), ref, dtype(), 1, 1);
 }
 
 // ---- ppermute, pshuffle -----------------------------------------------------------------------
@@ -403,10 +416,10 @@ TEST_P(Collectives, PpermuteShiftsRingwise) {
   std::vector<std::pair<int, int>> perm;
   for (int r = 0; r < n(); ++r) perm.emplace_back(r, (r + 1) % n());
   auto ref = [perm](const std::vector<H>& xs) { return permuted(xs, perm); };
-  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
-                    dtype());
-  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
-                    dtype(), 1, 2);
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}),
+                    dtype(), ref, dtype());
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}),
+                    dtype(), ref, dtype(), 1, 2);
 }
 
 TEST_P(Collectives, PpermuteGivesZerosToReplicasThatAreNoDestination) {
@@ -414,13 +427,14 @@ TEST_P(Collectives, PpermuteGivesZerosToReplicasThatAreNoDestination) {
   std::vector<std::pair<int, int>> perm;
   for (int r = 0; r + 1 < n(); r += 2) perm.emplace_back(r, r + 1);
   auto ref = [perm](const std::vector<H>& xs) { return permuted(xs, perm); };
-  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
-                    dtype());
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}),
+                    dtype(), ref, dtype());
 }
 
 TEST_P(Collectives, PpermuteWithAnEmptyPermutationGivesZeros) {
   auto ref = [](const std::vector<H>& xs) { return permuted(xs, {}); };
-  expect_collective([](const Array& x) { return ppermute(x, "i", {}); }, inputs({3}), dtype(), ref, dtype());
+  expect_collective([](const Array& x) { return ppermute(x, "i", {}); }, inputs({3}), dtype(), ref,
+                    dtype());
 }
 
 TEST_P(Collectives, PshuffleTakesReplicaPermIOfInput) {
@@ -431,8 +445,8 @@ TEST_P(Collectives, PshuffleTakesReplicaPermIOfInput) {
     for (size_t r = 0; r < xs.size(); ++r) out.push_back(xs[perm[r]]);
     return out;
   };
-  expect_collective([perm](const Array& x) { return pshuffle(x, "i", perm); }, inputs({2, 2}), dtype(), ref,
-                    dtype());
+  expect_collective([perm](const Array& x) { return pshuffle(x, "i", perm); }, inputs({2, 2}),
+                    dtype(), ref, dtype());
 }
 
 // ---- axis_index, axis_size --------------------------------------------------------------------
@@ -442,8 +456,10 @@ TEST_P(Collectives, AxisIndexIsTheReplicaNumber) {
     for (size_t r = 0; r < xs.size(); ++r) out.push_back(H{{}, {static_cast<double>(r)}});
     return out;
   };
-  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref, DType::Int32);
-  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref, DType::Int32, 1);
+  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref,
+                    DType::Int32);
+  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref,
+                    DType::Int32, 1);
 }
 
 TEST_P(Collectives, AxisSizeIsTheMappedSize) {
@@ -470,9 +486,11 @@ TEST_P(Collectives, AxisSizeIsTheMappedSize) {
 // sum over replicas r of <A(x)_r, y_r> and of <x_r, B(y)_r>, for a linear collective A and its
 // claimed transpose B, computed per replica under pmap and added up here.
 std::pair<double, double> adjoint_sides(const Fn& a, const Fn& b, const Array& x, const Array& y) {
-  auto sides = pmap([&](const Array& xr, const Array& yr) {
-    return std::vector<Array>{vdot(a(xr), yr), vdot(xr, b(yr))};
-  }, "i")(x, y);
+  auto sides = pmap(
+      [&](const Array& xr, const Array& yr) {
+        return std::vector<Array>{vdot(a(xr), yr), vdot(xr, b(yr))};
+      },
+      "i")(x, y);
   auto total = [](const Array& v) {
     double s = 0;
     for (double d : v.to_vector<double>()) s += d;
@@ -489,8 +507,9 @@ TEST_P(Collectives, AllGatherAndPsumScatterAreTransposes) {
                                   [](const Array& v) { return psum_scatter(v, "i"); }, x, y);
   EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::abs(lhs)));
   Array yt = to_array(stack(inputs({3 * N}, 3), 0), dtype());
-  auto [lt, rt] = adjoint_sides([](const Array& v) { return all_gather(v, "i", 0, true); },
-                                [](const Array& v) { return psum_scatter(v, "i", 0, true); }, x, yt);
+  auto [lt, rt] =
+      adjoint_sides([](const Array& v) { return all_gather(v, "i", 0, true); },
+                    [](const Array& v) { return psum_scatter(v, "i", 0, true); }, x, yt);
   EXPECT_NEAR(lt, rt, 1e-4 * (1 + std::abs(lt)));
 }
 
@@ -505,7 +524,8 @@ TEST_P(Collectives, PpermuteAndItsInverseAreTransposes) {
                                   [&](const Array& v) { return ppermute(v, "i", inverse); }, x, y);
   EXPECT_NEAR(lhs, rhs, 1e-4 * (1 + std::abs(lhs)));
   // And the inverse undoes the permutation exactly.
-  Array back = pmap([&](const Array& v) { return ppermute(ppermute(v, "i", perm), "i", inverse); }, "i")(x);
+  Array back =
+      pmap([&](const Array& v) { return ppermute(ppermute(v, "i", perm), "i", inverse); }, "i")(x);
   EXPECT_EQ(back.to_vector<double>(), x.to_vector<double>());
 }
 
@@ -518,7 +538,8 @@ struct Case {
   bool float_out = false;
 };
 
-std::vector<H> each_replica(const std::vector<H>& xs, const std::function<H(const std::vector<H>&, int)>& g) {
+std::vector<H> each_replica(const std::vector<H>& xs,
+                            const std::function<H(const std::vector<H>&, int)>& g) {
   std::vector<H> out;
   for (size_t r = 0; r < xs.size(); ++r) out.push_back(g(xs, static_cast<int>(r)));
   return out;
@@ -535,24 +556,37 @@ std::vector<Case> all_cases(int n, DType dtype) {
   auto mx = [](double a, double b) { return std::max(a, b); };
   auto mn = [](double a, double b) { return std::min(a, b); };
   std::vector<Case> cs;
-  cs.push_back({"psum", [](const Array& x) { return psum(x, "i"); },
-                [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); }, {3}});
-  cs.push_back({"pmean", [](const Array& x) { return pmean(x, "i"); },
+  cs.push_back({"psum",
+                [](const Array& x) { return psum(x, "i"); },
+                [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); },
+                {3}});
+  cs.push_back({"pmean",
+                [](const Array& x) { return pmean(x, "i"); },
                 [](const std::vector<H>& xs) {
                   H s = reduce(xs, add);
                   for (double& d : s.v) d /= static_cast<double>(xs.size());
                   return replicate(s, xs.size());
                 },
-                {3}, true});
-  cs.push_back({"pmax", [](const Array& x) { return pmax(x, "i"); },
-                [mx](const std::vector<H>& xs) { return replicate(reduce(xs, mx), xs.size()); }, {3}});
-  cs.push_back({"pmin", [](const Array& x) { return pmin(x, "i"); },
-                [mn](const std::vector<H>& xs) { return replicate(reduce(xs, mn), xs.size()); }, {3}});
-  cs.push_back({"all_gather", [](const Array& x) { return all_gather(x, "i", 1); },
-                [](const std::vector<H>& xs) { return replicate(stack(xs, 1), xs.size()); }, {2, 3}});
-  cs.push_back({"all_gather tiled", [](const Array& x) { return all_gather(x, "i", 0, true); },
-                [](const std::vector<H>& xs) { return replicate(concat(xs, 0), xs.size()); }, {2, 3}});
-  cs.push_back({"psum_scatter", [](const Array& x) { return psum_scatter(x, "i", 1); },
+                {3},
+                true});
+  cs.push_back({"pmax",
+                [](const Array& x) { return pmax(x, "i"); },
+                [mx](const std::vector<H>& xs) { return replicate(reduce(xs, mx), xs.size()); },
+                {3}});
+  cs.push_back({"pmin",
+                [](const Array& x) { return pmin(x, "i"); },
+                [mn](const std::vector<H>& xs) { return replicate(reduce(xs, mn), xs.size()); },
+                {3}});
+  cs.push_back({"all_gather",
+                [](const Array& x) { return all_gather(x, "i", 1); },
+                [](const std::vector<H>& xs) { return replicate(stack(xs, 1), xs.size()); },
+                {2, 3}});
+  cs.push_back({"all_gather tiled",
+                [](const Array& x) { return all_gather(x, "i", 0, true); },
+                [](const std::vector<H>& xs) { return replicate(concat(xs, 0), xs.size()); },
+                {2, 3}});
+  cs.push_back({"psum_scatter",
+                [](const Array& x) { return psum_scatter(x, "i", 1); },
                 [](const std::vector<H>& xs) {
                   return each_replica(xs, [](const std::vector<H>& all, int r) {
                     std::vector<H> parts;
@@ -561,7 +595,8 @@ std::vector<Case> all_cases(int n, DType dtype) {
                   });
                 },
                 {2, n}});
-  cs.push_back({"psum_scatter tiled", [](const Array& x) { return psum_scatter(x, "i", 0, true); },
+  cs.push_back({"psum_scatter tiled",
+                [](const Array& x) { return psum_scatter(x, "i", 0, true); },
                 [](const std::vector<H>& xs) {
                   return each_replica(xs, [](const std::vector<H>& all, int r) {
                     std::vector<H> parts;
@@ -570,7 +605,8 @@ std::vector<Case> all_cases(int n, DType dtype) {
                   });
                 },
                 {2 * n, 3}});
-  cs.push_back({"all_to_all", [](const Array& x) { return all_to_all(x, "i", 0, 1); },
+  cs.push_back({"all_to_all",
+                [](const Array& x) { return all_to_all(x, "i", 0, 1); },
                 [](const std::vector<H>& xs) {
                   return each_replica(xs, [](const std::vector<H>& all, int r) {
                     std::vector<H> pieces;
@@ -579,7 +615,8 @@ std::vector<Case> all_cases(int n, DType dtype) {
                   });
                 },
                 {n, 3}});
-  cs.push_back({"all_to_all tiled", [](const Array& x) { return all_to_all(x, "i", 1, 0, true); },
+  cs.push_back({"all_to_all tiled",
+                [](const Array& x) { return all_to_all(x, "i", 1, 0, true); },
                 [](const std::vector<H>& xs) {
                   return each_replica(xs, [](const std::vector<H>& all, int r) {
                     std::vector<H> chunks;
@@ -588,14 +625,19 @@ std::vector<Case> all_cases(int n, DType dtype) {
                   });
                 },
                 {3, 2 * n}});
-  cs.push_back({"ppermute", [ring](const Array& x) { return ppermute(x, "i", ring); },
-                [ring](const std::vector<H>& xs) { return permuted(xs, ring); }, {2, 2}});
-  cs.push_back({"pshuffle", [shift](const Array& x) { return pshuffle(x, "i", shift); },
+  cs.push_back({"ppermute",
+                [ring](const Array& x) { return ppermute(x, "i", ring); },
+                [ring](const std::vector<H>& xs) { return permuted(xs, ring); },
+                {2, 2}});
+  cs.push_back({"pshuffle",
+                [shift](const Array& x) { return pshuffle(x, "i", shift); },
                 [shift](const std::vector<H>& xs) {
-                  return each_replica(xs, [shift](const std::vector<H>& all, int r) { return all[shift[r]]; });
+                  return each_replica(
+                      xs, [shift](const std::vector<H>& all, int r) { return all[shift[r]]; });
                 },
                 {2, 2}});
-  cs.push_back({"axis_index", [dtype](const Array& x) { return x + astype(axis_index("i"), dtype); },
+  cs.push_back({"axis_index",
+                [dtype](const Array& x) { return x + astype(axis_index("i"), dtype); },
                 [](const std::vector<H>& xs) {
                   return each_replica(xs, [](const std::vector<H>& all, int r) {
                     H h = all[r];
@@ -608,7 +650,8 @@ std::vector<Case> all_cases(int n, DType dtype) {
 }
 
 // x[v][r] inputs -> the reference per batch element: out[v][r] = ref(x[v][:])[r].
-std::vector<std::vector<H>> reference_per_batch(const Case& c, const std::vector<std::vector<H>>& x) {
+std::vector<std::vector<H>> reference_per_batch(const Case& c,
+                                                const std::vector<std::vector<H>>& x) {
   std::vector<std::vector<H>> out;
   for (const auto& row : x) out.push_back(c.ref(row));
   return out;
@@ -658,7 +701,8 @@ TEST_P(Collectives, EveryCollectiveUnderAVmapOfThePmap) {
     std::vector<H> cols;
     for (int v = 0; v < V; ++v) cols.push_back(stack(x[v], 0));
     Array got1 = vmap(pmap(c.f, "i"), 1, 1, "v")(to_array(stack(cols, 1), dtype()));
-    expect_values(got1, stack(out_rows, 1), c.float_out ? DType::Float32 : dtype(), "vmap(pmap(f)) axis 1");
+    expect_values(got1, stack(out_rows, 1), c.float_out ? DType::Float32 : dtype(),
+                  "vmap(pmap(f)) axis 1");
   }
 }
 
@@ -697,21 +741,23 @@ TEST_P(CollectiveGrads, PsumTransposesToPsum) {
 }
 
 TEST_P(CollectiveGrads, PmeanTransposesToPmean) {
-  expect_grads([](const Array& x) { return pmean(x, "i"); }, {3}, {3}, [](const std::vector<H>& ws) {
-    H s = reduce(ws, add);
-    for (double& d : s.v) d /= static_cast<double>(ws.size());
-    return replicate(s, ws.size());
-  });
+  expect_grads([](const Array& x) { return pmean(x, "i"); }, {3}, {3},
+               [](const std::vector<H>& ws) {
+                 H s = reduce(ws, add);
+                 for (double& d : s.v) d /= static_cast<double>(ws.size());
+                 return replicate(s, ws.size());
+               });
 }
 
 TEST_P(CollectiveGrads, AllGatherTransposesToPsumScatter) {
-  expect_grads([](const Array& x) { return all_gather(x, "i"); }, {3}, {n(), 3}, [](const std::vector<H>& ws) {
-    return each_replica(ws, [](const std::vector<H>& all, int i) {
-      std::vector<H> parts;
-      for (const H& w : all) parts.push_back(take(w, 0, i));
-      return reduce(parts, add);
-    });
-  });
+  expect_grads([](const Array& x) { return all_gather(x, "i"); }, {3}, {n(), 3},
+               [](const std::vector<H>& ws) {
+                 return each_replica(ws, [](const std::vector<H>& all, int i) {
+                   std::vector<H> parts;
+                   for (const H& w : all) parts.push_back(take(w, 0, i));
+                   return reduce(parts, add);
+                 });
+               });
   expect_grads([](const Array& x) { return all_gather(x, "i", 0, true); }, {2}, {2 * n()},
                [](const std::vector<H>& ws) {
                  return each_replica(ws, [](const std::vector<H>& all, int i) {
@@ -810,18 +856,30 @@ TEST_F(CollectiveErrors, AllToAllNeedsTheAxisSizeOnTheSplitAxis) {
 
 TEST_F(CollectiveErrors, PpermuteRejectsOutOfRangeAndRepeatedIndices) {
   Array x = zeros({4, 2});
-  expect_error([&] { pmap([](const Array& v) { return ppermute(v, "i", {{0, 4}}); }, "i")(x); },
-               "ppermute: expected indices in [0, 4), got the pair (0, 4)");
-  expect_error([&] { pmap([](const Array& v) { return ppermute(v, "i", {{0, 1}, {0, 2}}); }, "i")(x); },
-               "source 0 appears more than once");
-  expect_error([&] { pmap([](const Array& v) { return ppermute(v, "i", {{0, 1}, {2, 1}}); }, "i")(x); },
-               "destination 1 appears more than once");
+  expect_error(
+      [&] {
+        pmap([](const Array& v) { return ppermute(v, "i", {{0, 4}}); }, "i")(x);
+      },
+      "ppermute: expected indices in [0, 4), got the pair (0, 4)");
+  expect_error(
+      [&] {
+        pmap([](const Array& v) { return ppermute(v, "i", {{0, 1}, {0, 2}}); }, "i")(x);
+      },
+      "source 0 appears more than once");
+  expect_error(
+      [&] {
+        pmap([](const Array& v) { return ppermute(v, "i", {{0, 1}, {2, 1}}); }, "i")(x);
+      },
+      "destination 1 appears more than once");
 }
 
 TEST_F(CollectiveErrors, PshuffleRejectsANonPermutation) {
   Array x = zeros({3, 2});
-  expect_error([&] { pmap([](const Array& v) { return pshuffle(v, "i", {0, 0, 1}); }, "i")(x); },
-               "pshuffle: expected a permutation of 0..2");
+  expect_error(
+      [&] {
+        pmap([](const Array& v) { return pshuffle(v, "i", {0, 0, 1}); }, "i")(x);
+      },
+      "pshuffle: expected a permutation of 0..2");
 }
 
 TEST_F(CollectiveErrors, AllGatherTiledRejectsAScalar) {
@@ -832,8 +890,11 @@ TEST_F(CollectiveErrors, AllGatherTiledRejectsAScalar) {
 
 TEST_F(CollectiveErrors, RepeatedAxisNameIsRejected) {
   Array x = zeros({3});
-  expect_error([&] { pmap([](const Array& v) { return psum(v, {"i", "i"}); }, "i")(x); },
-               "axis name 'i' is repeated");
+  expect_error(
+      [&] {
+        pmap([](const Array& v) { return psum(v, {"i", "i"}); }, "i")(x);
+      },
+      "axis name 'i' is repeated");
 }
 
 }  // namespace

@@ -49,16 +49,19 @@ std::vector<float> input_of(int c) {
 
 void expect_three_collectives(const std::vector<Array>& got, const std::vector<float>& x) {
   ASSERT_EQ(got.size(), 3u);
-  auto summed = got[0].to_vector<float>(), gathered = got[1].to_vector<float>(), shifted = got[2].to_vector<float>();
+  auto summed = got[0].to_vector<float>(), gathered = got[1].to_vector<float>(),
+       shifted = got[2].to_vector<float>();
   ASSERT_EQ(gathered.size(), static_cast<size_t>(kDevices * kDevices * kWidth));
   for (int r = 0; r < kDevices; ++r)
     for (int k = 0; k < kWidth; ++k) {
       float s = 0;
       for (int m = 0; m < kDevices; ++m) s += x[m * kWidth + k];
       ASSERT_EQ(summed[r * kWidth + k], s) << "psum, replica " << r;
-      ASSERT_EQ(shifted[r * kWidth + k], x[((r + kDevices - 1) % kDevices) * kWidth + k]) << "ppermute, replica " << r;
+      ASSERT_EQ(shifted[r * kWidth + k], x[((r + kDevices - 1) % kDevices) * kWidth + k])
+          << "ppermute, replica " << r;
       for (int m = 0; m < kDevices; ++m)
-        ASSERT_EQ(gathered[(r * kDevices + m) * kWidth + k], x[m * kWidth + k]) << "all_gather, replica " << r;
+        ASSERT_EQ(gathered[(r * kDevices + m) * kWidth + k], x[m * kWidth + k])
+            << "all_gather, replica " << r;
     }
 }
 
@@ -96,21 +99,25 @@ void expect_next_call_works() {
 
 TEST_F(PmapStress, ReplicaFailingAfterACollectiveFailsTheCallWithItsMessage) {
   // Replica 3 fails after the first psum while the others wait for it in the second.
-  auto f = pmap([](const Array& x) {
-    Array s = psum(x, "i");
-    check(not_equal(axis_index("i"), 3), "replica 3 failed");
-    return psum(s * 2.0f, "i");
-  }, "i");
+  auto f = pmap(
+      [](const Array& x) {
+        Array s = psum(x, "i");
+        check(not_equal(axis_index("i"), 3), "replica 3 failed");
+        return psum(s * 2.0f, "i");
+      },
+      "i");
   EXPECT_EQ(error_of([&] { f(zeros({kDevices, kWidth})); }), "replica 3 failed");
   expect_next_call_works();
 }
 
 TEST_F(PmapStress, ReplicaFailingBeforeACollectiveReleasesTheOthers) {
   // Replica 5 fails before the only collective, which the other seven are waiting in.
-  auto f = pmap([](const Array& x) {
-    check(not_equal(axis_index("i"), 5), "replica 5 failed");
-    return all_gather(x, "i");
-  }, "i");
+  auto f = pmap(
+      [](const Array& x) {
+        check(not_equal(axis_index("i"), 5), "replica 5 failed");
+        return all_gather(x, "i");
+      },
+      "i");
   auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(error_of([&] { f(zeros({kDevices, kWidth})); }), "replica 5 failed");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -118,32 +125,56 @@ TEST_F(PmapStress, ReplicaFailingBeforeACollectiveReleasesTheOthers) {
   expect_next_call_works();
 }
 
+TEST_F(PmapStress, ReplicaFailingInANestedPmapFailsTheWholeGrid) {
+  // On a 2 x 4 grid, cell 6 fails between a collective over 'cols' and one over 'rows'.
+  auto inner = pmap(
+      [](const Array& x) {
+        Array s = psum(x, "cols");
+        check(not_equal(axis_index({"rows", "cols"}), 6), "cell 6 failed");
+        return psum(s, "rows");
+      },
+      "cols");
+  auto outer = pmap([&](const Array& x) { return inner(x); }, "rows");
+  EXPECT_EQ(error_of([&] { outer(zeros({2, 4})); }), "cell 6 failed");
+  expect_next_call_works();
+}
+
 TEST_F(PmapStress, TheSameFunctionWorksAgainWithGoodData) {
   // The check depends on the data: only replica 6 sees a negative value.
-  auto f = pmap([](const Array& x) {
-    Array s = psum(x, "i");
-    check(all(x >= 0.0f), "negative input");
-    return ppermute(s, "i", {{0, 1}, {1, 0}});
-  }, "i");
+  auto f = pmap(
+      [](const Array& x) {
+        Array s = psum(x, "i");
+        check(all(x >= 0.0f), "negative input");
+        return ppermute(s, "i", {{0, 1}, {1, 0}});
+      },
+      "i");
   std::vector<float> bad(kDevices * kWidth, 1.0f);
   bad[6 * kWidth + 2] = -1.0f;
   EXPECT_EQ(error_of([&] { f(Array(bad, {kDevices, kWidth})); }), "negative input");
   std::vector<float> good(kDevices * kWidth, 1.0f);
   auto got = f(Array(good, {kDevices, kWidth})).to_vector<float>();
   for (int r = 0; r < kDevices; ++r)
-    for (int k = 0; k < kWidth; ++k) EXPECT_EQ(got[r * kWidth + k], r < 2 ? 8.0f : 0.0f) << "replica " << r;
+    for (int k = 0; k < kWidth; ++k)
+      EXPECT_EQ(got[r * kWidth + k], r < 2 ? 8.0f : 0.0f) << "replica " << r;
 }
 
 TEST_F(PmapStress, FailuresInManyCallsInARowNeverHang) {
-  auto f = pmap([](const Array& x) {
-    Array s = psum(x, "i");
-    check(all(s < 1000.0f), "sum too large");
-    return all_gather(s, "i");
-  }, "i");
+  auto f = pmap(
+      [](const Array& x) {
+        Array s = psum(x, "i");
+        check(all(s < 1000.0f), "sum too large");
+        return all_gather(s, "i");
+      },
+      "i");
   for (int c = 0; c < 50; ++c) {
-    std::vector<float> x(kDevices * kWidth, c % 2 ? 1000.0f : 1.0f);  // odd calls fail on every replica
+    std::vector<float> x(kDevices * kWidth,
+                         c % 2 ? 1000.0f : 1.0f);  // odd calls fail on every replica
     if (c % 2) {
-      EXPECT_EQ(error_of([&] { f(Array(x, {kDevices, kWidth})); }), "sum too large") << "call " << c;
+      EXPECT_EQ(error_of([&] {
+                  f(Array(x, {kDevices, kWidth}));
+                }),
+                "sum too large")
+          << "call " << c;
     } else {
       auto got = f(Array(x, {kDevices, kWidth})).to_vector<float>();
       ASSERT_EQ(got.size(), static_cast<size_t>(kDevices * kDevices * kWidth));
@@ -165,7 +196,8 @@ TEST_F(PmapStress, CallsFromTwoHostThreadsAtOnceNeverHang) {
       std::vector<float> x = input_of(offset + c);
       try {
         auto got = f(Array(x, {kDevices, kWidth}));
-        if (got[0].to_vector<float>()[0] != 8.0f * offset + 8.0f * c + 280.0f) throw Error("wrong psum");
+        if (got[0].to_vector<float>()[0] != 8.0f * offset + 8.0f * c + 280.0f)
+          throw Error("wrong psum");
       } catch (const Error& e) {
         if (!failed.exchange(true)) first_error = e.what();
       }

@@ -44,7 +44,8 @@ Array counting(const Shape& shape) {
   return Array(v, shape);
 }
 
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-5) {
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want,
+                     double tol = 1e-5) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
@@ -120,7 +121,11 @@ TEST_F(Pmap, OutAxesPerOutput) {
   Array x = counting({4, 2});
   PmapOptions o;
   o.out_axes = {0, none};
-  auto got = pmap([](const Array& a) { return std::vector<Array>{a * 2.0f, pmax(a, "i")}; }, "i", o)(x);
+  auto got = pmap(
+      [](const Array& a) {
+        return std::vector<Array>{a * 2.0f, pmax(a, "i")};
+      },
+      "i", o)(x);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].shape(), (Shape{4, 2}));
   std::vector<double> doubled;
@@ -152,7 +157,10 @@ TEST_F(Pmap, StaticBroadcastedArgnumsRejectsAnArrayArgument) {
   PmapOptions o;
   o.static_broadcasted_argnums = {0};
   auto f = pmap([](const Array& a) { return a; }, "i", o);
-  EXPECT_THAT(error_of([&] { f(counting({2, 2})); }), HasSubstr("static_argnums lists argument 0, which holds arrays"));
+  EXPECT_THAT(error_of([&] {
+                f(counting({2, 2}));
+              }),
+              HasSubstr("static_argnums lists argument 0, which holds arrays"));
 }
 
 TEST_F(Pmap, SecondCallWithTheSameShapesReusesTheTrace) {
@@ -170,7 +178,9 @@ TEST_F(Pmap, DevicesOptionRunsReplicaROnDeviceR) {
   PmapOptions o;
   o.devices = {all[5], all[2], all[7]};
   Array x = counting({3, 2});
-  Array got = pmap([](const Array& a) { return a + 10.0f * astype(axis_index("i"), DType::Float32); }, "i", o)(x);
+  Array got =
+      pmap([](const Array& a) { return a + 10.0f * astype(axis_index("i"), DType::Float32); }, "i",
+           o)(x);
   expect_near_all(got.to_vector<double>(), {0, 1, 12, 13, 24, 25});
   EXPECT_TRUE(got.is_sharded());
   EXPECT_EQ(local_ids(got.devices()), (std::vector<int>{5, 2, 7}));
@@ -188,7 +198,9 @@ TEST_F(Pmap, DevicesOptionMustMatchTheMappedSize) {
   PmapOptions o;
   o.devices = {all[0], all[1], all[2]};
   auto f = pmap([](const Array& a) { return a; }, "i", o);
-  EXPECT_EQ(error_of([&] { f(counting({4, 2})); }),
+  EXPECT_EQ(error_of([&] {
+              f(counting({4, 2}));
+            }),
             "pmap: the mapped axis has size 4 but 3 devices were given; expected them to be equal");
   o.devices = {all[1], all[1]};
   auto g = pmap([](const Array& a) { return a; }, "i", o);
@@ -224,19 +236,23 @@ TEST_F(Pmap, OutputsAreShardedRowByRowOverTheDevices) {
 }
 
 TEST_F(Pmap, ShardedOutputsWorkWithEveryKindOfOp) {
-  Array y = pmap([](const Array& a) { return a + 1.0f; }, "i")(counting({8, 3}));  // y[r, k] = 3r + k + 1
+  Array y =
+      pmap([](const Array& a) { return a + 1.0f; }, "i")(counting({8, 3}));  // y[r, k] = 3r + k + 1
   double total = 0;
   for (int i = 0; i < 24; ++i) total += i + 1;
   EXPECT_NEAR(sum(y).item<double>(), total, 1e-3);
   expect_near_all((y * 2.0f)[3].to_vector<double>(), {20, 22, 24});
   expect_near_all(transpose(y)[1].to_vector<double>(), {2, 5, 8, 11, 14, 17, 20, 23});
-  expect_near_all(jit([](const Array& a) { return max(a, std::vector<int>{1}); })(y).to_vector<double>(),
-                  {3, 6, 9, 12, 15, 18, 21, 24});
-  expect_near_all(vmap([](const Array& a) { return a[0]; })(y).to_vector<double>(), {1, 4, 7, 10, 13, 16, 19, 22});
+  expect_near_all(
+      jit([](const Array& a) { return max(a, std::vector<int>{1}); })(y).to_vector<double>(),
+      {3, 6, 9, 12, 15, 18, 21, 24});
+  expect_near_all(vmap([](const Array& a) { return a[0]; })(y).to_vector<double>(),
+                  {1, 4, 7, 10, 13, 16, 19, 22});
   // And as the input of another pmap.
   Array z = pmap([](const Array& a) { return psum(a, "i"); }, "i")(y);
-  expect_near_all(z[7].to_vector<double>(), {1 + 4 + 7 + 10 + 13 + 16 + 19 + 22, 2 + 5 + 8 + 11 + 14 + 17 + 20 + 23,
-                                             3 + 6 + 9 + 12 + 15 + 18 + 21 + 24});
+  expect_near_all(z[7].to_vector<double>(),
+                  {1 + 4 + 7 + 10 + 13 + 16 + 19 + 22, 2 + 5 + 8 + 11 + 14 + 17 + 20 + 23,
+                   3 + 6 + 9 + 12 + 15 + 18 + 21 + 24});
 }
 
 TEST_F(Pmap, ReshapeOfAnEightByKOutputFlattensRowMajor) {
@@ -260,7 +276,8 @@ TEST_F(Pmap, ReshapeOfAnEightByKOutputFlattensRowMajor) {
 TEST_F(Pmap, PsumOfFloatsIsBitIdenticalAcrossRunsAndSumsInRankOrder) {
   const int n = 4096;
   std::vector<float> v = random_floats(8 * n, 3);
-  for (int i = 0; i < 8 * n; ++i) v[i] *= std::pow(10.0f, static_cast<float>(i % 7) - 3);  // mixed magnitudes
+  for (int i = 0; i < 8 * n; ++i)
+    v[i] *= std::pow(10.0f, static_cast<float>(i % 7) - 3);  // mixed magnitudes
   Array x(v, {8, n});
   auto f = pmap([](const Array& a) { return psum(a, "i"); }, "i");
   // pmap's all-reduce adds the replicas' values in rank order 0, 1, ..., 7.
@@ -272,24 +289,31 @@ TEST_F(Pmap, PsumOfFloatsIsBitIdenticalAcrossRunsAndSumsInRankOrder) {
   }
   std::vector<float> first = f(x).to_vector<float>();
   for (int r = 0; r < 8; ++r)
-    for (int k = 0; k < n; ++k) ASSERT_EQ(first[r * n + k], want[k]) << "replica " << r << " element " << k;
+    for (int k = 0; k < n; ++k)
+      ASSERT_EQ(first[r * n + k], want[k]) << "replica " << r << " element " << k;
   for (int run = 0; run < 19; ++run) ASSERT_EQ(f(x).to_vector<float>(), first) << "run " << run + 2;
 }
 
 // ---- errors -----------------------------------------------------------------------------------
 TEST_F(Pmap, MappedSizeLargerThanTheDevicesIsAnError) {
   auto f = pmap([](const Array& a) { return a * 2.0f; }, "i");
-  EXPECT_EQ(error_of([&] { f(zeros({10, 3})); }),
-            "compiling computation that requires 10 logical devices, but only 8 devices are available "
-            "(num_replicas=10)");
+  EXPECT_EQ(
+      error_of([&] {
+        f(zeros({10, 3}));
+      }),
+      "compiling computation that requires 10 logical devices, but only 8 devices are available "
+      "(num_replicas=10)");
 }
 
 TEST_F(Pmap, NestedGridLargerThanTheDevicesIsAnError) {
   auto inner = pmap([](const Array& a) { return a * 2.0f; }, "cols");
   auto outer = pmap([&](const Array& a) { return inner(a); }, "rows");
-  EXPECT_EQ(error_of([&] { outer(zeros({3, 4, 2})); }),
-            "compiling computation that requires 12 logical devices, but only 8 devices are available "
-            "(num_replicas=12)");
+  EXPECT_EQ(
+      error_of([&] {
+        outer(zeros({3, 4, 2}));
+      }),
+      "compiling computation that requires 12 logical devices, but only 8 devices are available "
+      "(num_replicas=12)");
 }
 
 TEST_F(Pmap, InconsistentMappedSizesListEachArgument) {
@@ -297,16 +321,21 @@ TEST_F(Pmap, InconsistentMappedSizesListEachArgument) {
   std::string msg = error_of([&] { f(zeros({4, 3}), zeros({2, 3})); });
   EXPECT_THAT(msg, HasSubstr("pmap got inconsistent sizes for array axes to be mapped"));
   // The type as JAX's float32[2,3] or jaxpr's short f32[2,3].
-  EXPECT_THAT(msg, ContainsRegex("one axis had size 2: axis 0 of argument leaf 1 of type f(loat)?32\\[2,3\\]"));
-  EXPECT_THAT(msg, ContainsRegex("one axis had size 4: axis 0 of argument leaf 0 of type f(loat)?32\\[4,3\\]"));
+  EXPECT_THAT(
+      msg, ContainsRegex("one axis had size 2: axis 0 of argument 1 of type f(loat)?32\\[2,3\\]"));
+  EXPECT_THAT(
+      msg, ContainsRegex("one axis had size 4: axis 0 of argument 0 of type f(loat)?32\\[4,3\\]"));
 }
 
 TEST_F(Pmap, MappingAnAxisBeyondTheRankIsAnError) {
   PmapOptions o;
   o.in_axes = 2;
   auto f = pmap([](const Array& a) { return a; }, "i", o);
-  EXPECT_EQ(error_of([&] { f(zeros({4, 3})); }),
-            "pmap was requested to map argument leaf 0 along axis 2, which implies that its rank should be "
+  EXPECT_EQ(error_of([&] {
+              f(zeros({4, 3}));
+            }),
+            "pmap was requested to map its argument 0 along axis 2, which implies that its rank "
+            "should be "
             "at least 3, but is only 2 (its shape is (4, 3))");
 }
 
@@ -314,7 +343,10 @@ TEST_F(Pmap, NothingMappedIsAnError) {
   PmapOptions o;
   o.in_axes = none;
   auto f = pmap([](const Array& a) { return a; }, "i", o);
-  EXPECT_EQ(error_of([&] { f(zeros({4, 3})); }), "pmap must have at least one non-None value in in_axes");
+  EXPECT_THAT(error_of([&] {
+                f(zeros({4, 3}));
+              }),
+              HasSubstr("pmap must have at least one non-None value in in_axes"));
 }
 
 TEST_F(Pmap, CollectiveOverAnotherAxisNameIsUnbound) {
@@ -329,7 +361,9 @@ TEST_F(Pmap, CollectiveOutsideAnyMapIsUnbound) {
   EXPECT_EQ(error_of([&] { psum(x, "i"); }), "unbound axis name: i");
   EXPECT_EQ(error_of([&] { axis_index("i"); }), "unbound axis name: i");
   EXPECT_EQ(error_of([&] { axis_size("rows"); }), "unbound axis name: rows");
-  EXPECT_EQ(error_of([&] { jit([](const Array& a) { return ppermute(a, "i", {{0, 1}}); })(x); }),
+  EXPECT_EQ(error_of([&] { jit([](const Array& a) {
+                             return ppermute(a, "i", {{0, 1}});
+                           })(x); }),
             "unbound axis name: i");
 }
 
@@ -339,16 +373,31 @@ TEST_F(Pmap, ThePmapAxisIsUnboundAgainAfterTheCall) {
   EXPECT_EQ(error_of([&] { psum(x, "i"); }), "unbound axis name: i");
 }
 
+TEST_F(Pmap, GatheringOverATupleThatMixesAVmapAxisIsAnError) {
+  auto f = pmap(vmap([](const Array& a) { return all_gather(a, {"p", "v"}); }, 0, 0, "v"), "p");
+  EXPECT_EQ(
+      error_of([&] {
+        f(zeros({2, 3, 2}));
+      }),
+      "all_gather over a tuple of axis names that mixes the vmap axis 'v' with other axes is not "
+      "supported; apply it to each axis in turn");
+}
+
 // ---- composition ------------------------------------------------------------------------------
 // Collectives over the outer name, the inner name and both, for x of shape (A, B, K) where
 // outer index a runs over the first axis and inner index b over the second.
 std::vector<Array> over_both(const Array& v, const std::string& outer, const std::string& inner) {
-  return {psum(v, inner), psum(v, outer), psum(v, {outer, inner}), axis_index({outer, inner}),
-          axis_index({inner, outer}), all_gather(v, outer)};
+  return {psum(v, inner),
+          psum(v, outer),
+          psum(v, {outer, inner}),
+          axis_index({outer, inner}),
+          axis_index({inner, outer}),
+          all_gather(v, outer)};
 }
 
 // Checks over_both's results, given as (A, B, ...) arrays, against loops over x (A, B, K).
-void expect_over_both(const std::vector<Array>& got, const std::vector<float>& x, int A, int B, int K) {
+void expect_over_both(const std::vector<Array>& got, const std::vector<float>& x, int A, int B,
+                      int K) {
   ASSERT_EQ(got.size(), 6u);
   std::vector<double> inner_sum, outer_sum, both_sum, idx_ab, idx_ba, gathered;
   for (int a = 0; a < A; ++a)
@@ -408,12 +457,14 @@ TEST_F(Pmap, PmapOfPmapOnATwoByFourGrid) {
 TEST_F(Pmap, PmapOfPmapShiftsAlongEachGridAxis) {
   const int R = 2, C = 4;
   Array x = counting({R, C});  // element (r, c) = 4r + c
-  auto inner = pmap([](const Array& a) {
-    std::vector<std::pair<int, int>> ring_c, ring_r;
-    for (int c = 0; c < C; ++c) ring_c.emplace_back(c, (c + 1) % C);
-    for (int r = 0; r < R; ++r) ring_r.emplace_back(r, (r + 1) % R);
-    return std::vector<Array>{ppermute(a, "cols", ring_c), ppermute(a, "rows", ring_r)};
-  }, "cols");
+  auto inner = pmap(
+      [](const Array& a) {
+        std::vector<std::pair<int, int>> ring_c, ring_r;
+        for (int c = 0; c < C; ++c) ring_c.emplace_back(c, (c + 1) % C);
+        for (int r = 0; r < R; ++r) ring_r.emplace_back(r, (r + 1) % R);
+        return std::vector<Array>{ppermute(a, "cols", ring_c), ppermute(a, "rows", ring_r)};
+      },
+      "cols");
   auto got = pmap([&](const Array& a) { return inner(a); }, "rows")(x);
   std::vector<double> by_cols, by_rows;
   for (int r = 0; r < R; ++r)
@@ -428,9 +479,12 @@ TEST_F(Pmap, PmapOfPmapShiftsAlongEachGridAxis) {
 TEST_F(Pmap, JitOfPmap) {
   const int N = 8, K = 3;
   std::vector<float> v = random_floats(N * K, 7);
-  auto f = jit(pmap([](const Array& a) {
-    return std::vector<Array>{psum(a, "i"), all_gather(a, "i"), a * astype(axis_index("i"), DType::Float32)};
-  }, "i"));
+  auto f = jit(pmap(
+      [](const Array& a) {
+        return std::vector<Array>{psum(a, "i"), all_gather(a, "i"),
+                                  a * astype(axis_index("i"), DType::Float32)};
+      },
+      "i"));
   auto got = f(Array(v, {N, K}));
   std::vector<double> summed, gathered, scaled;
   for (int r = 0; r < N; ++r) {
@@ -453,7 +507,8 @@ TEST_F(Pmap, JitOfPmap) {
 TEST_F(Pmap, PmapOfJit) {
   const int N = 4, K = 3;
   std::vector<float> v = random_floats(N * K, 8);
-  auto body = jit([](const Array& a) { return pmax(a, "i") - a + astype(axis_index("i"), DType::Float32); });
+  auto body = jit(
+      [](const Array& a) { return pmax(a, "i") - a + astype(axis_index("i"), DType::Float32); });
   Array got = pmap(body, "i")(Array(v, {N, K}));
   std::vector<double> want;
   for (int r = 0; r < N; ++r)

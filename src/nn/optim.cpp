@@ -1,6 +1,8 @@
 // SGD with momentum and Adam over flattened parameter pytrees, written with ordinary ops so an
 // update runs eagerly or inside jit/pmap.
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "spmd/error.h"
 #include "spmd/nn.h"
@@ -66,15 +68,24 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
   }
   if (state.mu.size() != params.size() || state.nu.size() != params.size())
     fail("adam update: the state holds ", state.mu.size(), " moments for ", params.size(), " parameters");
-  // Bias corrections from the step count (a traced scalar, so no retracing per step).
-  Array t = s.count;
-  Array c1 = 1.0 - exp(t * std::log(b1_));
-  Array c2 = 1.0 - exp(t * std::log(b2_));
+  // Bias corrections from the step count (a traced scalar, so no retracing per step), in
+  // float64 for float64 parameters (1 - b2^t loses digits to cancellation) and float32 otherwise.
+  std::map<DType, std::pair<Array, Array>> corrections;
+  auto correction = [&](DType leaf) -> const std::pair<Array, Array>& {
+    DType dt = leaf == DType::Float64 ? DType::Float64 : DType::Float32;
+    auto it = corrections.find(dt);
+    if (it == corrections.end()) {
+      Array t = astype(s.count, dt);
+      it = corrections.emplace(dt, std::make_pair(1.0 - exp(t * std::log(b1_)), 1.0 - exp(t * std::log(b2_)))).first;
+    }
+    return it->second;
+  };
   for (size_t i = 0; i < params.size(); ++i) {
     Array m = state.mu[i] * b1_ + grads[i] * (1.0 - b1_);
     Array v = state.nu[i] * b2_ + grads[i] * grads[i] * (1.0 - b2_);
     s.mu.push_back(m);
     s.nu.push_back(v);
+    const auto& [c1, c2] = correction(m.dtype());
     Array mhat = m / astype(c1, m.dtype());
     Array vhat = v / astype(c2, v.dtype());
     out.push_back(params[i] - mhat * lr_ / (sqrt(vhat) + eps_));

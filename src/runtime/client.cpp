@@ -119,10 +119,15 @@ void Client::run_on_devices(const std::vector<int>& device_ids,
   int remaining = n;
   std::vector<std::exception_ptr> errors(n);
   bool failed = false;
-  for (int r = 0; r < n; ++r) {
-    int d = device_ids[r];
+  for (int d : device_ids)
     if (d < 0 || d >= local_device_count())
       fail("expected a local device id in [0, ", local_device_count(), "), got ", d);
+  // Runs enqueue all their replicas at once, so every worker sees concurrent runs in the same
+  // order: a replica never waits in a collective for one queued behind another run's replica.
+  static std::mutex post_mu;
+  std::unique_lock post_lock(post_mu);
+  for (int r = 0; r < n; ++r) {
+    int d = device_ids[r];
     workers_[d]->post([&, r] {
       std::exception_ptr err;
       try {
@@ -144,6 +149,7 @@ void Client::run_on_devices(const std::vector<int>& device_ids,
       if (--remaining == 0) done_cv.notify_all();
     });
   }
+  post_lock.unlock();
   std::unique_lock lock(mu);
   done_cv.wait(lock, [&] { return remaining == 0; });
   if (!failed) return;

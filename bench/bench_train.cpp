@@ -1,0 +1,414 @@
+// bench_train: training throughput of a 784-1024-1024-10 ReLU MLP (cross-entropy, SGD with
+// momentum 0.9, lr 0.05, float32, global batch 128) on random data of MNIST's shape, built as
+// examples/mnist_data_parallel.cpp builds it: pmap over n devices of value_and_grad, psum of the
+// gradients and nn::Optimizer::sgd's update, parameters replicated with nn::replicate. Measured
+// in the same run, interleaved round by round:
+//   - spmd, pmap over 1 device and over 8 emulated devices (the same global batch of 128);
+//   - spmd::jit of the same step on one device without pmap (information);
+//   - PyTorch (bench/train_torch.py under /usr/bin/python3) training the same model with the same
+//     batch, on 2 intra-op threads with OMP_WAIT_POLICY=passive and on 1 intra-op thread; the
+//     faster is the baseline;
+//   - OpenBLAS cblas_sgemm 2048^3 on 2 threads, the machine's sgemm peak.
+// Prints samples/s, GFLOP/s (6 * weights FLOPs per sample, forward + both backward products),
+// the fraction of the sgemm peak, and the targets: 1 device >= 1.0x PyTorch, 8 devices >= 0.8x
+// the 1-device throughput. SPMD_BENCH_VERBOSE=1 prints every run.
+#include <openblas-pthread/cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "spmd/spmd.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using spmd::Array;
+namespace nn = spmd::nn;
+
+constexpr int64_t kBatch = 128, kIn = 784, kHidden = 1024, kClasses = 10;
+constexpr double kLr = 0.05, kMomentum = 0.9;
+constexpr int kBatches = 4;  // distinct random batches, cycled
+// Multiply-adds per sample in the three weight matrices; a training step does 3 products of
+// each (forward, gradient of the weights, gradient of the inputs): 6 FLOPs per multiply-add.
+constexpr double kFlopsPerSample =
+    6.0 * (kIn * kHidden + kHidden * kHidden + kHidden * kClasses);
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double seconds_of(const std::function<void()>& fn) {
+  auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- the spmd training step, as in examples/mnist_data_parallel.cpp ---------------------------
+
+std::pair<Array, Array> shard_loss(const nn::MLP& params, const Array& x, const Array& y) {
+  Array logits = nn::mlp_apply(params, x);
+  Array logp = spmd::log_softmax(logits, -1);
+  Array nll = -spmd::sum(logp * spmd::one_hot(y, logits.shape()[1])) / static_cast<double>(kBatch);
+  return {nll, nn::correct_count(logits, y)};
+}
+
+const nn::Optimizer& optimizer() {
+  static const nn::Optimizer opt = nn::Optimizer::sgd(kLr, kMomentum);
+  return opt;
+}
+
+auto make_pmap_step() {
+  return spmd::pmap(
+      [](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
+        auto [value, grads] =
+            spmd::value_and_grad(shard_loss, spmd::argnums<0>, spmd::has_aux)(p, x, y);
+        grads = spmd::tree_map([](const Array& g) { return spmd::psum(g, "batch"); }, grads);
+        auto [new_params, new_state] = optimizer().update(p, grads, s);
+        return std::make_tuple(new_params, new_state, spmd::psum(value.first, "batch"),
+                               spmd::psum(value.second, "batch"));
+      },
+      "batch");
+}
+
+auto make_jit_step() {
+  return spmd::jit([](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
+    auto [value, grads] =
+        spmd::value_and_grad(shard_loss, spmd::argnums<0>, spmd::has_aux)(p, x, y);
+    auto [new_params, new_state] = optimizer().update(p, grads, s);
+    return std::make_tuple(new_params, new_state, value.first, value.second);
+  });
+}
+
+using PmapStep = decltype(make_pmap_step());
+using JitStep = decltype(make_jit_step());
+
+// One training run over n devices (n = 0: jit without pmap): its own copy of the parameters
+// and optimiser state, advanced by every step.
+struct Trainer {
+  int devices = 0;
+  nn::MLP params;
+  nn::OptState state;
+  std::vector<Array> xs, ys;  // per batch: (n, 128 / n, 784) and (n, 128 / n), or unsplit
+  Array loss;
+  int64_t step = 0;
+  PmapStep* pmap_step = nullptr;
+  JitStep* jit_step = nullptr;
+
+  void run(int steps) {
+    for (int i = 0; i < steps; ++i, ++step) {
+      const Array& x = xs[static_cast<size_t>(step % kBatches)];
+      const Array& y = ys[static_cast<size_t>(step % kBatches)];
+      if (pmap_step) {
+        auto [p, s, l, c] = (*pmap_step)(params, state, x, y);
+        params = std::move(p), state = std::move(s), loss = std::move(l);
+      } else {
+        auto [p, s, l, c] = (*jit_step)(params, state, x, y);
+        params = std::move(p), state = std::move(s), loss = std::move(l);
+      }
+    }
+  }
+};
+
+Trainer make_trainer(int n, const nn::MLP& params, const std::vector<Array>& x,
+                     const std::vector<Array>& y, PmapStep& pstep, JitStep& jstep) {
+  Trainer t;
+  t.devices = n;
+  nn::OptState state = optimizer().init(params);
+  if (n == 0) {
+    t.params = params, t.state = state, t.xs = x, t.ys = y, t.jit_step = &jstep;
+    return t;
+  }
+  std::vector<spmd::Device> all = spmd::local_devices();
+  std::vector<spmd::Device> devs(all.begin(), all.begin() + n);
+  t.params = nn::replicate(params, devs);
+  t.state = nn::replicate(state, devs);
+  for (int b = 0; b < kBatches; ++b) {
+    t.xs.push_back(x[static_cast<size_t>(b)].reshape({n, kBatch / n, kIn}));
+    t.ys.push_back(y[static_cast<size_t>(b)].reshape({n, kBatch / n}));
+  }
+  t.pmap_step = &pstep;
+  return t;
+}
+
+// ---- an independent check: the first step's loss and last-bias update, in plain C++ ----------
+
+struct Reference {
+  double loss = 0;
+  std::vector<double> b3_after;  // the last layer's bias after one step from zero momentum
+};
+
+Reference reference_step(const nn::MLP& params, const Array& x, const Array& y) {
+  auto layer = [](const std::vector<double>& in, int64_t rows, const nn::Dense& d, bool relu) {
+    int64_t k = d.w.shape()[0], m = d.w.shape()[1];
+    const float* w = d.w.data<float>();
+    const float* b = d.b.data<float>();
+    std::vector<double> out(static_cast<size_t>(rows * m));
+    for (int64_t r = 0; r < rows; ++r) {
+      double* o = &out[static_cast<size_t>(r * m)];
+      for (int64_t j = 0; j < m; ++j) o[j] = b[j];
+      for (int64_t i = 0; i < k; ++i) {
+        double a = in[static_cast<size_t>(r * k + i)];
+        if (a == 0) continue;
+        const float* wi = w + i * m;
+        for (int64_t j = 0; j < m; ++j) o[j] += a * wi[j];
+      }
+      if (relu)
+        for (int64_t j = 0; j < m; ++j) o[j] = std::max(o[j], 0.0);
+    }
+    return out;
+  };
+  const float* xp = x.data<float>();
+  std::vector<double> h(xp, xp + kBatch * kIn);
+  h = layer(h, kBatch, params[0], true);
+  h = layer(h, kBatch, params[1], true);
+  std::vector<double> logits = layer(h, kBatch, params[2], false);
+  std::vector<int32_t> labels = y.to_vector<int32_t>();
+  Reference ref;
+  std::vector<double> grad_b3(kClasses, 0.0);
+  for (int64_t r = 0; r < kBatch; ++r) {
+    const double* l = &logits[static_cast<size_t>(r * kClasses)];
+    double mx = *std::max_element(l, l + kClasses), z = 0;
+    for (int64_t j = 0; j < kClasses; ++j) z += std::exp(l[j] - mx);
+    ref.loss -= (l[labels[static_cast<size_t>(r)]] - mx - std::log(z)) / kBatch;
+    for (int64_t j = 0; j < kClasses; ++j)
+      grad_b3[static_cast<size_t>(j)] +=
+          (std::exp(l[j] - mx) / z - (j == labels[static_cast<size_t>(r)] ? 1.0 : 0.0)) / kBatch;
+  }
+  // SGD with momentum from a zero buffer: b <- b - lr * g on the first step.
+  std::vector<float> b3 = params[2].b.to_vector<float>();
+  for (int64_t j = 0; j < kClasses; ++j)
+    ref.b3_after.push_back(b3[static_cast<size_t>(j)] - kLr * grad_b3[static_cast<size_t>(j)]);
+  return ref;
+}
+
+// Largest |a - b| / max(1, |b|) over every parameter (a may be replicated: its first copy).
+double max_param_diff(const nn::MLP& a, const nn::MLP& b, bool a_replicated) {
+  double d = 0;
+  for (size_t l = 0; l < a.size(); ++l)
+    for (int which = 0; which < 2; ++which) {
+      Array x = which ? a[l].b : a[l].w;
+      Array y = which ? b[l].b : b[l].w;
+      if (a_replicated) x = x[0];
+      if (x.shape() != y.shape()) return INFINITY;
+      std::vector<float> u = x.to_vector<float>(), v = y.to_vector<float>();
+      for (size_t i = 0; i < u.size(); ++i)
+        d = std::max(d, std::abs(static_cast<double>(u[i]) - v[i]) /
+                            std::max(1.0, std::abs(static_cast<double>(v[i]))));
+    }
+  return d;
+}
+
+// ---- baselines ---------------------------------------------------------------------------------
+
+struct TorchRun {
+  bool ok = false;
+  double step_ms = 0, first_loss = 0;
+  int threads = 0;
+  std::string version, error;
+};
+
+// One process: warm-up, then one timed block of `steps` steps.
+TorchRun run_torch(int threads, bool passive, int steps) {
+  TorchRun r;
+  std::string cmd = std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") +
+                    (passive ? "OMP_WAIT_POLICY=passive " : "") + SPMD_PYTHON + " " +
+                    SPMD_TRAIN_TORCH + " --threads " + std::to_string(threads) + " --batch " +
+                    std::to_string(kBatch) + " --steps " + std::to_string(steps) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    r.error = "popen failed";
+    return r;
+  }
+  char line[512];
+  bool got = false;
+  while (std::fgets(line, sizeof line, p)) {
+    char text[128];
+    double v = 0;
+    int t = 0;
+    if (std::sscanf(line, "step_ms %lf", &v) == 1)
+      r.step_ms = v, got = true;
+    else if (std::sscanf(line, "first_loss %lf", &v) == 1)
+      r.first_loss = v;
+    else if (std::sscanf(line, "threads %d", &t) == 1)
+      r.threads = t;
+    else if (std::sscanf(line, "torch_version %127s", text) == 1)
+      r.version = text;
+    else
+      r.error += line;
+  }
+  int status = pclose(p);
+  r.ok = status == 0 && got;
+  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
+  return r;
+}
+
+// cblas_sgemm of n x n row-major matrices on `threads` OpenBLAS threads (the library keeps
+// OpenBLAS's global count at 1; restore it after).
+void sgemm_on(int threads, const float* a, const float* b, float* c, int n) {
+  int before = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+  openblas_set_num_threads(before);
+}
+
+struct Impl {
+  std::string name;
+  std::function<double()> run;  // seconds per training step (or per sgemm)
+  std::vector<double> times;
+  bool settle = false;  // pause after: OpenBLAS's or OpenMP's workers may still spin
+};
+
+}  // namespace
+
+int main() {
+  spmd::set_cpu_device_count(8);
+  const bool verbose = std::getenv("SPMD_BENCH_VERBOSE") != nullptr;
+  const int rounds = 5, steps = 50, warmup = 5;
+  for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
+    if (const char* v = std::getenv(var))
+      std::printf(
+          "note: %s=%s is set: OpenBLAS may use a slower kernel than it would pick "
+          "(scripts/bench.sh unsets it; the PyTorch runs unset it)\n",
+          var, v);
+
+  Array key = spmd::random::key(0);
+  nn::MLP params = nn::mlp_init(spmd::random::fold_in(key, 0), {kIn, kHidden, kHidden, kClasses});
+  std::vector<Array> xs, ys;
+  for (int b = 0; b < kBatches; ++b) {
+    Array k = spmd::random::fold_in(key, static_cast<uint32_t>(b + 1));
+    xs.push_back(spmd::random::uniform(spmd::random::fold_in(k, 0), {kBatch, kIn}));
+    ys.push_back(spmd::random::randint(spmd::random::fold_in(k, 1), {kBatch}, 0, kClasses));
+  }
+
+  auto pstep = make_pmap_step();
+  auto jstep = make_jit_step();
+  Trainer one = make_trainer(1, params, xs, ys, pstep, jstep);
+  Trainer eight = make_trainer(8, params, xs, ys, pstep, jstep);
+  Trainer jitted = make_trainer(0, params, xs, ys, pstep, jstep);
+
+  // The first step of each (it compiles) is the result check: loss and last bias against the
+  // plain C++ reference, and every parameter of 8 devices and of jit against 1 device.
+  Reference ref = reference_step(params, xs[0], ys[0]);
+  one.run(1), eight.run(1), jitted.run(1);
+  double loss1 = one.loss[0].item<double>(), loss8 = eight.loss[0].item<double>();
+  double lossj = jitted.loss.item<double>();
+  std::vector<float> b3 = one.params[2].b[0].to_vector<float>();
+  double err_b3 = 0;
+  for (int64_t j = 0; j < kClasses; ++j)
+    err_b3 = std::max(err_b3, std::abs(b3[static_cast<size_t>(j)] - ref.b3_after[static_cast<size_t>(j)]));
+  double err_loss = std::max({std::abs(loss1 - ref.loss), std::abs(loss8 - ref.loss),
+                              std::abs(lossj - ref.loss)});
+  double diff8 = max_param_diff(eight.params, nn::unreplicate(one.params), true);
+  double diffj = max_param_diff(jitted.params, nn::unreplicate(one.params), false);
+  bool ok = err_loss <= 1e-4 && err_b3 <= 1e-6 && diff8 <= 1e-5 && diffj <= 1e-5;
+
+  // Peak: OpenBLAS sgemm 2048^3 on 2 threads.
+  const int gn = 2048;
+  std::vector<float> ga(static_cast<size_t>(gn) * gn), gb(ga.size()), gc(ga.size());
+  for (size_t i = 0; i < ga.size(); ++i) {
+    ga[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+    gb[i] = static_cast<float>(i % 5) * 0.5f - 1.0f;
+  }
+
+  std::string torch_version;
+  bool torch_ok = true;
+  std::string torch_error;
+  auto torch_impl = [&](int threads, bool passive) {
+    return [&, threads, passive] {
+      TorchRun r = run_torch(threads, passive, steps);
+      if (!r.ok) {
+        torch_ok = false;
+        torch_error = r.error;
+        return NAN;
+      }
+      torch_version = r.version;
+      if (r.threads != threads) {
+        torch_ok = false;
+        torch_error = "asked for " + std::to_string(threads) + " threads, got " + std::to_string(r.threads);
+      }
+      return r.step_ms * 1e-3;
+    };
+  };
+  auto spmd_impl = [&](Trainer& t) {
+    return [&, steps] { return seconds_of([&] { t.run(steps); }) / steps; };
+  };
+  std::vector<Impl> impls = {
+      {"spmd pmap, 1 device", spmd_impl(one), {}, false},
+      {"spmd pmap, 8 devices", spmd_impl(eight), {}, false},
+      {"spmd jit, 1 device, no pmap (info)", spmd_impl(jitted), {}, false},
+      {"PyTorch, 2 threads, OMP_WAIT_POLICY=passive", torch_impl(2, true), {}, true},
+      {"PyTorch, 1 intra-op thread", torch_impl(1, false), {}, true},
+      {"OpenBLAS sgemm 2048^3, 2 threads (peak)",
+       [&] {
+         std::vector<double> t;
+         for (int i = 0; i < 3; ++i)
+           t.push_back(seconds_of([&] { sgemm_on(2, ga.data(), gb.data(), gc.data(), gn); }));
+         return median(t);
+       },
+       {},
+       true},
+  };
+  // Warm-up: a few steps each (allocator caches), and the sgemm's threads.
+  one.run(warmup), eight.run(warmup), jitted.run(warmup);
+  sgemm_on(2, ga.data(), gb.data(), gc.data(), gn);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int r = 0; r < rounds; ++r)
+    for (size_t j = 0; j < impls.size(); ++j) {
+      Impl& impl = impls[(j + r) % impls.size()];
+      impl.times.push_back(impl.run());
+      if (impl.settle) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  // The training kept going: it must still be finite and learning-shaped.
+  double last1 = one.loss[0].item<double>(), last8 = eight.loss[0].item<double>();
+  if (!std::isfinite(last1) || !std::isfinite(last8)) ok = false;
+
+  double peak_s = median(impls[5].times);
+  double peak = 2.0 * gn * gn * static_cast<double>(gn) / peak_s * 1e-9;
+  double t_torch_p = median(impls[3].times), t_torch_1 = median(impls[4].times);
+  double t_torch = std::min(t_torch_p, t_torch_1);
+  double t1 = median(impls[0].times), t8 = median(impls[1].times);
+  std::printf(
+      "bench_train: 784-1024-1024-10 ReLU MLP, SGD momentum %.1f, lr %.2f, float32, global batch "
+      "%lld, random data; %d steps per run, median of %d interleaved rounds\n",
+      kMomentum, kLr, static_cast<long long>(kBatch), steps, rounds);
+  std::printf("  %-44s %9s %11s %9s %9s %11s\n", "implementation", "ms/step", "samples/s",
+              "GFLOP/s", "of peak", "vs PyTorch");
+  for (size_t i = 0; i < 5; ++i) {
+    double t = median(impls[i].times);
+    double sps = kBatch / t, gflops = sps * kFlopsPerSample * 1e-9;
+    std::printf("  %-44s %9.2f %11.0f %9.1f %8.0f%% %11.3f\n", impls[i].name.c_str(), t * 1e3, sps,
+                gflops, 100 * gflops / peak, t_torch / t);
+  }
+  std::printf("  %-44s %9.2f %11s %9.1f\n", impls[5].name.c_str(), peak_s * 1e3, "", peak);
+  std::printf("  (GFLOP/s: %.2f MFLOP per sample = 6 x the weights' multiply-adds; PyTorch %s)\n",
+              kFlopsPerSample * 1e-6, torch_version.c_str());
+  double r1 = t_torch / t1, r8 = t1 / t8;
+  std::printf("  target: spmd 1 device >= 1.0x PyTorch's best:           %.3f  %s\n", r1,
+              r1 >= 1.0 ? "PASS" : "FAIL");
+  std::printf("  target: spmd 8 devices >= 0.8x spmd 1 device (batch %lld): %.3f  %s\n",
+              static_cast<long long>(kBatch), r8, r8 >= 0.8 ? "PASS" : "FAIL");
+  if (!torch_ok) std::printf("  PyTorch baseline failed: %s\n", torch_error.c_str());
+  if (verbose)
+    for (auto& impl : impls) {
+      std::printf("  %s runs (ms):", impl.name.c_str());
+      for (double t : impl.times) std::printf(" %.2f", t * 1e3);
+      std::printf("\n");
+    }
+  std::printf(
+      "  result check (first step vs plain C++): loss %.6f (ref %.6f, max diff %.1e), last bias "
+      "max diff %.1e; params 8 dev vs 1 dev %.1e, jit vs 1 dev %.1e: %s\n",
+      loss1, ref.loss, err_loss, err_b3, diff8, diffj, ok ? "ok" : "WRONG");
+  return ok && torch_ok ? 0 : 1;
+}

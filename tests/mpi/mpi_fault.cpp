@@ -1,0 +1,52 @@
+// A multi-process run that goes wrong on purpose, for the fault tests (run_fault.cmake):
+//   exit      process 1 calls std::exit(3) after a few pmap(psum) steps while the others go on;
+//   mismatch  process 0 runs psum while the others run all_gather.
+// Every process that catches spmd::Error prints "process <p>: error: <message>" and exits 1;
+// reaching the end without an error prints "no error" and exits 0 (the checks then fail).
+#include <spmd/spmd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+using namespace spmd;
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "exit" && mode != "mismatch") {
+    std::fprintf(stderr, "usage: %s exit|mismatch\n", argv[0]);
+    return 2;
+  }
+  distributed::initialize();
+  const int me = process_index();
+  const int64_t local = local_device_count();
+  try {
+    if (process_count() < 2) fail("expected a run of at least 2 processes, got ", process_count());
+    Array x = ones({local, 1024}, float32);
+    auto step = pmap([](const Array& v) { return psum(v, "i"); }, "i");
+    if (mode == "exit") {
+      for (int i = 0; i < 50; ++i) {
+        if (me == 1 && i == 5) {
+          std::printf("process 1: leaving with std::exit(3) at step %d\n", i);
+          std::fflush(stdout);
+          std::exit(3);
+        }
+        x = step(x) / static_cast<float>(device_count());
+      }
+    } else {
+      auto gather = pmap([](const Array& v) { return all_gather(v, "i"); }, "i");
+      if (me == 0) {
+        x = step(x);
+      } else {
+        x = gather(x);
+      }
+    }
+  } catch (const Error& e) {
+    std::printf("process %d: error: %s\n", me, e.what());
+    std::fflush(stdout);
+    return 1;
+  }
+  std::printf("process %d: no error\n", me);
+  return 0;
+}

@@ -1,0 +1,48 @@
+# Runs mpi_fault under mpirun and checks that the run fails fast with the right message in every
+# surviving process. cmake -DMPIEXEC=... -DNP_FLAG=-n -DPROGRAM=... -DMODE=exit|mismatch -P run_fault.cmake
+#   exit:     3 processes; process 1 calls std::exit(3) mid-run. Processes 0 and 2 must each print
+#             an spmd::Error naming process 1, and mpirun must exit non-zero.
+#   mismatch: 3 processes; process 0 runs psum, 1 and 2 all_gather. Every process must print
+#             "processes reached different collectives" instead of deadlocking.
+# SPMD_COLLECTIVE_TIMEOUT is 10 s; the whole run must end within 60 s.
+set(np 3)
+string(TIMESTAMP start "%s")
+execute_process(
+  COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=2 SPMD_COLLECTIVE_TIMEOUT=10
+          ${MPIEXEC} ${NP_FLAG} ${np} --allow-run-as-root --oversubscribe ${PROGRAM} ${MODE}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+string(TIMESTAMP end "%s")
+math(EXPR seconds "${end} - ${start}")
+set(all "${out}\n${err}")
+message(STATUS "mpirun (${MODE}) exit status: ${rc}, ${seconds} s; output:\n${all}")
+
+if(rc MATCHES "timeout")
+  message(FATAL_ERROR "the run did not end within 60 s (SPMD_COLLECTIVE_TIMEOUT=10): a hang")
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "mpirun exited with status 0; expected a failure")
+endif()
+if(all MATCHES "no error")
+  message(FATAL_ERROR "a process finished without an error")
+endif()
+if(MODE STREQUAL "exit")
+  if(NOT all MATCHES "process 1: leaving")
+    message(FATAL_ERROR "process 1 did not reach its exit (the run failed before the fault)")
+  endif()
+  foreach(p 0 2)
+    if(NOT all MATCHES "process ${p}: error: [^\n]*(lost process 1[^0-9]|process\\(es\\) 1[^0-9])")
+      message(FATAL_ERROR "process ${p} did not print an error naming the lost process 1")
+    endif()
+  endforeach()
+elseif(MODE STREQUAL "mismatch")
+  foreach(p 0 1 2)
+    if(NOT all MATCHES "process ${p}: error: [^\n]*processes reached different collectives")
+      message(FATAL_ERROR "process ${p} did not report that the processes reached different collectives")
+    endif()
+  endforeach()
+else()
+  message(FATAL_ERROR "unknown MODE '${MODE}'")
+endif()
+if(seconds GREATER_EQUAL 60)
+  message(FATAL_ERROR "the run took ${seconds} s; expected well under 60 s")
+endif()
