@@ -326,7 +326,7 @@ int main() {
   bool torch_ok = true;
   std::string torch_error;
   auto torch_impl = [&](int threads, bool passive) {
-    return [&, threads, passive] {
+    return [&, threads, passive]() -> double {
       TorchRun r = run_torch(threads, passive, steps);
       if (!r.ok) {
         torch_ok = false;

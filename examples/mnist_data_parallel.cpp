@@ -27,6 +27,7 @@ struct Options {
   int64_t train_limit = 0;
   int64_t test_limit = 0;
   bool progress = true;
+  bool sharded_update = false;
 };
 
 struct Dataset {
@@ -98,13 +99,21 @@ int run(const Options& opt) {
                                                     : nn::Optimizer::sgd(opt.learning_rate, opt.momentum);
   Array key = random::key(opt.seed);
   nn::MLP params = nn::mlp_init(random::fold_in(key, 0), {features, 1024, 1024, 10});
-  nn::OptState state = optimizer.init(params);
+  // Replicated update: every device holds the whole optimiser state and applies the whole update
+  // (the book's formulation). Sharded: each device holds and updates 1/N of it (ZeRO-1).
+  if (opt.sharded_update && process_count() > 1 && !opt.checkpoint.empty())
+    fail("--sharded-update with --checkpoint runs in one process only (each process holds a part of the state)");
+  nn::OptState state = opt.sharded_update ? optimizer.init_sharded(params, ndev) : optimizer.init(params);
+  nn::OptState rstate;
   int start_epoch = 0;
   int64_t step = 0;
   if (!opt.checkpoint.empty() && std::filesystem::exists(opt.checkpoint)) {
     nn::Checkpoint c = nn::load_checkpoint(opt.checkpoint);
     params = nn::get_tree(c, "params", params);
-    state = nn::get_tree(c, "opt_state", state);
+    if (opt.sharded_update)
+      rstate = nn::get_tree(c, "opt_state", nn::replicate(state, devs));
+    else
+      state = nn::get_tree(c, "opt_state", state);
     key = c.arrays.at("key");
     start_epoch = static_cast<int>(c.ints.at("epoch"));
     step = c.ints.at("step");
@@ -117,9 +126,14 @@ int run(const Options& opt) {
         auto [value, grads] = value_and_grad(
             [&](const nn::MLP& q, const Array& xb, const Array& yb) { return shard_loss(q, xb, yb, global_batch); },
             argnums<0>, has_aux)(p, x, y);
-        grads = tree_map([](const Array& g) { return psum(g, "batch"); }, grads);
-        auto [new_params, new_state] = optimizer.update(p, grads, s);
-        return std::make_tuple(new_params, new_state, psum(value.first, "batch"), psum(value.second, "batch"));
+        std::pair<nn::MLP, nn::OptState> updated;
+        if (opt.sharded_update) {
+          updated = optimizer.update_sharded(p, grads, s, "batch");
+        } else {
+          grads = tree_map([](const Array& g) { return psum(g, "batch"); }, grads);
+          updated = optimizer.update(p, grads, s);
+        }
+        return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"), psum(value.second, "batch"));
       },
       "batch");
   auto evaluate = jit([](const nn::MLP& p, const Array& x, const Array& y) {
@@ -127,7 +141,7 @@ int run(const Options& opt) {
   });
 
   nn::MLP rparams = nn::replicate(params, devs);
-  nn::OptState rstate = nn::replicate(state, devs);
+  if (!rstate.count.valid()) rstate = nn::replicate(state, devs);
   if (leader)
     std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, " << ndev
               << " devices (" << process_count() << " process" << (process_count() > 1 ? "es" : "") << "), batch "
@@ -169,7 +183,7 @@ int run(const Options& opt) {
     if (leader && !opt.checkpoint.empty()) {
       nn::Checkpoint c;
       nn::put_tree(c, "params", host);
-      nn::put_tree(c, "opt_state", nn::unreplicate(rstate));
+      nn::put_tree(c, "opt_state", opt.sharded_update ? rstate : nn::unreplicate(rstate));
       c.arrays["key"] = key;
       c.ints["epoch"] = epoch + 1;
       c.ints["step"] = step;
@@ -195,6 +209,8 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", opt.checkpoint, "checkpoint file: resumed from if it exists, saved after every epoch");
   app.add_option("--train-limit", opt.train_limit, "use only the first N training samples (0: all)");
   app.add_option("--test-limit", opt.test_limit, "use only the first N test samples (0: all)");
+  app.add_flag("--sharded-update", opt.sharded_update,
+               "shard the optimiser state and update over the devices (ZeRO-1) instead of replicating them");
   bool no_progress = false;
   app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
   CLI11_PARSE(app, argc, argv);

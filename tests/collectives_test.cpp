@@ -233,6 +233,21 @@ TEST_P(Collectives, PsumOfAReplicaDependentValue) {
   expect_collective(f, inputs({4}), dtype(), ref, dtype());
 }
 
+TEST_P(Collectives, PsumOfOneIsTheAxisSize) {
+  // The idiom psum(1, 'i'): a constant, not mapped, summed over the replicas.
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (const H& x : xs) {
+      H h = x;
+      for (double& d : h.v) d *= static_cast<double>(xs.size());
+      out.push_back(h);
+    }
+    return out;
+  };
+  expect_collective([](const Array& x) { return x * psum(Array(1), "i"); }, inputs({3}), dtype(),
+                    ref, dtype());
+}
+
 TEST_P(Collectives, PmeanIsTheMeanOverReplicas) {
   auto ref = [](const std::vector<H>& xs) {
     H s = reduce(xs, add);

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "spmd/array.h"
+#include "spmd/collectives.h"
+#include "spmd/lax.h"
 #include "spmd/device.h"
 #include "spmd/ops.h"
 #include "spmd/pytree.h"
@@ -77,6 +79,31 @@ class Optimizer {
     return {tree_unflatten<P>(def, np), ns};
   }
   const std::string& name() const { return name_; }
+
+  // Data-parallel update with the optimiser state sharded over the devices of `axis` (ZeRO
+  // stage 1): inside pmap, the devices' *local* gradients are reduce-scattered (psum_scatter),
+  // each device updates its 1/N slice of every parameter with its slice of the state, and the
+  // slices are all-gathered. Every replica ends with the parameters psum + update gives, bit for
+  // bit, with 1/N of the update work and of the state memory per device.
+  // init_sharded gives one device's state (pass it replicated with nn::replicate, or mapped).
+  OptState init_sharded_leaves(const std::vector<Array>& params, int64_t shards) const;
+  std::pair<std::vector<Array>, OptState> update_sharded_leaves(const std::vector<Array>& params,
+                                                                const std::vector<Array>& local_grads,
+                                                                const OptState& shard,
+                                                                const std::string& axis) const;
+  template <class P>
+  OptState init_sharded(const P& params, int64_t shards) const {
+    return init_sharded_leaves(tree_flatten(params).first, shards);
+  }
+  template <class P>
+  std::pair<P, OptState> update_sharded(const P& params, const P& local_grads, const OptState& shard,
+                                        const std::string& axis) const {
+    auto [p, def] = tree_flatten(params);
+    auto [g, gdef] = tree_flatten(local_grads);
+    if (!(def == gdef)) fail("optimizer update: gradients ", gdef.str(), " do not match parameters ", def.str());
+    auto [np, ns] = update_sharded_leaves(p, g, shard, axis);
+    return {tree_unflatten<P>(def, np), ns};
+  }
 
  private:
   std::string name_;

@@ -7,12 +7,16 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/client.h"
 #include "runtime/in_process_communicator.h"
@@ -26,7 +30,11 @@ namespace spmd::distributed {
 namespace {
 
 constexpr int kDataTag = 7;
-constexpr int kFailureTag = 13;
+constexpr int kFailureTag = 13;  // "this process failed: <reason>"
+constexpr int kLeaveTag = 14;    // "this process is leaving" (sent at exit)
+// How long an exchange keeps waiting for a peer that has announced it is leaving: the messages
+// it sent before leaving are already on their way, so a short wait tells "finished" from "lost".
+constexpr std::chrono::milliseconds kLeaveGrace{2000};
 
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS"})
@@ -34,9 +42,15 @@ bool launched_by_mpi() {
   return false;
 }
 
+std::string join(const std::vector<int>& ps) {
+  std::string s;
+  for (int p : ps) s += (s.empty() ? "" : ", ") + std::to_string(p);
+  return s;
+}
+
 class MpiTransport : public runtime::Transport {
  public:
-  MpiTransport(int rank, int size) : rank_(rank), size_(size) {}
+  MpiTransport(int rank, int size) : rank_(rank), size_(size), left_(size, false) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -44,32 +58,45 @@ class MpiTransport : public runtime::Transport {
                 const std::string& what) override {
     std::lock_guard lock(mu_);
     std::vector<MPI_Request> reqs;
+    std::vector<int> peers;  // of each request
     for (auto& m : recvs) {
       reqs.emplace_back();
+      peers.push_back(m.peer);
       MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD, &reqs.back());
     }
     for (auto& m : sends) {
       reqs.emplace_back();
+      peers.push_back(m.peer);
       MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD, &reqs.back());
     }
-    auto deadline = std::chrono::steady_clock::now() + runtime::collective_timeout();
+    const auto timeout = runtime::collective_timeout();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::optional<std::chrono::steady_clock::time_point> grace_end;
     auto pause = std::chrono::microseconds(1);
     for (;;) {
       int done = 0;
       MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
       if (done) return;
-      check_failures();
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::string missing;
-        for (size_t i = 0; i < recvs.size(); ++i) {
-          int flag = 0;
-          MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
-          if (!flag) missing += (missing.empty() ? "" : ", ") + std::to_string(recvs[i].peer);
-        }
-        failed_ = true;
-        fail(what, ": timed out after ", std::chrono::duration<double>(runtime::collective_timeout()).count(),
-             " s waiting for process(es) ", missing.empty() ? std::string("?") : missing,
-             " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)");
+      check_notices(what, reqs, recvs.size());
+      auto now = std::chrono::steady_clock::now();
+      if (!grace_end) {
+        for (int p : peers)
+          if (left_[p]) grace_end = now + std::min<std::chrono::milliseconds>(kLeaveGrace, timeout);
+      }
+      if (grace_end && now > *grace_end) {
+        std::vector<int> lost;
+        for (int p : pending_peers(reqs, peers))
+          if (left_[p]) lost.push_back(p);
+        if (!lost.empty())
+          lose(reqs, recvs.size(),
+               detail::concat(what, ": lost process ", join(lost), " (it exited before finishing this collective)"));
+      }
+      if (now > deadline) {
+        std::vector<int> missing = pending_peers(reqs, peers);
+        lose(reqs, recvs.size(),
+             detail::concat(what, ": timed out after ", std::chrono::duration<double>(timeout).count(),
+                            " s waiting for process(es) ", missing.empty() ? std::string("?") : join(missing),
+                            " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(500));
@@ -81,7 +108,7 @@ class MpiTransport : public runtime::Transport {
     if (announced_) return;
     announced_ = true;
     failed_ = true;
-    notice_ = "process " + std::to_string(rank_) + ": " + reason;
+    notice_ = reason;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       MPI_Request r;
@@ -90,24 +117,109 @@ class MpiTransport : public runtime::Transport {
     }
   }
 
+  // Tells every other process that this one is leaving, then waits until each of them has left
+  // too or has failed: a process still waiting in a collective with this one then reports it
+  // lost within kLeaveGrace instead of after the collective timeout. Returns true when all left
+  // cleanly (MPI_Finalize may follow). After a failure it waits a moment more, so the processes
+  // that failed print their errors before this one's exit makes the launcher end the job.
+  bool leave() {
+    std::lock_guard lock(mu_);
+    char byte = 0;
+    std::vector<MPI_Request> reqs;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      reqs.emplace_back();
+      MPI_Isend(&byte, 1, MPI_CHAR, p, kLeaveTag, MPI_COMM_WORLD, &reqs.back());
+    }
+    std::vector<bool> failed(size_, false);
+    bool any_failed = false;
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      receive_leaves();
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
+      if (flag) {
+        receive_notice(st);
+        failed[st.MPI_SOURCE] = any_failed = true;
+        failed_ = true;
+      }
+      bool all = true;
+      for (int p = 0; p < size_; ++p) all = all && (p == rank_ || left_[p] || failed[p]);
+      if (all) break;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+    if (any_failed) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      return false;
+    }
+    MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+    return true;
+  }
+
   bool failed() const { return failed_; }
 
  private:
-  void check_failures() {
-    int flag = 0;
-    MPI_Status st;
-    MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
-    if (!flag) return;
+  // Peers whose messages in this exchange are not complete (completed requests become null).
+  static std::vector<int> pending_peers(std::vector<MPI_Request>& reqs, const std::vector<int>& peers) {
+    std::vector<int> out;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      int flag = 0;
+      MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+      if (!flag && std::find(out.begin(), out.end(), peers[i]) == out.end()) out.push_back(peers[i]);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Gives up on an exchange: withdraws its pending receives (their buffers are about to go),
+  // tells the other processes why, and throws.
+  [[noreturn]] void lose(std::vector<MPI_Request>& reqs, size_t nrecvs, const std::string& message) {
+    for (size_t i = 0; i < nrecvs; ++i) {
+      if (reqs[i] == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&reqs[i]);
+      MPI_Request_free(&reqs[i]);
+    }
+    failed_ = true;
+    announce_failure(message);
+    fail(message, "; this process stops too");
+  }
+
+  std::string receive_notice(const MPI_Status& st) {
     int n = 0;
     MPI_Get_count(&st, MPI_CHAR, &n);
     std::string msg(static_cast<size_t>(n), '\0');
     MPI_Recv(msg.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    failed_ = true;
-    fail("lost process ", st.MPI_SOURCE, " (", msg, "); this process stops too");
+    return msg;
+  }
+
+  void receive_leaves() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kLeaveTag, MPI_COMM_WORLD, &flag, &st);
+      if (!flag) return;
+      char byte;
+      MPI_Recv(&byte, 1, MPI_CHAR, st.MPI_SOURCE, kLeaveTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      left_[st.MPI_SOURCE] = true;
+    }
+  }
+
+  // Records processes that left; a failure notice from another process ends this exchange.
+  void check_notices(const std::string& what, std::vector<MPI_Request>& reqs, size_t nrecvs) {
+    receive_leaves();
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
+    if (!flag) return;
+    std::string msg = receive_notice(st);
+    lose(reqs, nrecvs, detail::concat(what, ": process ", st.MPI_SOURCE, " failed (", msg, ")"));
   }
 
   int rank_, size_;
   std::mutex mu_, notice_mu_;
+  std::vector<bool> left_;  // processes that announced they are leaving (guarded by mu_)
   bool announced_ = false;
   std::atomic<bool> failed_{false};
   std::string notice_;
@@ -122,10 +234,10 @@ void at_exit() {
     shutdown();
     return;
   }
-  // Leaving after a failure: tell the others, give the notice time to travel, and do not wait
-  // for processes that may never arrive.
-  if (g_transport) g_transport->announce_failure("exited before finishing");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Leaving after a failure: tell the others, give the notice time to travel (and the others
+  // time to print their errors), and do not wait for processes that may never arrive.
+  if (g_transport) g_transport->announce_failure("exited after a failure");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 }  // namespace
@@ -157,12 +269,9 @@ bool is_initialized() { return g_initialized; }
 
 void shutdown() {
   if (!g_initialized) return;
-  bool clean = !g_transport || !g_transport->failed();
+  bool clean = !g_transport || (!g_transport->failed() && g_transport->leave());
   runtime::set_transport(nullptr);
-  if (clean) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
-  }
+  if (clean) MPI_Finalize();
   g_initialized = false;
 }
 

@@ -4,7 +4,9 @@
 #include <map>
 #include <utility>
 
+#include "spmd/collectives.h"
 #include "spmd/error.h"
+#include "spmd/lax.h"
 #include "spmd/nn.h"
 
 namespace spmd::nn {
@@ -91,6 +93,47 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
     out.push_back(params[i] - mhat * lr_ / (sqrt(vhat) + eps_));
   }
   return {out, s};
+}
+
+namespace {
+int64_t shard_size(int64_t n, int64_t shards) { return (n + shards - 1) / shards; }
+}  // namespace
+
+OptState Optimizer::init_sharded_leaves(const std::vector<Array>& params, int64_t shards) const {
+  if (shards < 1) fail("init_sharded: expected a positive number of shards, got ", shards);
+  std::vector<Array> slices;
+  for (const Array& p : params) slices.push_back(zeros({shard_size(p.size(), shards)}, p.dtype()));
+  return init_leaves(slices);
+}
+
+std::pair<std::vector<Array>, OptState> Optimizer::update_sharded_leaves(const std::vector<Array>& params,
+                                                                         const std::vector<Array>& local_grads,
+                                                                         const OptState& shard,
+                                                                         const std::string& axis) const {
+  if (params.size() != local_grads.size())
+    fail("optimizer update: expected one gradient per parameter (", params.size(), "), got ", local_grads.size());
+  const int64_t n_shards = axis_size(axis);
+  const Array me = axis_index(axis);
+  std::vector<Array> p_slices, g_slices;
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t n = params[i].size(), k = shard_size(n, n_shards), extra = k * n_shards - n;
+    Array g = ravel(local_grads[i]);
+    Array p = ravel(params[i]);
+    if (extra) {
+      g = pad(g, {{0, extra}});
+      p = pad(p, {{0, extra}});
+    }
+    g_slices.push_back(psum_scatter(g, axis, 0, true));
+    p_slices.push_back(lax::gather(reshape(p, {n_shards, k}), me, 0));
+  }
+  auto [new_slices, new_state] = update_leaves(p_slices, g_slices, shard);
+  std::vector<Array> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Array full = all_gather(new_slices[i], axis, 0, true);
+    if (full.size() != params[i].size()) full = slice(full, {Range{0, params[i].size()}});
+    out.push_back(reshape(full, params[i].shape()));
+  }
+  return {out, new_state};
 }
 
 }  // namespace spmd::nn

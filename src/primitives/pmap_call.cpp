@@ -9,7 +9,10 @@
 #include "primitives/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
+#include "transforms/autodiff.h"
+#include "transforms/axis_env.h"
 #include "transforms/batch.h"
+#include "spmd/collectives.h"
 
 namespace spmd::prim {
 
@@ -113,9 +116,65 @@ Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
   return {spmd::bind(p, args), result_dims};
 }
 
-std::vector<Array> PmapCall::vjp(const std::vector<Array>&, const std::vector<Array>&,
-                                 const std::vector<Array>&) const {
-  fail("grad of pmap is not supported yet; put grad inside the pmapped function");
+std::vector<Array> PmapCall::vjp(const std::vector<Array>& primals, const std::vector<Array>&,
+                                 const std::vector<Array>& cts) const {
+  // The transpose is another pmap: each replica runs the vjp of the body on its slices of the
+  // primals and of the output cotangents. A replicated output (out_axes None) is replica 0's
+  // value, so only replica 0 receives its cotangent; cotangents of broadcast inputs are summed
+  // over the replicas.
+  std::vector<AbstractValue> per_types;
+  std::vector<int> new_in_axes;
+  std::vector<Array> args;
+  for (size_t i = 0; i < primals.size(); ++i) {
+    per_types.push_back(body->var_types[body->inputs[i]]);
+    new_in_axes.push_back(in_axes[i]);
+    args.push_back(primals[i]);
+  }
+  for (size_t j = 0; j < cts.size(); ++j) {
+    AbstractValue t = body->output_types()[j];
+    per_types.push_back(t);
+    new_in_axes.push_back(out_axes[j]);
+    args.push_back(cts[j]);
+  }
+  std::vector<bool> wrt(primals.size());
+  for (size_t i = 0; i < primals.size(); ++i) wrt[i] = differentiable(per_types[i]);
+  const size_t np = primals.size();
+  ir::Traced traced = [&] {
+    transforms::AxisScope scope(axis_name, global_size, transforms::AxisKind::Pmap);
+    return ir::trace(per_types, [&](const std::vector<Array>& xs) {
+      std::vector<Array> prim_args(xs.begin(), xs.begin() + static_cast<long>(np));
+      transforms::Linearization lin(*body, prim_args, wrt);
+      std::vector<Array> out_cts(xs.begin() + static_cast<long>(np), xs.end());
+      for (size_t j = 0; j < out_cts.size(); ++j)
+        if (out_axes[j] == not_mapped)
+          out_cts[j] = where(equal(axis_index(axis_name), 0), out_cts[j], zeros_like(out_cts[j]));
+      std::vector<Array> in_cts = lin.backward(out_cts), outs;
+      for (size_t i = 0; i < np; ++i)
+        if (wrt[i]) outs.push_back(in_cts[i]);
+      return outs;
+    });
+  }();
+  std::vector<int> ct_out_axes;
+  for (size_t i = 0; i < np; ++i)
+    if (wrt[i]) ct_out_axes.push_back(in_axes[i] == not_mapped ? 0 : in_axes[i]);
+  for (auto& c : traced.captured) {
+    args.push_back(c);
+    new_in_axes.push_back(not_mapped);
+  }
+  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name, size,
+                                      new_in_axes, ct_out_axes, devices, global_size);
+  std::vector<Array> r = spmd::bind(p, args);
+  std::vector<Array> result;
+  size_t k = 0;
+  for (size_t i = 0; i < np; ++i) {
+    if (!wrt[i]) {
+      result.push_back(Array());
+      continue;
+    }
+    Array c = r[k++];
+    result.push_back(in_axes[i] == not_mapped ? sum(c, std::vector<int>{0}) : c);
+  }
+  return result;
 }
 
 namespace {

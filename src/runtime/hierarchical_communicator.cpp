@@ -55,11 +55,15 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
   for (int p = 0; p < P; ++p) {
     if (p == me_) continue;
     const auto& h = theirs[p];
-    if (h[0] != mine[0] || h[1] != mine[1] || h[2] != mine[2] || h[3] != mine[3])
-      fail("processes reached different collectives: process ", p, " reached ", kind_name(static_cast<int>(h[0])),
-           " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])), " (collective #", h[3], ") while process ", me_,
-           " reached ", kind_name(kind), " of ", count, " ", dtype_name(dtype), " (collective #", seq,
-           "); every process must run the same pmaps in the same order with the same shapes");
+    if (h[0] == mine[0] && h[1] == mine[1] && h[2] == mine[2] && h[3] == mine[3]) continue;
+    std::string message = detail::concat(
+        "processes reached different collectives: process ", p, " reached ", kind_name(static_cast<int>(h[0])),
+        " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])), " (collective #", h[3], ") while process ", me_,
+        " reached ", kind_name(kind), " of ", count, " ", dtype_name(dtype), " (collective #", seq,
+        "); every process must run the same pmaps in the same order with the same shapes");
+    // Every process finds the difference itself; the notice covers one that is still waiting.
+    transport_->announce_failure(message);
+    fail(message);
   }
 }
 

@@ -71,7 +71,7 @@ MappedAxes resolve_in_axes(const AxisSpec& in_axes, const detail::FlatCall& call
     }
     inconsistent_sizes(call, r.axes, who);
   }
-  if (!r.size) fail(who, " must have at least one non-None value in in_axes", axis_size ? "" : " (or an axis_size)");
+  if (!r.size) fail(who, " must have at least one non-None value in in_axes");
   return r;
 }
 

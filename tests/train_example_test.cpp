@@ -1,0 +1,201 @@
+// The data-parallel training example (examples/mnist_data_parallel.cpp), run as a program on a
+// small slice of Fashion-MNIST: resuming from a checkpoint reproduces an uninterrupted run bit
+// for bit, the per-epoch lines have the documented format (and the printed test accuracy is
+// that of the saved parameters), 1 and 8 devices train the same parameters, and a bad data
+// directory fails with a clear message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "spmd/io.h"
+#include "spmd/nn.h"
+#include "spmd/ops.h"
+
+namespace spmd {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+const char* kData = "/usr/share/datasets/fashion-mnist";
+const char* kLimits = " --train-limit 2048 --test-limit 1000 --no-progress";
+
+struct Finished {
+  std::string output;  // stdout and stderr
+  int exit_code = -1;
+};
+
+Finished run(const std::string& args) {
+  std::string binary = std::string(SPMD_EXAMPLES_DIR) + "/mnist_data_parallel";
+  Finished r;
+  if (access(binary.c_str(), X_OK) != 0) {
+    r.output = "the example is not built: " + binary;
+    return r;
+  }
+  FILE* pipe = popen((binary + " " + args + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// A fresh checkpoint path (the example resumes from any file already there).
+std::string fresh_path(const std::string& name) {
+  fs::path dir = fs::path(SPMD_TEST_TMP) / "train_example_test";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  fs::remove(p);
+  fs::remove(p.string() + ".tmp");
+  return p.string();
+}
+
+bool have_data() { return fs::exists(fs::path(kData) / "train-images-idx3-ubyte.gz"); }
+
+#define REQUIRE_DATA()                                                          \
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kData
+
+std::vector<std::string> epoch_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("epoch ", 0) == 0) lines.push_back(line);
+  return lines;
+}
+
+bool bytes_equal(const Array& a, const Array& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
+         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+TEST(TrainExample, ResumedRunEqualsUninterruptedRunBitForBit) {
+  REQUIRE_DATA();
+  std::string straight = fresh_path("straight.ckpt"), resumed = fresh_path("resumed.ckpt");
+  Finished a = run(std::string("--epochs 2") + kLimits + " --checkpoint " + straight);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  Finished b1 = run(std::string("--epochs 1") + kLimits + " --checkpoint " + resumed);
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  Finished b2 = run(std::string("--epochs 2") + kLimits + " --checkpoint " + resumed);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_THAT(b2.output, HasSubstr("resumed from " + resumed + " after epoch 1"));
+  // The resumed run trains epoch 2 only, and reports it as the uninterrupted run did.
+  std::vector<std::string> la = epoch_lines(a.output), lb = epoch_lines(b2.output);
+  ASSERT_EQ(la.size(), 2u) << a.output;
+  ASSERT_EQ(lb.size(), 1u) << b2.output;
+  auto metrics = [](const std::string& line) { return line.substr(0, line.find(" samples/s=")); };
+  EXPECT_EQ(metrics(lb[0]), metrics(la[1]));
+
+  nn::Checkpoint ca = nn::load_checkpoint(straight), cb = nn::load_checkpoint(resumed);
+  EXPECT_EQ(ca.ints, cb.ints);
+  EXPECT_EQ(ca.ints.at("epoch"), 2);
+  ASSERT_EQ(ca.arrays.size(), cb.arrays.size());
+  ASSERT_GT(ca.arrays.size(), 6u);  // params, optimiser state and key
+  for (const auto& [name, arr] : ca.arrays) {
+    ASSERT_TRUE(cb.arrays.count(name)) << name;
+    EXPECT_TRUE(bytes_equal(arr, cb.arrays.at(name))) << name << " differs";
+  }
+}
+
+TEST(TrainExample, EpochLinesHaveTheDocumentedFormat) {
+  REQUIRE_DATA();
+  std::string path = fresh_path("format.ckpt");
+  Finished r = run(std::string("--epochs 2") + kLimits + " --checkpoint " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> lines = epoch_lines(r.output);
+  ASSERT_EQ(lines.size(), 2u) << r.output;
+  const std::regex format(
+      R"(epoch (\d+): loss=(\d+\.\d{3}) train_acc=(\d\.\d{3}) test_acc=(\d\.\d{3}) samples/s=(\d+) time=(\d+\.\d)s)");
+  double last_test_acc = -1;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines[i], m, format)) << "line: " << lines[i];
+    EXPECT_EQ(std::stoi(m[1]), static_cast<int>(i) + 1);
+    double loss = std::stod(m[2]), train_acc = std::stod(m[3]), test_acc = std::stod(m[4]);
+    EXPECT_GT(loss, 0.0);
+    EXPECT_LT(loss, std::log(10.0) + 1);  // near or below chance level's loss after an epoch
+    EXPECT_GE(train_acc, 0.0);
+    EXPECT_LE(train_acc, 1.0);
+    EXPECT_GT(std::stod(m[5]), 0.0);
+    last_test_acc = test_acc;
+  }
+  // The printed test accuracy is that of the saved parameters on the first 1000 test images.
+  nn::Checkpoint c = nn::load_checkpoint(path);
+  std::vector<Array> leaves;
+  for (int64_t i = 0; i < c.ints.at("params/#"); ++i) leaves.push_back(c.arrays.at("params/" + std::to_string(i)));
+  ASSERT_EQ(leaves.size(), 6u);
+  nn::MLP params{{leaves[0], leaves[1]}, {leaves[2], leaves[3]}, {leaves[4], leaves[5]}};
+  Array images = load_idx(std::string(kData) + "/t10k-images-idx3-ubyte.gz");
+  Array labels = load_idx(std::string(kData) + "/t10k-labels-idx1-ubyte.gz");
+  Array x = astype(slice(images, {Range{0, 1000}}).reshape({1000, -1}), DType::Float32) / 255.0;
+  Array y = slice(labels, {Range{0, 1000}});
+  double acc = nn::correct_count(nn::mlp_apply(params, x), y).item<double>() / 1000.0;
+  EXPECT_NEAR(last_test_acc, acc, 0.0015);
+}
+
+TEST(TrainExample, OneAndEightDevicesTrainTheSameParameters) {
+  REQUIRE_DATA();
+  std::string one = fresh_path("devices1.ckpt"), eight = fresh_path("devices8.ckpt");
+  Finished r1 = run(std::string("--epochs 1 --devices 1") + kLimits + " --checkpoint " + one);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  Finished r8 = run(std::string("--epochs 1 --devices 8") + kLimits + " --checkpoint " + eight);
+  ASSERT_EQ(r8.exit_code, 0) << r8.output;
+  nn::Checkpoint c1 = nn::load_checkpoint(one), c8 = nn::load_checkpoint(eight);
+  ASSERT_EQ(c1.arrays.size(), c8.arrays.size());
+  int compared = 0;
+  for (const auto& [name, a] : c1.arrays) {
+    if (name.rfind("params/", 0) != 0) continue;
+    const Array& b = c8.arrays.at(name);
+    ASSERT_EQ(a.shape(), b.shape()) << name;
+    // Relative to the array: float32 sums in another order move single elements near zero
+    // by more than 1e-5 of themselves, never by 1e-5 of the array's largest element.
+    auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+    double scale = 0, worst = 0, diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      scale = std::max(scale, std::abs(va[i]));
+      worst = std::max(worst, std::abs(va[i] - vb[i]));
+      diff2 += (va[i] - vb[i]) * (va[i] - vb[i]);
+      norm2 += va[i] * va[i];
+    }
+    ASSERT_GT(scale, 0.0) << name;
+    EXPECT_LE(worst, 1e-5 * scale) << name;
+    EXPECT_LE(std::sqrt(diff2), 1e-5 * std::sqrt(norm2)) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6);
+}
+
+TEST(TrainExample, MissingDataDirectoryFailsWithAClearMessage) {
+  Finished r = run("--data /nonexistent/fashion --no-progress");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("train-images-idx3-ubyte"));
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/fashion"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("epoch 1:")));
+}
+
+TEST(TrainExample, GarbageDataFileFailsWithAClearMessage) {
+  fs::path dir = fs::path(SPMD_TEST_TMP) / "train_example_test" / "garbage_data";
+  fs::create_directories(dir);
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"})
+    std::ofstream(dir / name) << "not an idx file";
+  Finished r = run("--data " + dir.string() + " --no-progress");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("train-images-idx3-ubyte"));
+  EXPECT_THAT(r.output, HasSubstr("not an IDX file"));
+}
+
+}  // namespace
+}  // namespace spmd
