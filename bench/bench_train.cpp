@@ -270,10 +270,32 @@ struct Impl {
   bool settle = false;  // pause after: OpenBLAS's or OpenMP's workers may still spin
 };
 
+// bench_train --spmd-only N [STEPS]: only spmd's training on N devices (0: jit, no pmap), for
+// profilers (perf record -g build/bench/bench_train --spmd-only 8).
+int spmd_only(int n, int steps) {
+  Array key = spmd::random::key(0);
+  nn::MLP params = nn::mlp_init(spmd::random::fold_in(key, 0), {kIn, kHidden, kHidden, kClasses});
+  std::vector<Array> xs, ys;
+  for (int b = 0; b < kBatches; ++b) {
+    xs.push_back(spmd::random::uniform(spmd::random::fold_in(key, 2 * b + 1), {kBatch, kIn}));
+    ys.push_back(spmd::random::randint(spmd::random::fold_in(key, 2 * b + 2), {kBatch}, 0, kClasses));
+  }
+  auto pstep = make_pmap_step();
+  auto jstep = make_jit_step();
+  Trainer t = make_trainer(n, params, xs, ys, pstep, jstep);
+  t.run(6);
+  double s = seconds_of([&] { t.run(steps); }) / steps;
+  std::printf("spmd %s: %.2f ms/step, %.0f samples/s\n",
+              n ? ("pmap over " + std::to_string(n) + (n == 1 ? " device" : " devices")).c_str() : "jit", s * 1e3, kBatch / s);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   spmd::set_cpu_device_count(8);
+  if (argc >= 3 && std::string(argv[1]) == "--spmd-only")
+    return spmd_only(std::atoi(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 200);
   const bool verbose = std::getenv("SPMD_BENCH_VERBOSE") != nullptr;
   const int rounds = 5, steps = 50, warmup = 5;
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})

@@ -62,7 +62,8 @@ double at(const std::vector<double>& v, int64_t d, int64_t j, int64_t k) { retur
 
 // ---- pmap(grad) against grad of the single-device program ----------------------------------
 TEST_F(GradPmap, PsumLossMatchesSingleDeviceGradient) {
-  // loss_j = sum(tanh(psum(x_j * w_j)) * v_j); one device: Y = sum_i X_i W_i, sum_j sum(tanh(Y) V_j).
+  // loss_j = sum(tanh(psum(x_j * w_j)) * v_j); one device: Y = sum_i X_i W_i, sum_j sum(tanh(Y)
+  // V_j).
   Array x = rnd({N, 3}, 1), w = rnd({N, 3}, 2), v = rnd({N, 3}, 3);
   Array g = pmap(grad([](const Array& xj, const Array& wj, const Array& vj) {
                    return sum(tanh(psum(xj * wj, "i")) * vj);
@@ -130,7 +131,9 @@ TEST_F(GradPmap, PpermuteShiftLossMatchesSingleDeviceGradient) {
   std::vector<std::pair<int, int>> ring;
   for (int j = 0; j < N; ++j) ring.emplace_back(j, static_cast<int>((j + 1) % N));
   Array x = rnd({N, 3}, 10), w = rnd({N, 3}, 11);
-  Array g = pmap(grad([&](const Array& xj, const Array& wj) { return sum(sin(ppermute(xj, "i", ring)) * wj * xj); }),
+  Array g = pmap(grad([&](const Array& xj, const Array& wj) {
+                   return sum(sin(ppermute(xj, "i", ring)) * wj * xj);
+                 }),
                  "i")(x, w);
   std::vector<int32_t> src;
   for (int j = 0; j < N; ++j) src.push_back(static_cast<int32_t>((j + N - 1) % N));
@@ -143,7 +146,9 @@ TEST_F(GradPmap, PartialPpermuteLossMatchesSingleDeviceGradient) {
   // Only some devices send; devices that receive nothing hold zeros.
   std::vector<std::pair<int, int>> perm{{0, 3}, {3, 5}, {6, 0}, {2, 2}};
   Array x = rnd({N, 2}, 12), w = rnd({N, 2}, 13);
-  Array g = pmap(grad([&](const Array& xj, const Array& wj) { return sum(exp(ppermute(xj, "i", perm)) * wj); }),
+  Array g = pmap(grad([&](const Array& xj, const Array& wj) {
+                   return sum(exp(ppermute(xj, "i", perm)) * wj);
+                 }),
                  "i")(x, w);
   std::vector<int32_t> src(N, 0);
   std::vector<double> has(N * 2, 0.0);
@@ -152,7 +157,8 @@ TEST_F(GradPmap, PartialPpermuteLossMatchesSingleDeviceGradient) {
     has[d * 2] = has[d * 2 + 1] = 1.0;
   }
   Array from = Array(src, Shape{N}), mask = Array(has, Shape{N, 2});
-  Array want = grad([&](const Array& X) { return sum(exp(take(X, from, 0) * mask) * mask * w); })(x);
+  Array want =
+      grad([&](const Array& X) { return sum(exp(take(X, from, 0) * mask) * mask * w); })(x);
   expect_close(g, want, 1e-13, "gradient");
 }
 
@@ -172,7 +178,8 @@ TEST_F(GradPmap, DataParallelLossWithReplicatedWeightsMatchesSingleDeviceGradien
     for (int b = 0; b < 4; ++b) {
       double r = -yv[j * 4 + b];
       for (int k = 0; k < 3; ++k) r += xv[(j * 4 + b) * 3 + k] * wv[k];
-      for (int k = 0; k < 3; ++k) want[k] += 2 * r * xv[(j * 4 + b) * 3 + k] * static_cast<double>(N);
+      for (int k = 0; k < 3; ++k)
+        want[k] += 2 * r * xv[(j * 4 + b) * 3 + k] * static_cast<double>(N);
     }
     expect_close(g[j], Array(want, Shape{3}), 1e-13, "device " + std::to_string(j));
   }
@@ -202,20 +209,48 @@ TEST_F(GradPmap, PsumOfGradientsEqualsFullBatchGradient) {
 TEST_F(GradPmap, JitOfPmapOfGradMatchesSingleDeviceGradient) {
   Array x = rnd({N, 3}, 20), w = rnd({N, 3}, 21);
   auto step = jit([](const Array& xs, const Array& ws) {
-    return pmap(grad([](const Array& xj, const Array& wj) { return sum(square(psum(xj * wj, "i"))); }), "i")(xs, ws);
+    return pmap(
+        grad([](const Array& xj, const Array& wj) { return sum(square(psum(xj * wj, "i"))); }),
+        "i")(xs, ws);
   });
   Array g = step(x, w);
-  Array want = grad([&](const Array& X) { return sum(square(sum(X * w, std::vector<int>{0}))) * static_cast<double>(N); })(x);
+  Array want = grad([&](const Array& X) {
+    return sum(square(sum(X * w, std::vector<int>{0}))) * static_cast<double>(N);
+  })(x);
+  expect_close(g, want, 1e-13, "gradient");
+}
+
+TEST_F(GradPmap, VmapWithAxisNameGivesTheSameGradientsAsPmap) {
+  // Collectives bound by vmap's axis_name batch into reductions over the batch axis.
+  Array x = rnd({N, 3}, 22), w = rnd({N, 3}, 23);
+  auto per_device = grad([](const Array& xj, const Array& wj) {
+    Array g = all_gather(xj, "i");
+    return sum(tanh(psum(xj * wj, "i"))) + sum(g * g) * sum(wj);
+  });
+  Array gp = pmap(per_device, "i")(x, w);
+  Array gv = vmap(per_device, 0, 0, "i")(x, w);
+  expect_close(gv, gp, 1e-13, "vmap vs pmap");
+}
+
+TEST_F(GradPmap, GradOfPmapWithPsumMatchesSingleDeviceGradient) {
+  // The whole pmap differentiated from outside: sum over devices of x_j * psum(x) = sum(X * S).
+  Array x = rnd({N, 2}, 24);
+  Array g = grad([](const Array& X) {
+    return sum(pmap([](const Array& xj) { return xj * psum(xj, "i"); }, "i")(X));
+  })(x);
+  Array want = grad([](const Array& X) { return sum(X * sum(X, std::vector<int>{0}, true)); })(x);
   expect_close(g, want, 1e-13, "gradient");
 }
 
 // ---- the transpose pairs, against host loops --------------------------------------------------
 TEST_F(GradPmap, PsumTransposeSumsTheCotangents) {
   Array x = rnd({N, 3}, 30), ct = rnd({N, 3}, 31);
-  Array got = pmap([](const Array& xj, const Array& cj) {
-    auto [y, pullback] = vjp([](const Array& a) { return psum(a, "i"); }, xj);
-    return std::get<0>(pullback(cj));
-  }, "i")(x, ct);
+  Array got = pmap(
+      [](const Array& xj, const Array& cj) {
+        auto [y, pullback] = vjp([](const Array& a) { return psum(a, "i"); }, xj);
+        return std::get<0>(pullback(cj));
+      },
+      "i")(x, ct);
   auto c = ct.to_vector<double>();
   std::vector<double> want(N * 3);
   for (int64_t j = 0; j < N; ++j)
@@ -230,10 +265,12 @@ TEST_F(GradPmap, PsumTransposeSumsTheCotangents) {
 TEST_F(GradPmap, AllGatherTransposeIsPsumScatter) {
   // Device i's cotangent is sum_j ct_j[i], i.e. psum_scatter(ct)[i].
   Array x = rnd({N, 2}, 32), ct = rnd({N, N, 2}, 33);
-  Array got = pmap([](const Array& xj, const Array& cj) {
-    auto [y, pullback] = vjp([](const Array& a) { return all_gather(a, "i"); }, xj);
-    return std::get<0>(pullback(cj));
-  }, "i")(x, ct);
+  Array got = pmap(
+      [](const Array& xj, const Array& cj) {
+        auto [y, pullback] = vjp([](const Array& a) { return all_gather(a, "i"); }, xj);
+        return std::get<0>(pullback(cj));
+      },
+      "i")(x, ct);
   Array scattered = pmap([](const Array& cj) { return psum_scatter(cj, "i"); }, "i")(ct);
   auto c = ct.to_vector<double>();
   std::vector<double> want(N * 2, 0);
@@ -246,13 +283,16 @@ TEST_F(GradPmap, AllGatherTransposeIsPsumScatter) {
 
 TEST_F(GradPmap, PsumScatterTransposeIsAllGather) {
   Array x = rnd({N, N, 2}, 34), ct = rnd({N, 2}, 35);
-  Array got = pmap([](const Array& xj, const Array& cj) {
-    auto [y, pullback] = vjp([](const Array& a) { return psum_scatter(a, "i"); }, xj);
-    return std::get<0>(pullback(cj));
-  }, "i")(x, ct);
+  Array got = pmap(
+      [](const Array& xj, const Array& cj) {
+        auto [y, pullback] = vjp([](const Array& a) { return psum_scatter(a, "i"); }, xj);
+        return std::get<0>(pullback(cj));
+      },
+      "i")(x, ct);
   auto c = ct.to_vector<double>();
   std::vector<double> want;
-  for (int64_t j = 0; j < N; ++j) want.insert(want.end(), c.begin(), c.end());  // every device: all cts
+  for (int64_t j = 0; j < N; ++j)
+    want.insert(want.end(), c.begin(), c.end());  // every device: all cts
   expect_close(got, Array(want, Shape{N, N, 2}), 1e-14, "cotangent");
 }
 
@@ -260,10 +300,12 @@ TEST_F(GradPmap, PpermuteTransposeIsTheInversePermutation) {
   // Device s sent to d = perm(s): its cotangent is ct_d; a device that sends nothing gets 0.
   std::vector<std::pair<int, int>> perm{{0, 1}, {1, 4}, {4, 0}, {5, 7}, {2, 2}};
   Array x = rnd({N, 3}, 36), ct = rnd({N, 3}, 37);
-  Array got = pmap([&](const Array& xj, const Array& cj) {
-    auto [y, pullback] = vjp([&](const Array& a) { return ppermute(a, "i", perm); }, xj);
-    return std::get<0>(pullback(cj));
-  }, "i")(x, ct);
+  Array got = pmap(
+      [&](const Array& xj, const Array& cj) {
+        auto [y, pullback] = vjp([&](const Array& a) { return ppermute(a, "i", perm); }, xj);
+        return std::get<0>(pullback(cj));
+      },
+      "i")(x, ct);
   auto c = ct.to_vector<double>();
   std::vector<double> want(N * 3, 0);
   for (auto [s, d] : perm)
@@ -275,10 +317,12 @@ TEST_F(GradPmap, AllToAllTransposeIsAllToAll) {
   // all_to_all(split 0, concat 0): out_j[i] = x_i[j]; its transpose sends ct_j[i] back to
   // device i's block j.
   Array x = rnd({N, N, 2}, 38), ct = rnd({N, N, 2}, 39);
-  Array got = pmap([](const Array& xj, const Array& cj) {
-    auto [y, pullback] = vjp([](const Array& a) { return all_to_all(a, "i", 0, 0); }, xj);
-    return std::get<0>(pullback(cj));
-  }, "i")(x, ct);
+  Array got = pmap(
+      [](const Array& xj, const Array& cj) {
+        auto [y, pullback] = vjp([](const Array& a) { return all_to_all(a, "i", 0, 0); }, xj);
+        return std::get<0>(pullback(cj));
+      },
+      "i")(x, ct);
   auto c = ct.to_vector<double>();
   std::vector<double> want(N * N * 2);
   for (int64_t i = 0; i < N; ++i)

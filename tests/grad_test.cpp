@@ -18,6 +18,7 @@
 #include "spmd/lax.h"
 #include "spmd/nn.h"
 #include "spmd/ops.h"
+#include "spmd/random.h"
 #include "spmd/transforms.h"
 
 namespace spmd {
@@ -148,7 +149,8 @@ void expect_hvp_matches_fd(const Fn& f, const std::vector<Array>& xs, double rto
       minus[i] = with_element(xs[i], k, -kStep);
       fd[k] = (gdotv(plus).item<double>() - gdotv(minus).item<double>()) / (2 * kStep);
     }
-    expect_close(h[i], Array(fd, xs[i].shape()), rtol, atol, "Hessian-vector product, input " + std::to_string(i));
+    expect_close(h[i], Array(fd, xs[i].shape()), rtol, atol,
+                 "Hessian-vector product, input " + std::to_string(i));
   }
 }
 
@@ -157,29 +159,66 @@ Fn unary(Array (*op)(const Array&)) {
 }
 
 // ---- unary ------------------------------------------------------------------------------------
-TEST_F(Grad, NegMatchesFiniteDifferences) { expect_grad_matches_fd(unary(negative), {rnd({3, 4}, -2, 2, 1)}); }
-TEST_F(Grad, ExpMatchesFiniteDifferences) { expect_grad_matches_fd(unary(exp), {rnd({3, 4}, -2, 2, 2)}); }
-TEST_F(Grad, LogMatchesFiniteDifferences) { expect_grad_matches_fd(unary(log), {rnd({3, 4}, 0.3, 3, 3)}); }
-TEST_F(Grad, Log1pMatchesFiniteDifferences) { expect_grad_matches_fd(unary(log1p), {rnd({3, 4}, -0.7, 3, 4)}); }
-TEST_F(Grad, Expm1MatchesFiniteDifferences) { expect_grad_matches_fd(unary(expm1), {rnd({3, 4}, -2, 2, 5)}); }
-TEST_F(Grad, SqrtMatchesFiniteDifferences) { expect_grad_matches_fd(unary(sqrt), {rnd({3, 4}, 0.2, 4, 6)}); }
-TEST_F(Grad, RsqrtMatchesFiniteDifferences) { expect_grad_matches_fd(unary(rsqrt), {rnd({3, 4}, 0.2, 4, 7)}); }
-TEST_F(Grad, TanhMatchesFiniteDifferences) { expect_grad_matches_fd(unary(tanh), {rnd({3, 4}, -2, 2, 8)}); }
-TEST_F(Grad, LogisticMatchesFiniteDifferences) { expect_grad_matches_fd(unary(logistic), {rnd({3, 4}, -4, 4, 9)}); }
-TEST_F(Grad, AbsMatchesFiniteDifferences) { expect_grad_matches_fd(unary(abs), {away_from_zero({3, 4}, 0.1, 2, 10)}); }
-TEST_F(Grad, SinMatchesFiniteDifferences) { expect_grad_matches_fd(unary(sin), {rnd({3, 4}, -3, 3, 11)}); }
-TEST_F(Grad, CosMatchesFiniteDifferences) { expect_grad_matches_fd(unary(cos), {rnd({3, 4}, -3, 3, 12)}); }
-TEST_F(Grad, ErfMatchesFiniteDifferences) { expect_grad_matches_fd(unary(erf), {rnd({3, 4}, -2, 2, 13)}); }
-TEST_F(Grad, ErfInvMatchesFiniteDifferences) { expect_grad_matches_fd(unary(erf_inv), {rnd({3, 4}, -0.8, 0.8, 14)}); }
+TEST_F(Grad, NegMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(negative), {rnd({3, 4}, -2, 2, 1)});
+}
+TEST_F(Grad, ExpMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(exp), {rnd({3, 4}, -2, 2, 2)});
+}
+TEST_F(Grad, LogMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(log), {rnd({3, 4}, 0.3, 3, 3)});
+}
+TEST_F(Grad, Log1pMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(log1p), {rnd({3, 4}, -0.7, 3, 4)});
+}
+TEST_F(Grad, Expm1MatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(expm1), {rnd({3, 4}, -2, 2, 5)});
+}
+TEST_F(Grad, SqrtMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(sqrt), {rnd({3, 4}, 0.2, 4, 6)});
+}
+TEST_F(Grad, RsqrtMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(rsqrt), {rnd({3, 4}, 0.2, 4, 7)});
+}
+TEST_F(Grad, TanhMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(tanh), {rnd({3, 4}, -2, 2, 8)});
+}
+TEST_F(Grad, LogisticMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(logistic), {rnd({3, 4}, -4, 4, 9)});
+}
+TEST_F(Grad, AbsMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(abs), {away_from_zero({3, 4}, 0.1, 2, 10)});
+}
+TEST_F(Grad, AbsGradientAtZeroIsOneAsInJax) {
+  // JAX: select(x >= 0, g, -g), so d|x|/dx at 0 is 1 (and at -0.0 too: -0.0 >= 0).
+  Array x = Array(std::vector<double>{0.0, -0.0, -1.5, 2.0}, Shape{4});
+  Array g = grad([](const Array& a) { return sum(abs(a)); })(x);
+  expect_close(g, Array(std::vector<double>{1, 1, -1, 1}, Shape{4}), 0, 0, "gradient");
+}
+TEST_F(Grad, SinMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(sin), {rnd({3, 4}, -3, 3, 11)});
+}
+TEST_F(Grad, CosMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(cos), {rnd({3, 4}, -3, 3, 12)});
+}
+TEST_F(Grad, ErfMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(erf), {rnd({3, 4}, -2, 2, 13)});
+}
+TEST_F(Grad, ErfInvMatchesFiniteDifferences) {
+  expect_grad_matches_fd(unary(erf_inv), {rnd({3, 4}, -0.8, 0.8, 14)});
+}
 TEST_F(Grad, SquareAndReciprocalMatchFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return square(a[0]) + reciprocal(a[0]); },
-                         {away_from_zero({3, 4}, 0.3, 2, 15)});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) { return square(a[0]) + reciprocal(a[0]); },
+      {away_from_zero({3, 4}, 0.3, 2, 15)});
 }
 
 TEST_F(Grad, PiecewiseConstantOpsHaveZeroGradient) {
   // sign, floor, ceil, round away from their jumps: both the gradient and the differences are 0.
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return sign(a[0]) + floor(a[0]) * 2.0 + ceil(a[0]) * 3.0 + round(a[0]) * 5.0; },
+      [](const std::vector<Array>& a) {
+        return sign(a[0]) + floor(a[0]) * 2.0 + ceil(a[0]) * 3.0 + round(a[0]) * 5.0;
+      },
       {Array(std::vector<double>{-2.3, -1.2, -0.3, 0.2, 1.3, 2.7}, Shape{6})});
 }
 
@@ -188,15 +227,23 @@ Fn binary(Array (*op)(const Array&, const Array&)) {
   return [op](const std::vector<Array>& a) { return op(a[0], a[1]); };
 }
 
-TEST_F(Grad, AddMatchesFiniteDifferences) { expect_grad_matches_fd(binary(add), {rnd({3, 4}, -2, 2, 1), rnd({3, 4}, -2, 2, 2)}); }
-TEST_F(Grad, SubMatchesFiniteDifferences) { expect_grad_matches_fd(binary(subtract), {rnd({3, 4}, -2, 2, 3), rnd({3, 4}, -2, 2, 4)}); }
-TEST_F(Grad, MulMatchesFiniteDifferences) { expect_grad_matches_fd(binary(multiply), {rnd({3, 4}, -2, 2, 5), rnd({3, 4}, -2, 2, 6)}); }
+TEST_F(Grad, AddMatchesFiniteDifferences) {
+  expect_grad_matches_fd(binary(add), {rnd({3, 4}, -2, 2, 1), rnd({3, 4}, -2, 2, 2)});
+}
+TEST_F(Grad, SubMatchesFiniteDifferences) {
+  expect_grad_matches_fd(binary(subtract), {rnd({3, 4}, -2, 2, 3), rnd({3, 4}, -2, 2, 4)});
+}
+TEST_F(Grad, MulMatchesFiniteDifferences) {
+  expect_grad_matches_fd(binary(multiply), {rnd({3, 4}, -2, 2, 5), rnd({3, 4}, -2, 2, 6)});
+}
 TEST_F(Grad, DivMatchesFiniteDifferences) {
-  expect_grad_matches_fd(binary(divide), {rnd({3, 4}, -2, 2, 7), away_from_zero({3, 4}, 0.5, 2, 8)});
+  expect_grad_matches_fd(binary(divide),
+                         {rnd({3, 4}, -2, 2, 7), away_from_zero({3, 4}, 0.5, 2, 8)});
 }
 TEST_F(Grad, RemMatchesFiniteDifferences) {
   // Python's % (the divisor's sign) with operands of both signs.
-  expect_grad_matches_fd(binary(remainder), {away_from_zero({3, 4}, 0.5, 5, 9), away_from_zero({3, 4}, 0.6, 1.4, 10)});
+  expect_grad_matches_fd(binary(remainder),
+                         {away_from_zero({3, 4}, 0.5, 5, 9), away_from_zero({3, 4}, 0.6, 1.4, 10)});
 }
 TEST_F(Grad, PowMatchesFiniteDifferences) {
   expect_grad_matches_fd(binary(power), {rnd({3, 4}, 0.3, 2.5, 11), rnd({3, 4}, -1.5, 2.5, 12)});
@@ -205,14 +252,21 @@ TEST_F(Grad, PowOfNegativeBaseToIntegerExponentMatchesFiniteDifferences) {
   expect_grad_matches_fd([](const std::vector<Array>& a) { return power(a[0], 3.0); },
                          {rnd({5}, -2, -0.5, 13)});
 }
-TEST_F(Grad, MaxMatchesFiniteDifferences) { expect_grad_matches_fd(binary(maximum), {rnd({3, 4}, -2, 2, 14), rnd({3, 4}, -2, 2, 15)}); }
-TEST_F(Grad, MinMatchesFiniteDifferences) { expect_grad_matches_fd(binary(minimum), {rnd({3, 4}, -2, 2, 16), rnd({3, 4}, -2, 2, 17)}); }
-TEST_F(Grad, Atan2MatchesFiniteDifferences) { expect_grad_matches_fd(binary(arctan2), {rnd({3, 4}, -2, 2, 18), rnd({3, 4}, -2, 2, 19)}); }
+TEST_F(Grad, MaxMatchesFiniteDifferences) {
+  expect_grad_matches_fd(binary(maximum), {rnd({3, 4}, -2, 2, 14), rnd({3, 4}, -2, 2, 15)});
+}
+TEST_F(Grad, MinMatchesFiniteDifferences) {
+  expect_grad_matches_fd(binary(minimum), {rnd({3, 4}, -2, 2, 16), rnd({3, 4}, -2, 2, 17)});
+}
+TEST_F(Grad, Atan2MatchesFiniteDifferences) {
+  expect_grad_matches_fd(binary(arctan2), {rnd({3, 4}, -2, 2, 18), rnd({3, 4}, -2, 2, 19)});
+}
 
 TEST_F(Grad, MaximumTieSplitsTheGradientEqually) {
   // JAX: d/dx max(x, y) at x == y is 1/2 for each operand.
   Array x = Array(std::vector<double>{1.5, -2.0}, Shape{2});
-  auto [gx, gy] = grad([](const Array& a, const Array& b) { return sum(maximum(a, b)); }, argnums<0, 1>)(x, x);
+  auto [gx, gy] =
+      grad([](const Array& a, const Array& b) { return sum(maximum(a, b)); }, argnums<0, 1>)(x, x);
   expect_close(gx, Array(std::vector<double>{0.5, 0.5}, Shape{2}), 0, 0, "d/dx");
   expect_close(gy, Array(std::vector<double>{0.5, 0.5}, Shape{2}), 0, 0, "d/dy");
 }
@@ -220,7 +274,9 @@ TEST_F(Grad, MaximumTieSplitsTheGradientEqually) {
 TEST_F(Grad, BinaryOpsWithBroadcastOperandsMatchFiniteDifferences) {
   // (3, 4) with (4,), with a rank-0 array, and with a weak C++ scalar.
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return a[0] * a[1] + a[2] / a[0] - power(a[1], 2.0) * 3.0; },
+      [](const std::vector<Array>& a) {
+        return a[0] * a[1] + a[2] / a[0] - power(a[1], 2.0) * 3.0;
+      },
       {away_from_zero({3, 4}, 0.5, 2, 20), rnd({4}, 0.5, 2, 21), rnd({}, -1, 1, 22)});
 }
 
@@ -232,9 +288,8 @@ TEST_F(Grad, WhereMatchesFiniteDifferences) {
 }
 
 TEST_F(Grad, WhereWithScalarBranchMatchesFiniteDifferences) {
-  expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return where(a[0] > 0.0, a[1], a[0]); },
-      {away_from_zero({6}, 0.1, 2, 25), rnd({}, -2, 2, 26)});
+  expect_grad_matches_fd([](const std::vector<Array>& a) { return where(a[0] > 0.0, a[1], a[0]); },
+                         {away_from_zero({6}, 0.1, 2, 25), rnd({}, -2, 2, 26)});
 }
 
 TEST_F(Grad, ConvertFloat64ToFloat32GivesFloat64CotangentOfTheWeights) {
@@ -242,7 +297,8 @@ TEST_F(Grad, ConvertFloat64ToFloat32GivesFloat64CotangentOfTheWeights) {
   Array w = Array(std::vector<float>{0.5f, -1.25f, 2.0f, 0.75f, -3.0f}, Shape{5});
   Array g = grad([&](const Array& a) { return sum(astype(a, DType::Float32) * w); })(x);
   EXPECT_EQ(g.dtype(), DType::Float64);
-  expect_close(g, Array(std::vector<double>{0.5, -1.25, 2.0, 0.75, -3.0}, Shape{5}), 0, 0, "gradient");
+  expect_close(g, Array(std::vector<double>{0.5, -1.25, 2.0, 0.75, -3.0}, Shape{5}), 0, 0,
+               "gradient");
 }
 
 TEST_F(Grad, ConvertFloat32ToFloat64GivesFloat32Gradient) {
@@ -254,7 +310,9 @@ TEST_F(Grad, ConvertFloat32ToFloat64GivesFloat32Gradient) {
 
 TEST_F(Grad, ConvertToIntegerHasZeroGradient) {
   Array x = Array(std::vector<double>{0.7, 1.6, -2.2}, Shape{3});
-  Array g = grad([](const Array& a) { return sum(astype(astype(a, DType::Int32), DType::Float64) + a * 2.0); })(x);
+  Array g = grad([](const Array& a) {
+    return sum(astype(astype(a, DType::Int32), DType::Float64) + a * 2.0);
+  })(x);
   expect_close(g, Array(std::vector<double>{2, 2, 2}, Shape{3}), 0, 0, "gradient");
 }
 
@@ -269,12 +327,17 @@ TEST_F(Grad, StopGradientIsTreatedAsAConstant) {
 
 // ---- reductions -------------------------------------------------------------------------------
 TEST_F(Grad, ReduceSumOverAxesMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return sum(a[0], std::vector<int>{0, 2}); },
-                         {rnd({2, 3, 4}, -2, 2, 30)});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) {
+        return sum(a[0], std::vector<int>{0, 2});
+      },
+      {rnd({2, 3, 4}, -2, 2, 30)});
 }
 TEST_F(Grad, ReduceSumKeepdimsAndMeanMatchFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return sum(a[0], std::vector<int>{1}, true) * a[0] + mean(a[0], std::vector<int>{0}); },
+      [](const std::vector<Array>& a) {
+        return sum(a[0], std::vector<int>{1}, true) * a[0] + mean(a[0], std::vector<int>{0});
+      },
       {rnd({3, 4}, -2, 2, 31)});
 }
 TEST_F(Grad, ReduceMaxMatchesFiniteDifferences) {
@@ -286,7 +349,8 @@ TEST_F(Grad, ReduceMinMatchesFiniteDifferences) {
                          {rnd({3, 5}, -2, 2, 33)});
 }
 TEST_F(Grad, ReduceMaxOverEveryAxisMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return max(a[0]); }, {rnd({3, 4}, -2, 2, 34)});
+  expect_grad_matches_fd([](const std::vector<Array>& a) { return max(a[0]); },
+                         {rnd({3, 4}, -2, 2, 34)});
 }
 TEST_F(Grad, ReduceMaxTieSplitsTheGradient) {
   // JAX spreads the cotangent equally over the tied maxima.
@@ -295,71 +359,95 @@ TEST_F(Grad, ReduceMaxTieSplitsTheGradient) {
   expect_close(g, Array(std::vector<double>{0, 0.5, 0.5, 0}, Shape{4}), 0, 0, "gradient");
 }
 TEST_F(Grad, ReduceProdMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return prod(a[0], std::vector<int>{1}); },
-                         {away_from_zero({3, 4}, 0.5, 1.5, 35)});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) { return prod(a[0], std::vector<int>{1}); },
+      {away_from_zero({3, 4}, 0.5, 1.5, 35)});
 }
 TEST_F(Grad, VarMatchesFiniteDifferences) {
   expect_grad_matches_fd([](const std::vector<Array>& a) { return var(a[0], std::vector<int>{1}); },
                          {rnd({3, 4}, -2, 2, 36)});
 }
 TEST_F(Grad, CumsumMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return cumsum(a[0], 1) * cumsum(a[0], 0); },
-                         {rnd({3, 4}, -2, 2, 37)});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) { return cumsum(a[0], 1) * cumsum(a[0], 0); },
+      {rnd({3, 4}, -2, 2, 37)});
 }
 
 // ---- shapes -----------------------------------------------------------------------------------
 TEST_F(Grad, BroadcastInDimMatchesFiniteDifferences) {
   expect_grad_matches_fd(
       [](const std::vector<Array>& a) {
-        return lax::broadcast_in_dim(a[0], {2, 3, 4}, {1}) * lax::broadcast_in_dim(a[1], {2, 3, 4}, {1, 2});
+        return lax::broadcast_in_dim(a[0], {2, 3, 4}, {1}) *
+               lax::broadcast_in_dim(a[1], {2, 3, 4}, {1, 2});
       },
       {rnd({3}, -2, 2, 38), rnd({3, 1}, -2, 2, 39)});
 }
 TEST_F(Grad, BroadcastToAndExpandDimsMatchFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return broadcast_to(expand_dims(a[0], 0), {5, 3}) * sin(a[0]); },
+      [](const std::vector<Array>& a) {
+        return broadcast_to(expand_dims(a[0], 0), {5, 3}) * sin(a[0]);
+      },
       {rnd({3}, -2, 2, 40)});
 }
 TEST_F(Grad, ReshapeMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return reshape(a[0], {4, -1}) * reshape(a[1], {4, 3}); },
-                         {rnd({2, 6}, -2, 2, 41), rnd({12}, -2, 2, 42)});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) {
+        return reshape(a[0], {4, -1}) * reshape(a[1], {4, 3});
+      },
+      {rnd({2, 6}, -2, 2, 41), rnd({12}, -2, 2, 42)});
 }
 TEST_F(Grad, TransposeMatchesFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return transpose(a[0], std::vector<int>{2, 0, 1}) * a[1]; },
+      [](const std::vector<Array>& a) {
+        return transpose(a[0], std::vector<int>{2, 0, 1}) * a[1];
+      },
       {rnd({2, 3, 4}, -2, 2, 43), rnd({4, 2, 3}, -2, 2, 44)});
 }
 TEST_F(Grad, StridedSliceMatchesFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return slice(a[0], Shape{1, 0}, Shape{6, 5}, Shape{2, 3}); },
+      [](const std::vector<Array>& a) {
+        return slice(a[0], Shape{1, 0}, Shape{6, 5}, Shape{2, 3});
+      },
       {rnd({7, 5}, -2, 2, 45)});
 }
 TEST_F(Grad, NumpySliceWithStepMatchesFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return slice(a[0], {Range{-4, std::nullopt, 2}, Range{1, 3}}); },
+      [](const std::vector<Array>& a) {
+        return slice(a[0], {Range{-4, std::nullopt, 2}, Range{1, 3}});
+      },
       {rnd({6, 4}, -2, 2, 46)});
 }
 TEST_F(Grad, RowIndexMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return a[0][1] * a[0][-1]; }, {rnd({3, 4}, -2, 2, 47)});
+  expect_grad_matches_fd([](const std::vector<Array>& a) { return a[0][1] * a[0][-1]; },
+                         {rnd({3, 4}, -2, 2, 47)});
 }
 TEST_F(Grad, PadMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return pad(a[0], {{1, 2}, {0, 1}}, 3.0); },
-                         {rnd({2, 3}, -2, 2, 48)});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) {
+        return pad(a[0], {{1, 2}, {0, 1}}, 3.0);
+      },
+      {rnd({2, 3}, -2, 2, 48)});
 }
 TEST_F(Grad, LaxPadWithInteriorAndNegativePaddingMatchesFiniteDifferences) {
   // Both the operand and the (traced) padding value are differentiated.
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return lax::pad(a[0], a[1], Shape{-1, 2}, Shape{1, -2}, Shape{2, 1}); },
+      [](const std::vector<Array>& a) {
+        return lax::pad(a[0], a[1], Shape{-1, 2}, Shape{1, -2}, Shape{2, 1});
+      },
       {rnd({3, 4}, -2, 2, 49), rnd({}, -2, 2, 50)});
 }
 TEST_F(Grad, LaxPadCroppingIntoTheInteriorMatchesFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return lax::pad(a[0], a[1], Shape{-2}, Shape{-3}, Shape{2}); },
+      [](const std::vector<Array>& a) {
+        return lax::pad(a[0], a[1], Shape{-2}, Shape{-3}, Shape{2});
+      },
       {rnd({5}, -2, 2, 51), rnd({}, -2, 2, 52)});
 }
 TEST_F(Grad, ConcatenateMatchesFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return concatenate({a[0], exp(a[1]), a[2]}, 1); },
+      [](const std::vector<Array>& a) {
+        return concatenate({a[0], exp(a[1]), a[2]}, 1);
+      },
       {rnd({2, 1}, -2, 2, 53), rnd({2, 3}, -2, 2, 54), rnd({2, 2}, -2, 2, 55)});
 }
 TEST_F(Grad, StackAndSplitMatchFiniteDifferences) {
@@ -375,11 +463,13 @@ TEST_F(Grad, StackAndSplitMatchFiniteDifferences) {
 TEST_F(Grad, TakeWithRepeatedAndNegativeIndicesMatchesFiniteDifferences) {
   // Repeated indices accumulate in the scatter-add of the backward pass.
   Array i = idx({2, 0, 2, -1, 1, 0}, {2, 3});
-  expect_grad_matches_fd([i](const std::vector<Array>& a) { return take(a[0], i, 1); }, {rnd({3, 4}, -2, 2, 58)});
+  expect_grad_matches_fd([i](const std::vector<Array>& a) { return take(a[0], i, 1); },
+                         {rnd({3, 4}, -2, 2, 58)});
 }
 TEST_F(Grad, TakeFromFlattenedArrayMatchesFiniteDifferences) {
   Array i = idx({5, 0, 11, 5}, {4});
-  expect_grad_matches_fd([i](const std::vector<Array>& a) { return take(a[0], i); }, {rnd({3, 4}, -2, 2, 59)});
+  expect_grad_matches_fd([i](const std::vector<Array>& a) { return take(a[0], i); },
+                         {rnd({3, 4}, -2, 2, 59)});
 }
 TEST_F(Grad, TakeAlongAxisMatchesFiniteDifferences) {
   Array i = idx({1, 1, 0, 2, 3, 0}, {3, 2});
@@ -394,15 +484,26 @@ TEST_F(Grad, GatherWithBatchDimsMatchesFiniteDifferences) {
 TEST_F(Grad, ScatterAddMatchesFiniteDifferences) {
   Array i = idx({3, 0, 3, 1}, {4});
   expect_grad_matches_fd(
-      [i](const std::vector<Array>& a) { return lax::scatter_add(a[0] * a[0], i, {2, 5}, 1); },
+      [i](const std::vector<Array>& a) {
+        return lax::scatter_add(a[0] * a[0], i, {2, 5}, 1);
+      },
       {rnd({2, 4}, -2, 2, 62)});
 }
 TEST_F(Grad, ScatterAddWithBatchDimsMatchesFiniteDifferences) {
   Array i = idx({0, 0, 2, 1}, {2, 2});
   expect_grad_matches_fd(
-      [i](const std::vector<Array>& a) { return lax::scatter_add(sin(a[0]), i, {2, 3, 2}, 1, 1); },
+      [i](const std::vector<Array>& a) {
+        return lax::scatter_add(sin(a[0]), i, {2, 3, 2}, 1, 1);
+      },
       {rnd({2, 2, 2}, -2, 2, 63)});
 }
+TEST_F(Grad, OutOfRangeGatherIndicesSendTheGradientToTheClampedElement) {
+  // lax-level gather clamps indices (JAX's default); scatter_add must clamp the same way.
+  Array i = idx({7, -3, 2}, {3});
+  expect_grad_matches_fd([i](const std::vector<Array>& a) { return lax::gather(a[0], i, 0); },
+                         {rnd({4}, -2, 2, 65)});
+}
+
 TEST_F(Grad, IntegerIndexArgumentIsNotDifferentiated) {
   Array x = rnd({4}, -2, 2, 64);
   Array i = idx({3, 3, 0}, {3});
@@ -418,16 +519,30 @@ struct DotCase {
 
 void check_dot(const DotCase& c, unsigned seed) {
   expect_grad_matches_fd(
-      [c](const std::vector<Array>& a) { return lax::dot_general(a[0], a[1], c.lc, c.rc, c.lb, c.rb); },
+      [c](const std::vector<Array>& a) {
+        return lax::dot_general(a[0], a[1], c.lc, c.rc, c.lb, c.rb);
+      },
       {rnd(c.lhs, -2, 2, seed), rnd(c.rhs, -2, 2, seed + 1)});
 }
 
-TEST_F(Grad, DotGeneralMatmulMatchesFiniteDifferences) { check_dot({{2, 3}, {3, 4}, {1}, {0}, {}, {}}, 70); }
-TEST_F(Grad, DotGeneralTransposedLhsMatchesFiniteDifferences) { check_dot({{3, 2}, {3, 4}, {0}, {0}, {}, {}}, 72); }
-TEST_F(Grad, DotGeneralTransposedRhsMatchesFiniteDifferences) { check_dot({{2, 3}, {4, 3}, {1}, {1}, {}, {}}, 74); }
-TEST_F(Grad, DotGeneralVectorDotMatchesFiniteDifferences) { check_dot({{5}, {5}, {0}, {0}, {}, {}}, 76); }
-TEST_F(Grad, DotGeneralOuterProductMatchesFiniteDifferences) { check_dot({{3}, {4}, {}, {}, {}, {}}, 78); }
-TEST_F(Grad, DotGeneralLeadingBatchMatchesFiniteDifferences) { check_dot({{3, 2, 3}, {3, 3, 4}, {2}, {1}, {0}, {0}}, 80); }
+TEST_F(Grad, DotGeneralMatmulMatchesFiniteDifferences) {
+  check_dot({{2, 3}, {3, 4}, {1}, {0}, {}, {}}, 70);
+}
+TEST_F(Grad, DotGeneralTransposedLhsMatchesFiniteDifferences) {
+  check_dot({{3, 2}, {3, 4}, {0}, {0}, {}, {}}, 72);
+}
+TEST_F(Grad, DotGeneralTransposedRhsMatchesFiniteDifferences) {
+  check_dot({{2, 3}, {4, 3}, {1}, {1}, {}, {}}, 74);
+}
+TEST_F(Grad, DotGeneralVectorDotMatchesFiniteDifferences) {
+  check_dot({{5}, {5}, {0}, {0}, {}, {}}, 76);
+}
+TEST_F(Grad, DotGeneralOuterProductMatchesFiniteDifferences) {
+  check_dot({{3}, {4}, {}, {}, {}, {}}, 78);
+}
+TEST_F(Grad, DotGeneralLeadingBatchMatchesFiniteDifferences) {
+  check_dot({{3, 2, 3}, {3, 3, 4}, {2}, {1}, {0}, {0}}, 80);
+}
 TEST_F(Grad, DotGeneralInnerBatchDimsMatchesFiniteDifferences) {
   check_dot({{2, 5, 3}, {3, 4, 5}, {2}, {0}, {1}, {2}}, 82);
 }
@@ -440,27 +555,33 @@ TEST_F(Grad, DotGeneralTwoBatchDimsInSwappedOrderMatchesFiniteDifferences) {
 TEST_F(Grad, MatmulEinsumAndTensordotMatchFiniteDifferences) {
   expect_grad_matches_fd(
       [](const std::vector<Array>& a) {
-        return matmul(a[0], a[1]) + einsum("ij,kj->ik", a[0], a[2]) + sum(tensordot(a[0], a[1] + a[2].reshape({3, 4}), 0));
+        return matmul(a[0], a[1]) + einsum("ij,kj->ik", a[0], a[2]) +
+               sum(tensordot(a[0], a[1] + a[2].reshape({3, 4}), 0));
       },
       {rnd({2, 3}, -1, 1, 88), rnd({3, 4}, -1, 1, 89), rnd({4, 3}, -1, 1, 90)});
 }
 
 // ---- nn ops -----------------------------------------------------------------------------------
 TEST_F(Grad, SoftmaxMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return softmax(a[0], 0); }, {rnd({3, 4}, -3, 3, 91)});
+  expect_grad_matches_fd([](const std::vector<Array>& a) { return softmax(a[0], 0); },
+                         {rnd({3, 4}, -3, 3, 91)});
 }
 TEST_F(Grad, LogSoftmaxMatchesFiniteDifferences) {
-  expect_grad_matches_fd([](const std::vector<Array>& a) { return log_softmax(a[0], -1); }, {rnd({3, 4}, -3, 3, 92)});
+  expect_grad_matches_fd([](const std::vector<Array>& a) { return log_softmax(a[0], -1); },
+                         {rnd({3, 4}, -3, 3, 92)});
 }
 TEST_F(Grad, LogsumexpMatchesFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return logsumexp(a[0], std::vector<int>{1}) + logsumexp(a[0]); },
+      [](const std::vector<Array>& a) {
+        return logsumexp(a[0], std::vector<int>{1}) + logsumexp(a[0]);
+      },
       {rnd({3, 4}, -3, 3, 93)});
 }
 TEST_F(Grad, CrossEntropyMatchesFiniteDifferences) {
   Array labels = idx({2, 0, 3}, {3});
-  expect_grad_matches_fd([labels](const std::vector<Array>& a) { return nn::cross_entropy(a[0], labels); },
-                         {rnd({3, 4}, -3, 3, 94)});
+  expect_grad_matches_fd(
+      [labels](const std::vector<Array>& a) { return nn::cross_entropy(a[0], labels); },
+      {rnd({3, 4}, -3, 3, 94)});
 }
 TEST_F(Grad, CrossEntropyGradientIsSoftmaxMinusOneHotOverBatch) {
   Array logits = rnd({3, 4}, -3, 3, 95);
@@ -471,13 +592,16 @@ TEST_F(Grad, CrossEntropyGradientIsSoftmaxMinusOneHotOverBatch) {
   for (int r = 0; r < 3; ++r) {
     double s = 0;
     for (int c = 0; c < 4; ++c) s += std::exp(z[r * 4 + c]);
-    for (int c = 0; c < 4; ++c) want[r * 4 + c] = (std::exp(z[r * 4 + c]) / s - (c == lab[r])) / 3.0;
+    for (int c = 0; c < 4; ++c)
+      want[r * 4 + c] = (std::exp(z[r * 4 + c]) / s - (c == lab[r])) / 3.0;
   }
   expect_close(g, Array(want, Shape{3, 4}), 1e-12, 1e-14, "gradient");
 }
 TEST_F(Grad, GeluAndReluMatchFiniteDifferences) {
   expect_grad_matches_fd(
-      [](const std::vector<Array>& a) { return nn::gelu(a[0]) + nn::gelu(a[0], false) * 2.0 + nn::relu(a[0]) * 3.0; },
+      [](const std::vector<Array>& a) {
+        return nn::gelu(a[0]) + nn::gelu(a[0], false) * 2.0 + nn::relu(a[0]) * 3.0;
+      },
       {away_from_zero({3, 4}, 0.1, 3, 96)});
 }
 TEST_F(Grad, MlpLossMatchesFiniteDifferencesInEveryParameter) {
@@ -488,19 +612,22 @@ TEST_F(Grad, MlpLossMatchesFiniteDifferencesInEveryParameter) {
         nn::MLP p{{a[0], a[1]}, {a[2], a[3]}};
         return nn::cross_entropy(nn::mlp_apply(p, x), labels);
       },
-      {rnd({3, 4}, -1, 1, 98), rnd({4}, -0.5, 0.5, 99), rnd({4, 2}, -1, 1, 100), rnd({2}, -0.5, 0.5, 101)});
+      {rnd({3, 4}, -1, 1, 98), rnd({4}, -0.5, 0.5, 99), rnd({4, 2}, -1, 1, 100),
+       rnd({2}, -0.5, 0.5, 101)});
 }
 
 // ---- second order -----------------------------------------------------------------------------
 TEST_F(Grad, SecondOrderUnaryRulesMatchFiniteDifferences) {
-  for (auto op : std::vector<Array (*)(const Array&)>{exp, log, sqrt, rsqrt, tanh, logistic, sin, cos, erf, log1p, expm1}) {
+  for (auto op : std::vector<Array (*)(const Array&)>{exp, log, sqrt, rsqrt, tanh, logistic, sin,
+                                                      cos, erf, log1p, expm1}) {
     SCOPED_TRACE("unary op");
     expect_hvp_matches_fd(unary(op), {rnd({4}, 0.3, 0.9, 102)});
   }
   expect_hvp_matches_fd(unary(erf_inv), {rnd({4}, -0.7, 0.7, 103)});
 }
 TEST_F(Grad, SecondOrderBinaryRulesMatchFiniteDifferences) {
-  for (auto op : std::vector<Array (*)(const Array&, const Array&)>{multiply, divide, power, arctan2}) {
+  for (auto op :
+       std::vector<Array (*)(const Array&, const Array&)>{multiply, divide, power, arctan2}) {
     SCOPED_TRACE("binary op");
     expect_hvp_matches_fd(binary(op), {rnd({4}, 0.5, 2, 104), rnd({4}, 0.5, 2, 105)});
   }
@@ -511,7 +638,9 @@ TEST_F(Grad, SecondOrderThroughStructuralOpsMatchesFiniteDifferences) {
       [i](const std::vector<Array>& a) {
         Array m = matmul(a[0], tanh(a[1]));  // (2, 3)
         Array t = take(cumsum(m * m, 1), i, 1);
-        return concatenate({softmax(t, -1), slice(pad(t, {{1, 0}, {0, 1}}), Shape{0, 1}, Shape{3, 4}, Shape{2, 1})}, 0) *
+        return concatenate({softmax(t, -1),
+                            slice(pad(t, {{1, 0}, {0, 1}}), Shape{0, 1}, Shape{3, 4}, Shape{2, 1})},
+                           0) *
                sum(prod(a[1], std::vector<int>{0}));
       },
       {rnd({2, 4}, -1, 1, 106), away_from_zero({4, 3}, 0.3, 1, 107)});
@@ -542,7 +671,9 @@ TEST_F(Grad, ArgnumOneOnlyDifferentiatesTheSecondArgument) {
 
 TEST_F(Grad, GradientOfAPytreeArgumentHasItsStructure) {
   std::map<std::string, Array> p{{"a", rnd({2}, -1, 1, 119)}, {"b", rnd({2, 2}, -1, 1, 120)}};
-  auto g = grad([](const std::map<std::string, Array>& q) { return sum(q.at("a") * q.at("a")) + sum(exp(q.at("b"))); })(p);
+  auto g = grad([](const std::map<std::string, Array>& q) {
+    return sum(q.at("a") * q.at("a")) + sum(exp(q.at("b")));
+  })(p);
   ASSERT_EQ(g.size(), 2u);
   expect_close(g.at("a"), p.at("a") * 2.0, 1e-15, 0, "d/da");
   expect_close(g.at("b"), exp(p.at("b")), 1e-15, 0, "d/db");
@@ -550,7 +681,8 @@ TEST_F(Grad, GradientOfAPytreeArgumentHasItsStructure) {
 
 TEST_F(Grad, HasAuxReturnsGradientAndAuxiliaryValue) {
   Array x = rnd({4}, -1, 1, 121);
-  auto [g, aux] = grad([](const Array& a) { return std::make_pair(sum(a * a * a), a * 2.0); }, argnums<0>, has_aux)(x);
+  auto [g, aux] = grad([](const Array& a) { return std::make_pair(sum(a * a * a), a * 2.0); },
+                       argnums<0>, has_aux)(x);
   expect_close(g, x * x * 3.0, 1e-15, 0, "gradient");
   expect_close(aux, x * 2.0, 0, 0, "aux");
 }
@@ -567,7 +699,9 @@ TEST_F(Grad, ValueAndGradReturnsTheValue) {
 TEST_F(Grad, ValueAndGradWithArgnumsAndHasAux) {
   Array x = rnd({3}, -1, 1, 123), y = rnd({3}, -1, 1, 124);
   auto [value_aux, grads] = value_and_grad(
-      [](const Array& a, const Array& b) { return std::make_pair(sum(a * b), std::make_tuple(a + b, sum(b))); },
+      [](const Array& a, const Array& b) {
+        return std::make_pair(sum(a * b), std::make_tuple(a + b, sum(b)));
+      },
       argnums<0, 1>, has_aux)(x, y);
   auto [value, aux] = value_aux;
   auto [gx, gy] = grads;
@@ -618,7 +752,8 @@ TEST_F(Grad, VjpMatchesFiniteDifferenceJacobianTransposeProducts) {
 
 TEST_F(Grad, VjpOfAPytreeOutput) {
   Array x = rnd({3}, -1, 1, 132);
-  auto [value, pullback] = vjp([](const Array& a) { return std::make_pair(a * a, sum(sin(a))); }, x);
+  auto [value, pullback] =
+      vjp([](const Array& a) { return std::make_pair(a * a, sum(sin(a))); }, x);
   Array u = rnd({3}, -1, 1, 133), s = rnd({}, -1, 1, 134);
   auto [cx] = pullback(std::make_pair(u, s));
   expect_close(cx, u * x * 2.0 + cos(x) * s, 1e-15, 1e-16, "cotangent");
@@ -629,13 +764,15 @@ TEST_F(Grad, JvpMatchesFiniteDifferencesOfTheDirectionalDerivative) {
   Array tx = rnd({3}, -1, 1, 137), ty = rnd({2, 3}, -1, 1, 138);
   auto [value, tangent] = jvp(vec_fn, std::make_tuple(x, y), std::make_tuple(tx, ty));
   expect_close(value, vec_fn(x, y), 0, 0, "value");
-  Array fd = (vec_fn(x + tx * kStep, y + ty * kStep) - vec_fn(x - tx * kStep, y - ty * kStep)) / (2 * kStep);
+  Array fd = (vec_fn(x + tx * kStep, y + ty * kStep) - vec_fn(x - tx * kStep, y - ty * kStep)) /
+             (2 * kStep);
   expect_close(tangent, fd, 1e-6, 1e-7, "tangent");
 }
 
 TEST_F(Grad, JvpOfLinearFunctionIsExact) {
   Array a = rnd({2, 3}, -1, 1, 139), x = rnd({3}, -1, 1, 140), t = rnd({3}, -1, 1, 141);
-  auto [value, tangent] = jvp([&](const Array& v) { return matmul(a, v); }, std::make_tuple(x), std::make_tuple(t));
+  auto [value, tangent] =
+      jvp([&](const Array& v) { return matmul(a, v); }, std::make_tuple(x), std::make_tuple(t));
   std::vector<double> av = a.to_vector<double>(), tv = t.to_vector<double>(), want(2, 0);
   for (int r = 0; r < 2; ++r)
     for (int c = 0; c < 3; ++c) want[r] += av[r * 3 + c] * tv[c];
@@ -668,7 +805,8 @@ TEST_F(Grad, VjpRejectsACotangentOfTheWrongShape) {
 TEST_F(Grad, JvpRejectsATangentOfTheWrongShape) {
   Array x = rnd({3}, -1, 1, 145);
   try {
-    jvp([](const Array& a) { return a * 2.0; }, std::make_tuple(x), std::make_tuple(rnd({2}, -1, 1, 146)));
+    jvp([](const Array& a) { return a * 2.0; }, std::make_tuple(x),
+        std::make_tuple(rnd({2}, -1, 1, 146)));
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("tangent"));
@@ -681,7 +819,9 @@ TEST_F(Grad, JvpRejectsATangentOfTheWrongShape) {
 // f(x) = x^3 sin x and its derivatives.
 Array cubic_sin(const Array& x) { return x * x * x * sin(x); }
 double d1(double x) { return 3 * x * x * std::sin(x) + x * x * x * std::cos(x); }
-double d2(double x) { return 6 * x * std::sin(x) + 6 * x * x * std::cos(x) - x * x * x * std::sin(x); }
+double d2(double x) {
+  return 6 * x * std::sin(x) + 6 * x * x * std::cos(x) - x * x * x * std::sin(x);
+}
 double d3(double x) {
   return 6 * std::sin(x) + 18 * x * std::cos(x) - 9 * x * x * std::sin(x) - x * x * x * std::cos(x);
 }
@@ -703,7 +843,8 @@ TEST_F(Grad, HessianVectorProductOfCoupledFunctionMatchesClosedForm) {
   auto xv = x.to_vector<double>(), vv = v.to_vector<double>();
   double sv = vv[0] + vv[1] + vv[2] + vv[3];
   std::vector<double> want(4);
-  for (int i = 0; i < 4; ++i) want[i] = sv + (2 * std::cos(xv[i]) - xv[i] * std::sin(xv[i])) * vv[i];
+  for (int i = 0; i < 4; ++i)
+    want[i] = sv + (2 * std::cos(xv[i]) - xv[i] * std::sin(xv[i])) * vv[i];
   expect_close(hv, Array(want, Shape{4}), 1e-13, 1e-14, "Hessian-vector product");
 }
 
@@ -728,10 +869,12 @@ std::vector<double> example_grad(const std::vector<double>& w, const std::vector
 TEST_F(Grad, JitOfGradMatchesClosedForm) {
   Array w = rnd({3}, -1, 1, 160), x = rnd({3}, -1, 1, 161);
   auto jg = jit(grad(example_loss));
-  expect_close(jg(w, x), Array(example_grad(w.to_vector<double>(), x.to_vector<double>()), Shape{3}), 1e-14, 1e-15,
-               "gradient");
+  expect_close(jg(w, x),
+               Array(example_grad(w.to_vector<double>(), x.to_vector<double>()), Shape{3}), 1e-14,
+               1e-15, "gradient");
   Array x2 = rnd({3}, -1, 1, 162);
-  expect_close(jg(w, x2), Array(example_grad(w.to_vector<double>(), x2.to_vector<double>()), Shape{3}), 1e-14,
+  expect_close(jg(w, x2),
+               Array(example_grad(w.to_vector<double>(), x2.to_vector<double>()), Shape{3}), 1e-14,
                1e-15, "gradient, second call");
   EXPECT_EQ(jg.trace_count(), 1);
 }
@@ -740,8 +883,8 @@ TEST_F(Grad, GradOfJitMatchesClosedForm) {
   Array w = rnd({3}, -1, 1, 163), x = rnd({3}, -1, 1, 164);
   auto jl = jit(example_loss);
   Array g = grad([&](const Array& a, const Array& b) { return jl(a, b); })(w, x);
-  expect_close(g, Array(example_grad(w.to_vector<double>(), x.to_vector<double>()), Shape{3}), 1e-14, 1e-15,
-               "gradient");
+  expect_close(g, Array(example_grad(w.to_vector<double>(), x.to_vector<double>()), Shape{3}),
+               1e-14, 1e-15, "gradient");
 }
 
 TEST_F(Grad, VmapOfGradGivesPerExampleGradients) {
@@ -760,7 +903,8 @@ TEST_F(Grad, VmapOfGradOverBothArgumentsMatchesALoop) {
   Array ws = rnd({4, 3}, -1, 1, 167), xs = rnd({4, 3}, -1, 1, 168);
   Array g = vmap(grad(example_loss))(ws, xs);
   for (int64_t e = 0; e < 4; ++e)
-    expect_close(g[e], grad(example_loss)(ws[e], xs[e]), 1e-14, 1e-15, "example " + std::to_string(e));
+    expect_close(g[e], grad(example_loss)(ws[e], xs[e]), 1e-14, 1e-15,
+                 "example " + std::to_string(e));
 }
 
 TEST_F(Grad, GradOfVmapSumsOverTheBatch) {
@@ -784,6 +928,117 @@ TEST_F(Grad, GradInsidePmapGivesEachDeviceItsGradient) {
                              std::vector<double>(xv.begin() + e * 3, xv.begin() + e * 3 + 3));
     expect_close(g[e], Array(want, Shape{3}), 1e-14, 1e-15, "device " + std::to_string(e));
   }
+}
+
+TEST_F(Grad, GradOfPmapMatchesClosedForm) {
+  // d/dX sum(pmap(x -> sin(x) * w)(X)) with w broadcast to every replica; and d/dw sums the
+  // replicas' contributions.
+  Array xs = rnd({4, 3}, -1, 1, 173), w = rnd({3}, -1, 1, 174);
+  PmapOptions o;
+  o.in_axes = {0, none};
+  auto f = pmap([](const Array& x, const Array& v) { return sin(x) * v; }, "i", o);
+  auto [gx, gw] =
+      grad([&](const Array& a, const Array& b) { return sum(f(a, b)); }, argnums<0, 1>)(xs, w);
+  auto xv = xs.to_vector<double>(), wv = w.to_vector<double>();
+  std::vector<double> want_x(12), want_w(3, 0);
+  for (int e = 0; e < 4; ++e)
+    for (int k = 0; k < 3; ++k) {
+      want_x[e * 3 + k] = std::cos(xv[e * 3 + k]) * wv[k];
+      want_w[k] += std::sin(xv[e * 3 + k]);
+    }
+  expect_close(gx, Array(want_x, Shape{4, 3}), 1e-14, 1e-15, "d/dX");
+  expect_close(gw, Array(want_w, Shape{3}), 1e-14, 1e-15, "d/dw");
+}
+
+// ---- less common arguments --------------------------------------------------------------------
+TEST_F(Grad, NonArrayArgumentIsStatic) {
+  Array x = rnd({3}, 0.5, 1.5, 175);
+  auto f = [](const Array& a, int n) { return sum(power(a, static_cast<double>(n))); };
+  Array g3 = grad(f)(x, 3), g2 = grad(f)(x, 2);
+  expect_close(g3, x * x * 3.0, 1e-14, 0, "n = 3");
+  expect_close(g2, x * 2.0, 1e-14, 0, "n = 2");
+}
+
+TEST_F(Grad, IdentityOfAScalarHasGradientOne) {
+  Array x = Array(1.25).astype(DType::Float64);
+  EXPECT_EQ(grad([](const Array& a) { return a; })(x).item<double>(), 1.0);
+}
+
+TEST_F(Grad, WeakScalarArgumentIsDifferentiated) {
+  // A C++ double is a weak float64 array, as a Python float in JAX.
+  Array g = grad(cubic_sin)(Array(0.7));
+  EXPECT_TRUE(is_floating(g.dtype()));
+  EXPECT_NEAR(g.item<double>(), d1(0.7), 1e-6);
+}
+
+TEST_F(Grad, ZeroSizeArgumentGetsAnEmptyGradient) {
+  Array x = zeros({0, 3}, DType::Float64);
+  Array g = grad([](const Array& a) { return sum(exp(a)); })(x);
+  EXPECT_EQ(g.shape(), (Shape{0, 3}));
+  EXPECT_EQ(g.dtype(), DType::Float64);
+}
+
+TEST_F(Grad, NestedGradDoesNotConfuseThePerturbations) {
+  // d/dx [x * d/dy (x + y)] = d/dx [x * 1] = 1 (perturbation confusion would give 2).
+  Array x0 = Array(0.5).astype(DType::Float64), y0 = Array(1.0).astype(DType::Float64);
+  Array g = grad([&](const Array& x) {
+    Array inner = grad([&](const Array& y) { return x + y; })(y0);
+    return x * inner;
+  })(x0);
+  EXPECT_EQ(g.item<double>(), 1.0);
+}
+
+TEST_F(Grad, GradOfAGradThatClosesOverTheOuterVariable) {
+  // h(y) = sum(d/dx sum(x^2 y)) at x0 = sum(2 x0 y): dh/dy = 2 x0.
+  Array x0 = rnd({3}, -1, 1, 176), y0 = rnd({3}, -1, 1, 177);
+  Array g = grad([&](const Array& y) {
+    return sum(grad([&](const Array& x) { return sum(x * x * y); })(x0));
+  })(y0);
+  expect_close(g, x0 * 2.0, 1e-15, 0, "gradient");
+}
+
+TEST_F(Grad, JvpOfGradIsAHessianVectorProduct) {
+  // Forward over reverse: f(x) = sum(x^2 sin x), H = diag(2 sin x + 4 x cos x - x^2 sin x).
+  Array x = rnd({4}, -1, 1, 178), v = rnd({4}, -1, 1, 179);
+  auto f = [](const Array& a) { return sum(a * a * sin(a)); };
+  auto [g, hv] = jvp(grad(f), std::make_tuple(x), std::make_tuple(v));
+  auto xv = x.to_vector<double>(), vv = v.to_vector<double>();
+  std::vector<double> want_g(4), want_hv(4);
+  for (int i = 0; i < 4; ++i) {
+    double a = xv[i];
+    want_g[i] = 2 * a * std::sin(a) + a * a * std::cos(a);
+    want_hv[i] = (2 * std::sin(a) + 4 * a * std::cos(a) - a * a * std::sin(a)) * vv[i];
+  }
+  expect_close(g, Array(want_g, Shape{4}), 1e-14, 1e-15, "gradient");
+  expect_close(hv, Array(want_hv, Shape{4}), 1e-13, 1e-14, "Hessian-vector product");
+}
+
+TEST_F(Grad, VmapOfJvpGivesTheJacobianColumns) {
+  // Tangents e_0, e_1, e_2 batched: the columns of the Jacobian of vec_fn with respect to x.
+  Array x = rnd({3}, -1, 1, 180), y = rnd({2, 3}, -1, 1, 181);
+  Array basis = eye(3, {}, 0, DType::Float64);
+  Array cols = vmap([&](const Array& t) {
+    return jvp(vec_fn, std::make_tuple(x, y), std::make_tuple(t, zeros_like(y))).second;
+  })(basis);
+  ASSERT_EQ(cols.shape(), (Shape{3, 2, 3}));
+  for (int64_t k = 0; k < 3; ++k) {
+    Array fd = (vec_fn(x + basis[k] * kStep, y) - vec_fn(x - basis[k] * kStep, y)) / (2 * kStep);
+    expect_close(cols[k], fd, 1e-6, 1e-7, "column " + std::to_string(k));
+  }
+}
+
+TEST_F(Grad, DropoutWithAKeyArgumentDifferentiatesOnlyTheData) {
+  Array x = rnd({50}, -1, 1, 182);
+  Array key = random::key(3);
+  auto f = [](const Array& a, const Array& k) {
+    Array keep = random::bernoulli(k, 0.5, a.shape());
+    return sum(where(keep, a * 2.0, zeros_like(a)));
+  };
+  Array g = grad(f)(x, key);
+  auto keep = random::bernoulli(key, 0.5, {50}).to_vector<bool>();
+  std::vector<double> want;
+  for (bool k : keep) want.push_back(k ? 2.0 : 0.0);
+  expect_close(g, Array(want, Shape{50}), 0, 0, "gradient");
 }
 
 // ---- errors -----------------------------------------------------------------------------------

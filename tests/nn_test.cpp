@@ -3,6 +3,8 @@
 // and metrics against loops, optimiser updates against hand-computed formulas, replication,
 // checkpoints (bit-exact round trip; truncated and corrupted files refused, a good file left
 // intact by a failed save), and tree_map.
+#include "spmd/nn.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +18,6 @@
 
 #include "spmd/collectives.h"
 #include "spmd/error.h"
-#include "spmd/nn.h"
 #include "spmd/ops.h"
 #include "spmd/random.h"
 #include "spmd/transforms.h"
@@ -60,7 +61,8 @@ std::string tmp_path(const std::string& name) {
 }
 
 // |got - want| <= rtol * max(|want|, floor) elementwise.
-void expect_close(const Array& got, const Array& want, double rtol, double floor, const std::string& what) {
+void expect_close(const Array& got, const Array& want, double rtol, double floor,
+                  const std::string& what) {
   ASSERT_EQ(shape_str(got.shape()), shape_str(want.shape())) << what;
   auto g = got.to_vector<double>(), w = want.to_vector<double>();
   int reported = 0;
@@ -99,7 +101,8 @@ void expect_data_parallel_matches_single_device(const nn::Optimizer& opt) {
       },
       "batch");
   auto sstep = jit([&](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
-    auto [loss, grads] = value_and_grad([&](const nn::MLP& q) { return nn::cross_entropy(nn::mlp_apply(q, x), y); })(p);
+    auto [loss, grads] = value_and_grad(
+        [&](const nn::MLP& q) { return nn::cross_entropy(nn::mlp_apply(q, x), y); })(p);
     auto [np, ns] = opt.update(p, grads, s);
     return std::make_tuple(np, ns, loss);
   });
@@ -107,12 +110,14 @@ void expect_data_parallel_matches_single_device(const nn::Optimizer& opt) {
   nn::MLP rp = nn::replicate(params, devs), sp = params;
   nn::OptState rs = nn::replicate(state, devs), ss = state;
   for (unsigned step = 0; step < 2; ++step) {  // two steps: the state carries over
-    Array x = rnd32({batch, features}, 100 + step), y = labels_of(batch, static_cast<int>(classes), 200 + step);
+    Array x = rnd32({batch, features}, 100 + step),
+          y = labels_of(batch, static_cast<int>(classes), 200 + step);
     auto [np, ns, ploss] = pstep(rp, rs, x.reshape({kDevices, batch / kDevices, features}),
                                  y.reshape({kDevices, batch / kDevices}));
     auto [snp, sns, sloss] = sstep(sp, ss, x, y);
     rp = np, rs = ns, sp = snp, ss = sns;
-    for (int64_t d = 0; d < kDevices; ++d) EXPECT_NEAR(ploss[d].item<double>(), sloss.item<double>(), 1e-5);
+    for (int64_t d = 0; d < kDevices; ++d)
+      EXPECT_NEAR(ploss[d].item<double>(), sloss.item<double>(), 1e-5);
   }
   auto [pleaves, pdef] = tree_flatten(rp);
   auto [sleaves, sdef] = tree_flatten(sp);
@@ -219,7 +224,8 @@ TEST_F(NN, GeluMatchesClosedForms) {
   Array x = Array(std::vector<double>{-4, -2.5, -1, -0.3, 0, 0.2, 0.9, 1.7, 3.5}, Shape{9});
   std::vector<double> tanh_form, erf_form;
   for (double v : x.to_vector<double>()) {
-    tanh_form.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    tanh_form.push_back(0.5 * v *
+                        (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
     erf_form.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
   }
   expect_close(nn::gelu(x), Array(tanh_form, Shape{9}), 1e-12, 1e-3, "gelu (tanh)");
@@ -319,7 +325,8 @@ TEST_F(NN, SgdWithMomentumFollowsTheFormulaOverTwoSteps) {
       }
     }
   }
-  for (auto& [k, v] : hp) expect_close(p.at(k), Array(v, Shape{static_cast<int64_t>(v.size())}), 1e-14, 1, k);
+  for (auto& [k, v] : hp)
+    expect_close(p.at(k), Array(v, Shape{static_cast<int64_t>(v.size())}), 1e-14, 1, k);
   EXPECT_EQ(s.count.item<double>(), 2.0);
 }
 
@@ -374,7 +381,9 @@ TEST_F(NN, AdamUpdateWorksUnderJit) {
   nn::Optimizer opt = nn::Optimizer::adam(0.01);
   Params p = f64_params();
   nn::OptState s = opt.init(p);
-  auto step = jit([&](const Params& q, const Params& g, const nn::OptState& st) { return opt.update(q, g, st); });
+  auto step = jit([&](const Params& q, const Params& g, const nn::OptState& st) {
+    return opt.update(q, g, st);
+  });
   auto [pj, sj] = step(p, f64_grads(0), s);
   auto [pe, se] = opt.update(p, f64_grads(0), s);
   for (auto& [k, v] : pe) expect_close(pj.at(k), v, 1e-12, 1, k);
@@ -517,7 +526,8 @@ TEST_F(NN, TruncatedCheckpointIsRefused) {
   }
   write_file(bad, data.substr(0, 5));
   expect_load_error(bad, "not a checkpoint");
-  EXPECT_TRUE(bytes_equal(nn::load_checkpoint(good).arrays.at("f64"), sample_checkpoint().arrays.at("f64")));
+  EXPECT_TRUE(bytes_equal(nn::load_checkpoint(good).arrays.at("f64"),
+                          sample_checkpoint().arrays.at("f64")));
 }
 
 TEST_F(NN, CorruptedCheckpointIsRefused) {

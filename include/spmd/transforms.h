@@ -336,9 +336,14 @@ class GradFn {
     static_assert(sizeof...(I) > 0, "grad needs at least one argnum");
     FlatCall call = flatten_args({}, args...);
     FlatFn fn = make_flat_fn(f_, call.in_tree, args...);
+    std::vector<bool> mask = leaf_mask(call.in_tree, {I...});
+    for (size_t k = 0; k < mask.size(); ++k)
+      if (mask[k] && !is_floating(call.leaves[k].dtype()))
+        fail("grad requires floating-point inputs for the arguments it differentiates, got ",
+             call.leaves[k].aval().str(), "; cast it with astype or leave it out of argnums");
     TreeDef out_tree;
     std::vector<Array> outs;
-    auto lin = linearize(fn, call, leaf_mask(call.in_tree, {I...}), out_tree, outs);
+    auto lin = linearize(fn, call, mask, out_tree, outs);
     if (outs.empty()) fail("grad: the function returned no arrays; expected a scalar loss");
     check_scalar_loss(outs[0], Aux ? "grad(has_aux)" : "grad");
     std::vector<Array> cts(outs.size());

@@ -78,7 +78,8 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
     auto it = corrections.find(dt);
     if (it == corrections.end()) {
       Array t = astype(s.count, dt);
-      it = corrections.emplace(dt, std::make_pair(1.0 - exp(t * std::log(b1_)), 1.0 - exp(t * std::log(b2_)))).first;
+      auto c = std::make_pair(1.0 - exp(t * std::log(b1_)), 1.0 - exp(t * std::log(b2_)));
+      it = corrections.emplace(dt, std::move(c)).first;
     }
     return it->second;
   };

@@ -61,7 +61,7 @@ std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Arr
     case UnaryOp::Rsqrt: return {g * -0.5 * y / x};
     case UnaryOp::Tanh: return {g * (1.0 - y * y)};
     case UnaryOp::Logistic: return {g * y * (1.0 - y)};
-    case UnaryOp::Abs: return {g * sign(x)};
+    case UnaryOp::Abs: return {where(x >= 0.0, g, -g)};  // 1 at 0, as JAX's select(x >= 0, g, -g)
     case UnaryOp::Sin: return {g * cos(x)};
     case UnaryOp::Cos: return {-(g * sin(x))};
     case UnaryOp::Erf: return {g * (2.0 / std::sqrt(std::numbers::pi)) * exp(-(x * x))};

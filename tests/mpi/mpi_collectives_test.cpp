@@ -1,2 +1,559 @@
+// Collectives across processes: run under mpiexec (see CMakeLists.txt), every process maps its
+// SPMD_CPU_DEVICES local devices, and together they form one axis of device_count() global
+// devices. Every input is one global array, a function of the global device index; each process
+// passes its own rows, and its rows of the output are compared with the reference computed
+// from the whole global array by plain loops (what one process with every device would give).
+// Also: the device list, process index and count against MPI's own answers, and the error for
+// a mapped axis that is not the local device count.
+//
+// Output: process 0 prints GoogleTest's report; every other process prints only its own
+// failures, prefixed "[process p]". After each test the processes exchange pass/fail, so a
+// failure anywhere fails the test in every process and the exit status agrees.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <gtest/gtest.h>
-int main(int argc, char** argv) { return 0; }
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spmd/collectives.h"
+#include "spmd/device.h"
+#include "spmd/distributed.h"
+#include "spmd/error.h"
+#include "spmd/ops.h"
+#include "spmd/transforms.h"
+
+namespace spmd {
+
+static void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
+
+namespace {
+
+// ---- the processes ------------------------------------------------------------------------------
+bool mpi_running() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+int mpi_rank() {
+  int r = 0;
+  if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_size() {
+  int s = 1;
+  if (mpi_running()) MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// Every process's value, by rank.
+std::vector<int> all_gather_int(int v) {
+  std::vector<int> out(mpi_size(), v);
+  if (mpi_running()) MPI_Allgather(&v, 1, MPI_INT, out.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  return out;
+}
+
+bool g_agreement_notice = false;  // the failure being added reports another process's failure
+
+// Prints this process's failures with its index (installed on every process but 0).
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed() || g_agreement_notice) return;
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::printf("[process %d] %s.%s: %s:%d: %s\n", rank_, t ? t->test_suite_name() : "?", t ? t->name() : "?",
+                r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
+    std::fflush(stdout);
+  }
+
+ private:
+  int rank_;
+};
+
+// Every test ends by telling the others whether it failed here.
+class AcrossProcesses : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::vector<int> failed = all_gather_int(HasFailure() ? 1 : 0);
+    g_agreement_notice = true;
+    for (int p = 0; p < static_cast<int>(failed.size()); ++p)
+      if (p != mpi_rank() && failed[p])
+        ADD_FAILURE() << "process " << p << " failed this test (its messages start with [process " << p << "])";
+    g_agreement_notice = false;
+  }
+};
+
+// ---- host arrays for the references (row-major doubles) -----------------------------------------
+struct H {
+  Shape shape;
+  std::vector<double> v;
+};
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::pair<int64_t, int64_t> outer_inner(const Shape& s, int axis, int skip) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + skip; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  return {outer, inner};
+}
+
+// x[..., i, ...] along axis (the axis removed).
+H take(const H& x, int axis, int64_t i) {
+  auto [outer, inner] = outer_inner(x.shape, axis, 1);
+  int64_t n = x.shape[axis];
+  H out{x.shape, {}};
+  out.shape.erase(out.shape.begin() + axis);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) out.v.push_back(x.v[(o * n + i) * inner + k]);
+  return out;
+}
+
+// The xs stacked on a new axis.
+H stack(const std::vector<H>& xs, int axis) {
+  const Shape& s = xs.at(0).shape;
+  auto [outer, inner] = outer_inner(s, axis, 0);
+  int64_t n = static_cast<int64_t>(xs.size());
+  H out{s, std::vector<double>(static_cast<size_t>(outer * n * inner))};
+  out.shape.insert(out.shape.begin() + axis, n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) out.v[(o * n + j) * inner + k] = xs[j].v[o * inner + k];
+  return out;
+}
+
+// The xs joined along an existing axis.
+H concat(const std::vector<H>& xs, int axis) {
+  H out = stack(xs, axis);
+  out.shape[axis + 1] *= out.shape[axis];
+  out.shape.erase(out.shape.begin() + axis);
+  return out;
+}
+
+// x[..., begin:end, ...] along axis.
+H slice(const H& x, int axis, int64_t begin, int64_t end) {
+  std::vector<H> rows;
+  for (int64_t i = begin; i < end; ++i) rows.push_back(take(x, axis, i));
+  return stack(rows, axis);
+}
+
+H zeros_of(const Shape& s) { return H{s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)}; }
+
+// Elementwise a (op) b over the members, in member order.
+H reduce(const std::vector<H>& xs, const std::function<double(double, double)>& op) {
+  H acc = xs.at(0);
+  for (size_t m = 1; m < xs.size(); ++m)
+    for (size_t i = 0; i < acc.v.size(); ++i) acc.v[i] = op(acc.v[i], xs[m].v[i]);
+  return acc;
+}
+double add(double a, double b) { return a + b; }
+
+Array to_array(const H& h, DType dtype) {
+  if (dtype == DType::Int32) {
+    std::vector<int32_t> v;
+    for (double d : h.v) v.push_back(static_cast<int32_t>(d));
+    return Array(v, h.shape);
+  }
+  std::vector<float> v;
+  for (double d : h.v) v.push_back(static_cast<float>(d));
+  return Array(v, h.shape);
+}
+
+int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+// ---- the global layout ----------------------------------------------------------------------------
+int global_count() { return device_count(); }
+int first_local() { return local_devices().at(0).id; }
+
+// Global device d's input: distinct small values per device and element, exact in float32
+// (quarters), so sums in any order are exact.
+std::vector<H> global_inputs(const Shape& per_device, DType dtype, int seed = 0) {
+  std::vector<H> out;
+  for (int d = 0; d < global_count(); ++d) {
+    H h = zeros_of(per_device);
+    for (size_t k = 0; k < h.v.size(); ++k) {
+      double base = static_cast<double>((d * 37 + static_cast<int64_t>(k) * 11 + seed * 5) % 29 - 14);
+      h.v[k] = dtype == DType::Int32 ? base * 3 : base / 4;
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+// This process's rows of the global per-device values, stacked on axis.
+H local_rows(const std::vector<H>& global, int axis) {
+  std::vector<H> mine(global.begin() + first_local(), global.begin() + first_local() + local_device_count());
+  return stack(mine, norm(axis, static_cast<int>(global[0].shape.size()) + 1));
+}
+
+void expect_values(const Array& got, const H& want, DType dtype, const std::string& what) {
+  ASSERT_EQ(shape_str(got.shape()), shape_str(want.shape)) << what;
+  ASSERT_EQ(dtype_name(got.dtype()), dtype_name(dtype)) << what;
+  auto g = got.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size() && bad < 5; ++i) {
+    double tol = dtype == DType::Float32 ? 1e-6 * (1 + std::abs(want.v[i])) : 0;
+    if (!(std::abs(g[i] - want.v[i]) <= tol)) {
+      ADD_FAILURE() << what << ": element " << i << " of this process's output is " << g[i] << ", expected "
+                    << want.v[i];
+      ++bad;
+    }
+  }
+}
+
+using Fn = std::function<Array(const Array&)>;
+// Every global device's output from every global device's input.
+using Reference = std::function<std::vector<H>(const std::vector<H>&)>;
+
+// Runs f under pmap on this process's rows (stacked on in_axis) and checks this process's rows
+// of the output (stacked on out_axis; none: the one replicated value).
+void expect_collective(const Fn& f, const std::vector<H>& global, DType dtype, const Reference& ref,
+                       DType out_dtype, int in_axis = 0, std::optional<int> out_axis = 0) {
+  std::vector<H> want = ref(global);
+  ASSERT_EQ(static_cast<int>(want.size()), global_count());
+  PmapOptions options;
+  options.in_axes = in_axis;
+  options.out_axes = out_axis ? AxisSpec(*out_axis) : AxisSpec(none);
+  Array got = pmap(f, "i", options)(to_array(local_rows(global, in_axis), dtype));
+  if (out_axis) {
+    expect_values(got, local_rows(want, *out_axis), out_dtype, "pmap");
+  } else {
+    for (const H& w : want) ASSERT_EQ(w.v, want[0].v) << "the reference is not replicated";
+    expect_values(got, want[0], out_dtype, "pmap with out_axes none");
+  }
+}
+
+std::vector<H> replicate(const H& h, size_t n) { return std::vector<H>(n, h); }
+
+// Out[d] = x[s] for every (s, d) pair; zeros elsewhere.
+std::vector<H> permuted(const std::vector<H>& xs, const std::vector<std::pair<int, int>>& perm) {
+  std::vector<H> out(xs.size(), zeros_of(xs[0].shape));
+  for (auto [s, d] : perm) out[d] = xs[s];
+  return out;
+}
+
+// ---- the processes and their devices ---------------------------------------------------------------
+using Devices = AcrossProcesses;
+
+TEST_F(Devices, ProcessIndexAndCountAreMpisRankAndSize) {
+  EXPECT_TRUE(distributed::is_initialized());
+  EXPECT_EQ(process_index(), mpi_rank());
+  EXPECT_EQ(process_count(), mpi_size());
+  EXPECT_GT(process_count(), 1) << "run this test under mpiexec with at least 2 processes";
+}
+
+TEST_F(Devices, DevicesListsEveryProcesssDevicesProcessByProcess) {
+  std::vector<int> counts = all_gather_int(local_device_count());
+  std::vector<Device> all = devices();
+  int id = 0;
+  for (int p = 0; p < static_cast<int>(counts.size()); ++p)
+    for (int l = 0; l < counts[p]; ++l, ++id) {
+      ASSERT_LT(id, static_cast<int>(all.size()));
+      EXPECT_EQ(all[id].id, id);
+      EXPECT_EQ(all[id].process_index, p) << "device " << id;
+      EXPECT_EQ(all[id].local_id, l) << "device " << id;
+    }
+  EXPECT_EQ(static_cast<int>(all.size()), id);
+  EXPECT_EQ(device_count(), id);
+}
+
+TEST_F(Devices, LocalDevicesAreThisProcesssDevices) {
+  std::vector<int> counts = all_gather_int(local_device_count());
+  int first = 0;
+  for (int p = 0; p < mpi_rank(); ++p) first += counts[p];
+  std::vector<Device> mine = local_devices();
+  ASSERT_EQ(static_cast<int>(mine.size()), local_device_count());
+  for (int l = 0; l < static_cast<int>(mine.size()); ++l) {
+    EXPECT_EQ(mine[l].id, first + l);
+    EXPECT_EQ(mine[l].process_index, mpi_rank());
+    EXPECT_EQ(mine[l].local_id, l);
+  }
+}
+
+TEST_F(Devices, PmapOverAnAxisOtherThanTheLocalDeviceCountIsAnError) {
+  const int64_t local = local_device_count();
+  auto f = pmap([](const Array& x) { return psum(x, "i"); }, "i");
+  for (int64_t n : {local + 1, local - 1}) {
+    if (n < 1) continue;
+    try {
+      f(ones({n, 3}));
+      ADD_FAILURE() << "a mapped axis of " << n << " with " << local << " local devices did not throw";
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("expected a mapped axis equal to this process's local device count " +
+                         std::to_string(local)),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("got " + std::to_string(n)), std::string::npos) << msg;
+    }
+  }
+  // The processes are still in step afterwards.
+  Array ok = f(ones({local, 3}));
+  expect_values(ok, H{{local, 3}, std::vector<double>(static_cast<size_t>(local * 3), global_count())},
+                DType::Float32, "psum after the error");
+}
+
+// ---- every collective, float32 and int32 -----------------------------------------------------------
+class Collectives : public AcrossProcesses, public ::testing::WithParamInterface<DType> {
+ protected:
+  DType dtype() const { return GetParam(); }
+  std::vector<H> inputs(const Shape& shape, int seed = 0) const { return global_inputs(shape, dtype(), seed); }
+  int n() const { return global_count(); }
+};
+
+TEST_P(Collectives, PsumIsTheSumOverEveryProcesssDevices) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto f = [](const Array& x) { return psum(x, "i"); };
+  expect_collective(f, inputs({3, 2}), dtype(), ref, dtype());
+  expect_collective(f, inputs({}), dtype(), ref, dtype());
+  expect_collective(f, inputs({3, 2}), dtype(), ref, dtype(), 1, 1);
+  expect_collective(f, inputs({3, 2}), dtype(), ref, dtype(), 0, std::nullopt);
+}
+
+TEST_P(Collectives, PsumOfALargeArray) {
+  // Large enough for MPI's rendezvous protocol (hundreds of KiB per process).
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({100003}), dtype(), ref, dtype());
+}
+
+TEST_P(Collectives, PmeanIsTheMeanOverEveryProcesssDevices) {
+  auto ref = [](const std::vector<H>& xs) {
+    H s = reduce(xs, add);
+    for (double& d : s.v) d /= static_cast<double>(xs.size());
+    return replicate(s, xs.size());
+  };
+  expect_collective([](const Array& x) { return pmean(x, "i"); }, inputs({3, 2}), dtype(), ref, DType::Float32);
+}
+
+TEST_P(Collectives, PmaxAndPminOverEveryProcesssDevices) {
+  auto max_ref = [](const std::vector<H>& xs) {
+    return replicate(reduce(xs, [](double a, double b) { return std::max(a, b); }), xs.size());
+  };
+  auto min_ref = [](const std::vector<H>& xs) {
+    return replicate(reduce(xs, [](double a, double b) { return std::min(a, b); }), xs.size());
+  };
+  expect_collective([](const Array& x) { return pmax(x, "i"); }, inputs({3, 2}), dtype(), max_ref, dtype());
+  expect_collective([](const Array& x) { return pmin(x, "i"); }, inputs({3, 2}), dtype(), min_ref, dtype());
+}
+
+TEST_P(Collectives, AllGatherStacksEveryDeviceInGlobalOrder) {
+  for (int axis : {0, 1, 2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    auto ref = [axis](const std::vector<H>& xs) { return replicate(stack(xs, axis), xs.size()); };
+    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis); }, inputs({2, 3}), dtype(), ref,
+                      dtype());
+  }
+}
+
+TEST_P(Collectives, AllGatherTiledConcatenatesInGlobalOrder) {
+  for (int axis : {0, 1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    auto ref = [axis](const std::vector<H>& xs) { return replicate(concat(xs, axis), xs.size()); };
+    expect_collective([axis](const Array& x) { return all_gather(x, "i", axis, true); }, inputs({2, 3}), dtype(),
+                      ref, dtype());
+  }
+}
+
+TEST_P(Collectives, PsumScatterGivesEachDeviceItsSliceOfTheSum) {
+  for (int dim : {0, 1}) {
+    SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
+    Shape shape = dim == 0 ? Shape{n(), 3} : Shape{3, n()};
+    auto ref = [dim](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> parts;
+        for (const H& x : xs) parts.push_back(take(x, dim, static_cast<int64_t>(r)));
+        out.push_back(reduce(parts, add));
+      }
+      return out;
+    };
+    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim); }, inputs(shape), dtype(), ref,
+                      dtype());
+  }
+}
+
+TEST_P(Collectives, PsumScatterTiledKeepsTheDimension) {
+  for (int dim : {0, 1}) {
+    SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
+    Shape shape = dim == 0 ? Shape{2 * n(), 3} : Shape{3, 2 * n()};
+    auto ref = [dim](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> parts;
+        for (const H& x : xs) parts.push_back(slice(x, dim, 2 * r, 2 * r + 2));
+        out.push_back(reduce(parts, add));
+      }
+      return out;
+    };
+    expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim, true); }, inputs(shape), dtype(),
+                      ref, dtype());
+  }
+}
+
+TEST_P(Collectives, AllToAllSendsPieceJToGlobalDeviceJ) {
+  for (auto [split, concat_axis] : std::vector<std::pair<int, int>>{{0, 0}, {0, 2}, {1, 0}, {1, 1}, {2, 1}}) {
+    SCOPED_TRACE("split " + std::to_string(split) + " concat " + std::to_string(concat_axis));
+    Shape shape{2, 3};
+    shape.insert(shape.begin() + split, n());
+    auto ref = [split, concat_axis](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> pieces;
+        for (const H& x : xs) pieces.push_back(take(x, split, static_cast<int64_t>(r)));
+        out.push_back(stack(pieces, concat_axis));
+      }
+      return out;
+    };
+    expect_collective([split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis); },
+                      inputs(shape), dtype(), ref, dtype());
+  }
+}
+
+TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
+  for (auto [split, concat_axis] : std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}) {
+    SCOPED_TRACE("split " + std::to_string(split) + " concat " + std::to_string(concat_axis));
+    Shape shape{3, 2};
+    shape[split] = 2 * n();
+    auto ref = [split, concat_axis](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) {
+        std::vector<H> chunks;
+        for (const H& x : xs) chunks.push_back(slice(x, split, 2 * r, 2 * r + 2));
+        out.push_back(concat(chunks, concat_axis));
+      }
+      return out;
+    };
+    expect_collective(
+        [split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis, true); },
+        inputs(shape), dtype(), ref, dtype());
+  }
+}
+
+TEST_P(Collectives, PpermuteMovesValuesWithinAndAcrossProcesses) {
+  const int N = n(), L = local_device_count();
+  std::vector<std::vector<std::pair<int, int>>> perms(3);
+  for (int r = 0; r < N; ++r) perms[0].emplace_back(r, (r + 1) % N);  // ring: crosses every boundary
+  for (int r = 0; r < N; ++r) perms[1].emplace_back(r, (r + L) % N);  // every pair crosses processes
+  for (int r = 0; r < N; ++r) perms[2].emplace_back(r, (r / L) * L + (r % L + 1) % L);  // inside each process
+  for (const auto& perm : perms) {
+    auto ref = [perm](const std::vector<H>& xs) { return permuted(xs, perm); };
+    expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({2, 3}), dtype(), ref,
+                      dtype());
+  }
+}
+
+TEST_P(Collectives, PpermuteGivesZerosToDevicesThatAreNoDestination) {
+  // Only a few devices send, to devices of other processes; the rest get zeros.
+  const int N = n();
+  std::vector<std::pair<int, int>> perm{{0, N - 1}, {N - 1, 1}, {N / 2, 0}};
+  auto ref = [perm](const std::vector<H>& xs) { return permuted(xs, perm); };
+  expect_collective([perm](const Array& x) { return ppermute(x, "i", perm); }, inputs({4}), dtype(), ref, dtype());
+  auto none_ref = [](const std::vector<H>& xs) { return permuted(xs, {}); };
+  expect_collective([](const Array& x) { return ppermute(x, "i", {}); }, inputs({4}), dtype(), none_ref, dtype());
+}
+
+TEST_P(Collectives, PshuffleTakesGlobalDevicePermIOfInput) {
+  const int N = n();
+  std::vector<std::vector<int>> perms(2);
+  for (int r = 0; r < N; ++r) perms[0].push_back((r + 1) % N);
+  for (int r = 0; r < N; ++r) perms[1].push_back(N - 1 - r);
+  for (const auto& perm : perms) {
+    auto ref = [perm](const std::vector<H>& xs) {
+      std::vector<H> out;
+      for (size_t r = 0; r < xs.size(); ++r) out.push_back(xs[perm[r]]);
+      return out;
+    };
+    expect_collective([perm](const Array& x) { return pshuffle(x, "i", perm); }, inputs({2, 2}), dtype(), ref,
+                      dtype());
+  }
+}
+
+TEST_P(Collectives, AxisIndexIsTheGlobalDeviceIndex) {
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (size_t r = 0; r < xs.size(); ++r) out.push_back(H{{}, {static_cast<double>(r)}});
+    return out;
+  };
+  expect_collective([](const Array&) { return axis_index("i"); }, inputs({2}), dtype(), ref, DType::Int32);
+}
+
+TEST_P(Collectives, AxisSizeIsTheGlobalDeviceCount) {
+  std::vector<int64_t> seen;
+  auto f = [&seen](const Array& x) {
+    seen.push_back(axis_size("i"));
+    return x * static_cast<int>(axis_size("i"));
+  };
+  auto ref = [](const std::vector<H>& xs) {
+    std::vector<H> out;
+    for (H h : xs) {
+      for (double& d : h.v) d *= static_cast<double>(xs.size());
+      out.push_back(h);
+    }
+    return out;
+  };
+  expect_collective(f, inputs({3}), dtype(), ref, dtype());
+  ASSERT_FALSE(seen.empty());
+  for (int64_t s : seen) EXPECT_EQ(s, n());
+}
+
+TEST_P(Collectives, SeveralCollectivesInOnePmapStayInStep) {
+  // out_r = psum over d of x_{d-1} * d, then gathered: a ppermute, an axis_index, a psum and an
+  // all_gather in sequence.
+  const int N = n();
+  std::vector<std::pair<int, int>> ring;
+  for (int r = 0; r < N; ++r) ring.emplace_back(r, (r + 1) % N);
+  DType dt = dtype();
+  auto f = [ring, dt](const Array& x) {
+    Array shifted = ppermute(x, "i", ring);
+    Array s = psum(shifted * astype(axis_index("i"), dt), "i");
+    return all_gather(s + x, "i");
+  };
+  auto ref = [ring](const std::vector<H>& xs) {
+    std::vector<H> shifted = permuted(xs, ring);
+    for (size_t d = 0; d < shifted.size(); ++d)
+      for (double& v : shifted[d].v) v *= static_cast<double>(d);
+    H s = reduce(shifted, add);
+    std::vector<H> plus;
+    for (const H& x : xs) plus.push_back(reduce({s, x}, add));
+    return replicate(stack(plus, 0), xs.size());
+  };
+  expect_collective(f, inputs({5}), dtype(), ref, dtype());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Collectives, ::testing::Values(DType::Float32, DType::Int32),
+                         [](const auto& info) { return dtype_name(info.param); });
+
+}  // namespace
+}  // namespace spmd
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // The device count comes from SPMD_CPU_DEVICES; initialize() joins the processes.
+  spmd::distributed::initialize();
+  const int rank = spmd::mpi_rank();
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (rank != 0) {
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new spmd::FailurePrinter(rank));
+  }
+  int rc = RUN_ALL_TESTS();
+  std::vector<int> all = spmd::all_gather_int(rc);
+  int worst = 0;
+  for (int r : all) worst = std::max(worst, r);
+  if (rank == 0) std::printf("%s on all %d processes\n", worst == 0 ? "PASSED" : "FAILED", spmd::mpi_size());
+  return worst;
+}
