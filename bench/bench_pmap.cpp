@@ -182,22 +182,25 @@ bool bench_overhead() {
   std::vector<int> all(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
   auto round_trip = [&] { spmd::runtime::Client::get().run_on_devices(all, [](int) {}); };
+  auto round_trip1 = [&] { spmd::runtime::Client::get().run_on_devices({0}, [](int) {}); };
 
   per_call_us([&] { y = pmapped(x); }, 2, calls);
   per_call_us([&] { z = jitted(x); }, 2, calls * 10);
   per_call_us(round_trip, 2, calls);
-  std::vector<double> pmap_us, jit_us, trip_us;
+  per_call_us(round_trip1, 2, calls);
+  std::vector<double> pmap_us, jit_us, trip_us, trip1_us;
   for (int round = 0; round < 3; ++round) {
     pmap_us.push_back(per_call_us([&] { y = pmapped(x); }, batches, calls));
     jit_us.push_back(per_call_us([&] { z = jitted(x); }, batches, calls * 10));
     trip_us.push_back(per_call_us(round_trip, batches, calls));
+    trip1_us.push_back(per_call_us(round_trip1, batches, calls));
   }
   for (int i = 0; ok && i < n; ++i) ok = y.data<float>()[i] == xs[static_cast<size_t>(i)] + 1.0f;
   if (pmapped.trace_count() != 1) {
     std::printf("WRONG: pmap retraced a cached call (%d traces)\n", pmapped.trace_count());
     ok = false;
   }
-  double p = median(pmap_us), j = median(jit_us), t = median(trip_us);
+  double p = median(pmap_us), j = median(jit_us), t = median(trip_us), t1 = median(trip1_us);
   std::printf(
       "\nper-call overhead, f(x) = x + 1 on f32[%d]; median of %d batches x %d calls "
       "(3 interleaved rounds)\n",
@@ -209,6 +212,7 @@ bool bench_overhead() {
   std::printf("  %-44s %10.2f\n", "spmd::jit(f)(x), cached (info)", j);
   std::printf("  %-44s %10.2f\n",
               ("empty task on " + std::to_string(n) + " device workers (info)").c_str(), t);
+  std::printf("  %-44s %10.2f\n", "empty task on 1 device worker (info)", t1);
   std::printf("  per round, pmap: %.2f %.2f %.2f us\n", pmap_us[0], pmap_us[1], pmap_us[2]);
   return ok;
 }

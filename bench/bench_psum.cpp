@@ -8,6 +8,8 @@
 // the benchmark runs itself again with SPMD_TRACE set (tracing is fixed at the first span and
 // would slow the timed calls) and prints, per device, how long the replica's program ran and how
 // much of that it spent waiting for the other replicas to arrive at the collective.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,8 +23,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <unistd.h>
 
 #include "spmd/spmd.h"
 
@@ -184,8 +184,10 @@ void print_timeline(const char* self, int64_t n) {
     char name[64];
     Event e;
     long long ts = 0, dur = 0;
-    if (std::sscanf(line, "{\"name\":\"%63[^\"]\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lld,\"dur\":%lld",
-                    name, &e.track, &ts, &dur) == 4) {
+    if (std::sscanf(
+            line,
+            "{\"name\":\"%63[^\"]\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lld,\"dur\":%lld",
+            name, &e.track, &ts, &dur) == 4) {
       e.name = name, e.ts = ts, e.dur = dur;
       events.push_back(e);
     }
@@ -203,8 +205,9 @@ void print_timeline(const char* self, int64_t n) {
   }
   int64_t begin = INT64_MAX, end = 0;
   for (auto& [t, c] : last) begin = std::min(begin, c.ts), end = std::max(end, c.ts + c.dur);
-  std::printf("\ntimeline of one psum call, N = %lld (SPMD_TRACE, µs from the first replica's start)\n",
-              static_cast<long long>(n));
+  std::printf(
+      "\ntimeline of one psum call, N = %lld (SPMD_TRACE, µs from the first replica's start)\n",
+      static_cast<long long>(n));
   std::printf("  %-16s %8s %10s %16s %20s\n", "device", "start", "program", "waiting to arrive",
               "reducing + departing");
   double wait_sum = 0, prog_sum = 0;
@@ -228,12 +231,14 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--trace-child") == 0)
     return trace_child(std::atoll(argv[2]));
   spmd::set_cpu_device_count(kDevices);
-  std::printf("bench_psum: pmap(psum) of (8, N) float32 over %d emulated devices, %d hardware threads\n",
-              spmd::local_device_count(), static_cast<int>(std::thread::hardware_concurrency()));
+  std::printf(
+      "bench_psum: pmap(psum) of (8, N) float32 over %d emulated devices, %d hardware threads\n",
+      spmd::local_device_count(), static_cast<int>(std::thread::hardware_concurrency()));
   bool ok = bench_size(1 << 20, 21);
   ok = bench_size(16 << 20, 7) && ok;
   char self[4096] = {};
-  if (::readlink("/proc/self/exe", self, sizeof self - 1) <= 0) std::snprintf(self, sizeof self, "%s", argv[0]);
+  if (::readlink("/proc/self/exe", self, sizeof self - 1) <= 0)
+    std::snprintf(self, sizeof self, "%s", argv[0]);
   for (int64_t n : {int64_t{1} << 20, int64_t{16} << 20}) print_timeline(self, n);
   return ok ? 0 : 1;
 }

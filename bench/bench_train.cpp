@@ -4,7 +4,9 @@
 // gradients and nn::Optimizer::sgd's update, parameters replicated with nn::replicate. Measured
 // in the same run, interleaved round by round:
 //   - spmd, pmap over 1 device and over 8 emulated devices (the same global batch of 128);
-//   - spmd::jit of the same step on one device without pmap (information);
+//   - spmd::jit of the same step on one device without pmap, and the 8-device step with the
+//     example's --sharded-update (ZeRO-1: each device updates 1/8 of the parameters) (both for
+//     information);
 //   - PyTorch (bench/train_torch.py under /usr/bin/python3) training the same model with the same
 //     batch, on 2 intra-op threads with OMP_WAIT_POLICY=passive and on 1 intra-op thread; the
 //     faster is the baseline;
@@ -40,8 +42,7 @@ constexpr double kLr = 0.05, kMomentum = 0.9;
 constexpr int kBatches = 4;  // distinct random batches, cycled
 // Multiply-adds per sample in the three weight matrices; a training step does 3 products of
 // each (forward, gradient of the weights, gradient of the inputs): 6 FLOPs per multiply-add.
-constexpr double kFlopsPerSample =
-    6.0 * (kIn * kHidden + kHidden * kHidden + kHidden * kClasses);
+constexpr double kFlopsPerSample = 6.0 * (kIn * kHidden + kHidden * kHidden + kHidden * kClasses);
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -69,14 +70,21 @@ const nn::Optimizer& optimizer() {
   return opt;
 }
 
-auto make_pmap_step() {
+// sharded: the example's --sharded-update (ZeRO-1: psum_scatter of the gradients, each device
+// updates 1/n of the parameters, all_gather), for information.
+auto make_pmap_step(bool sharded) {
   return spmd::pmap(
-      [](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
+      [sharded](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
         auto [value, grads] =
             spmd::value_and_grad(shard_loss, spmd::argnums<0>, spmd::has_aux)(p, x, y);
-        grads = spmd::tree_map([](const Array& g) { return spmd::psum(g, "batch"); }, grads);
-        auto [new_params, new_state] = optimizer().update(p, grads, s);
-        return std::make_tuple(new_params, new_state, spmd::psum(value.first, "batch"),
+        std::pair<nn::MLP, nn::OptState> updated;
+        if (sharded) {
+          updated = optimizer().update_sharded(p, grads, s, "batch");
+        } else {
+          grads = spmd::tree_map([](const Array& g) { return spmd::psum(g, "batch"); }, grads);
+          updated = optimizer().update(p, grads, s);
+        }
+        return std::make_tuple(updated.first, updated.second, spmd::psum(value.first, "batch"),
                                spmd::psum(value.second, "batch"));
       },
       "batch");
@@ -91,7 +99,7 @@ auto make_jit_step() {
   });
 }
 
-using PmapStep = decltype(make_pmap_step());
+using PmapStep = decltype(make_pmap_step(false));
 using JitStep = decltype(make_jit_step());
 
 // One training run over n devices (n = 0: jit without pmap): its own copy of the parameters
@@ -122,10 +130,11 @@ struct Trainer {
 };
 
 Trainer make_trainer(int n, const nn::MLP& params, const std::vector<Array>& x,
-                     const std::vector<Array>& y, PmapStep& pstep, JitStep& jstep) {
+                     const std::vector<Array>& y, PmapStep& pstep, JitStep& jstep,
+                     bool sharded = false) {
   Trainer t;
   t.devices = n;
-  nn::OptState state = optimizer().init(params);
+  nn::OptState state = sharded ? optimizer().init_sharded(params, n) : optimizer().init(params);
   if (n == 0) {
     t.params = params, t.state = state, t.xs = x, t.ys = y, t.jit_step = &jstep;
     return t;
@@ -270,23 +279,26 @@ struct Impl {
   bool settle = false;  // pause after: OpenBLAS's or OpenMP's workers may still spin
 };
 
-// bench_train --spmd-only N [STEPS]: only spmd's training on N devices (0: jit, no pmap), for
-// profilers (perf record -g build/bench/bench_train --spmd-only 8).
-int spmd_only(int n, int steps) {
+// bench_train --spmd-only N [STEPS [sharded]]: only spmd's training on N devices (0: jit, no
+// pmap), for profilers (perf record -g build/bench/bench_train --spmd-only 8).
+int spmd_only(int n, int steps, bool sharded) {
   Array key = spmd::random::key(0);
   nn::MLP params = nn::mlp_init(spmd::random::fold_in(key, 0), {kIn, kHidden, kHidden, kClasses});
   std::vector<Array> xs, ys;
   for (int b = 0; b < kBatches; ++b) {
     xs.push_back(spmd::random::uniform(spmd::random::fold_in(key, 2 * b + 1), {kBatch, kIn}));
-    ys.push_back(spmd::random::randint(spmd::random::fold_in(key, 2 * b + 2), {kBatch}, 0, kClasses));
+    ys.push_back(
+        spmd::random::randint(spmd::random::fold_in(key, 2 * b + 2), {kBatch}, 0, kClasses));
   }
-  auto pstep = make_pmap_step();
+  auto pstep = make_pmap_step(sharded);
   auto jstep = make_jit_step();
-  Trainer t = make_trainer(n, params, xs, ys, pstep, jstep);
+  Trainer t = make_trainer(n, params, xs, ys, pstep, jstep, sharded);
   t.run(6);
   double s = seconds_of([&] { t.run(steps); }) / steps;
-  std::printf("spmd %s: %.2f ms/step, %.0f samples/s\n",
-              n ? ("pmap over " + std::to_string(n) + (n == 1 ? " device" : " devices")).c_str() : "jit", s * 1e3, kBatch / s);
+  std::printf(
+      "spmd %s%s: %.2f ms/step, %.0f samples/s\n",
+      n ? ("pmap over " + std::to_string(n) + (n == 1 ? " device" : " devices")).c_str() : "jit",
+      sharded ? ", sharded update" : "", s * 1e3, kBatch / s);
   return 0;
 }
 
@@ -295,7 +307,8 @@ int spmd_only(int n, int steps) {
 int main(int argc, char** argv) {
   spmd::set_cpu_device_count(8);
   if (argc >= 3 && std::string(argv[1]) == "--spmd-only")
-    return spmd_only(std::atoi(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 200);
+    return spmd_only(std::atoi(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 200,
+                     argc >= 5 && std::string(argv[4]) == "sharded");
   const bool verbose = std::getenv("SPMD_BENCH_VERBOSE") != nullptr;
   const int rounds = 5, steps = 50, warmup = 5;
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
@@ -314,27 +327,31 @@ int main(int argc, char** argv) {
     ys.push_back(spmd::random::randint(spmd::random::fold_in(k, 1), {kBatch}, 0, kClasses));
   }
 
-  auto pstep = make_pmap_step();
+  auto pstep = make_pmap_step(false);
+  auto sharded_step = make_pmap_step(true);
   auto jstep = make_jit_step();
   Trainer one = make_trainer(1, params, xs, ys, pstep, jstep);
   Trainer eight = make_trainer(8, params, xs, ys, pstep, jstep);
   Trainer jitted = make_trainer(0, params, xs, ys, pstep, jstep);
+  Trainer sharded = make_trainer(8, params, xs, ys, sharded_step, jstep, true);
 
   // The first step of each (it compiles) is the result check: loss and last bias against the
   // plain C++ reference, and every parameter of 8 devices and of jit against 1 device.
   Reference ref = reference_step(params, xs[0], ys[0]);
-  one.run(1), eight.run(1), jitted.run(1);
+  one.run(1), eight.run(1), jitted.run(1), sharded.run(1);
   double loss1 = one.loss[0].item<double>(), loss8 = eight.loss[0].item<double>();
-  double lossj = jitted.loss.item<double>();
+  double lossj = jitted.loss.item<double>(), losss = sharded.loss[0].item<double>();
   std::vector<float> b3 = one.params[2].b[0].to_vector<float>();
   double err_b3 = 0;
   for (int64_t j = 0; j < kClasses; ++j)
-    err_b3 = std::max(err_b3, std::abs(b3[static_cast<size_t>(j)] - ref.b3_after[static_cast<size_t>(j)]));
+    err_b3 = std::max(err_b3,
+                      std::abs(b3[static_cast<size_t>(j)] - ref.b3_after[static_cast<size_t>(j)]));
   double err_loss = std::max({std::abs(loss1 - ref.loss), std::abs(loss8 - ref.loss),
-                              std::abs(lossj - ref.loss)});
+                              std::abs(lossj - ref.loss), std::abs(losss - ref.loss)});
   double diff8 = max_param_diff(eight.params, nn::unreplicate(one.params), true);
   double diffj = max_param_diff(jitted.params, nn::unreplicate(one.params), false);
-  bool ok = err_loss <= 1e-4 && err_b3 <= 1e-6 && diff8 <= 1e-5 && diffj <= 1e-5;
+  double diffs = max_param_diff(sharded.params, nn::unreplicate(one.params), true);
+  bool ok = err_loss <= 1e-4 && err_b3 <= 1e-6 && diff8 <= 1e-5 && diffj <= 1e-5 && diffs <= 1e-5;
 
   // Peak: OpenBLAS sgemm 2048^3 on 2 threads.
   const int gn = 2048;
@@ -358,7 +375,8 @@ int main(int argc, char** argv) {
       torch_version = r.version;
       if (r.threads != threads) {
         torch_ok = false;
-        torch_error = "asked for " + std::to_string(threads) + " threads, got " + std::to_string(r.threads);
+        torch_error =
+            "asked for " + std::to_string(threads) + " threads, got " + std::to_string(r.threads);
       }
       return r.step_ms * 1e-3;
     };
@@ -370,6 +388,7 @@ int main(int argc, char** argv) {
       {"spmd pmap, 1 device", spmd_impl(one), {}, false},
       {"spmd pmap, 8 devices", spmd_impl(eight), {}, false},
       {"spmd jit, 1 device, no pmap (info)", spmd_impl(jitted), {}, false},
+      {"spmd pmap, 8 devices, sharded update (info)", spmd_impl(sharded), {}, false},
       {"PyTorch, 2 threads, OMP_WAIT_POLICY=passive", torch_impl(2, true), {}, true},
       {"PyTorch, 1 intra-op thread", torch_impl(1, false), {}, true},
       {"OpenBLAS sgemm 2048^3, 2 threads (peak)",
@@ -383,7 +402,7 @@ int main(int argc, char** argv) {
        true},
   };
   // Warm-up: a few steps each (allocator caches), and the sgemm's threads.
-  one.run(warmup), eight.run(warmup), jitted.run(warmup);
+  one.run(warmup), eight.run(warmup), jitted.run(warmup), sharded.run(warmup);
   sgemm_on(2, ga.data(), gb.data(), gc.data(), gn);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   for (int r = 0; r < rounds; ++r)
@@ -392,13 +411,15 @@ int main(int argc, char** argv) {
       impl.times.push_back(impl.run());
       if (impl.settle) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
-  // The training kept going: it must still be finite and learning-shaped.
-  double last1 = one.loss[0].item<double>(), last8 = eight.loss[0].item<double>();
-  if (!std::isfinite(last1) || !std::isfinite(last8)) ok = false;
+  // The training kept going: its losses must still be finite.
+  for (Trainer* t : {&one, &eight, &sharded})
+    if (!std::isfinite(t->loss[0].item<double>())) ok = false;
+  if (!std::isfinite(jitted.loss.item<double>())) ok = false;
 
-  double peak_s = median(impls[5].times);
+  const size_t kTorchPassive = 4, kTorchOne = 5, kPeak = 6;
+  double peak_s = median(impls[kPeak].times);
   double peak = 2.0 * gn * gn * static_cast<double>(gn) / peak_s * 1e-9;
-  double t_torch_p = median(impls[3].times), t_torch_1 = median(impls[4].times);
+  double t_torch_p = median(impls[kTorchPassive].times), t_torch_1 = median(impls[kTorchOne].times);
   double t_torch = std::min(t_torch_p, t_torch_1);
   double t1 = median(impls[0].times), t8 = median(impls[1].times);
   std::printf(
@@ -407,13 +428,13 @@ int main(int argc, char** argv) {
       kMomentum, kLr, static_cast<long long>(kBatch), steps, rounds);
   std::printf("  %-44s %9s %11s %9s %9s %11s\n", "implementation", "ms/step", "samples/s",
               "GFLOP/s", "of peak", "vs PyTorch");
-  for (size_t i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < kPeak; ++i) {
     double t = median(impls[i].times);
     double sps = kBatch / t, gflops = sps * kFlopsPerSample * 1e-9;
     std::printf("  %-44s %9.2f %11.0f %9.1f %8.0f%% %11.3f\n", impls[i].name.c_str(), t * 1e3, sps,
                 gflops, 100 * gflops / peak, t_torch / t);
   }
-  std::printf("  %-44s %9.2f %11s %9.1f\n", impls[5].name.c_str(), peak_s * 1e3, "", peak);
+  std::printf("  %-44s %9.2f %11s %9.1f\n", impls[kPeak].name.c_str(), peak_s * 1e3, "", peak);
   std::printf("  (GFLOP/s: %.2f MFLOP per sample = 6 x the weights' multiply-adds; PyTorch %s)\n",
               kFlopsPerSample * 1e-6, torch_version.c_str());
   double r1 = t_torch / t1, r8 = t1 / t8;
@@ -430,7 +451,7 @@ int main(int argc, char** argv) {
     }
   std::printf(
       "  result check (first step vs plain C++): loss %.6f (ref %.6f, max diff %.1e), last bias "
-      "max diff %.1e; params 8 dev vs 1 dev %.1e, jit vs 1 dev %.1e: %s\n",
-      loss1, ref.loss, err_loss, err_b3, diff8, diffj, ok ? "ok" : "WRONG");
+      "max diff %.1e; params vs 1 dev: 8 dev %.1e, jit %.1e, sharded %.1e: %s\n",
+      loss1, ref.loss, err_loss, err_b3, diff8, diffj, diffs, ok ? "ok" : "WRONG");
   return ok && torch_ok ? 0 : 1;
 }

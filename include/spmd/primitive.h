@@ -54,6 +54,12 @@ class Primitive {
   // Elementwise ops (output i depends on input i only; rank-0 inputs broadcast): the compiler
   // fuses chains of them into one pass over memory.
   virtual bool is_elementwise() const { return false; }
+  // A reduction over the trailing axes of its input returns the same reduction of a
+  // (rows, row) matrix over axis 1: the compiler ends a fused elementwise chain with it, applied
+  // tile by tile. Null for every other primitive.
+  virtual std::shared_ptr<const Primitive> row_reduction(const std::vector<AbstractValue>& in) const {
+    return nullptr;
+  }
   // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.
   virtual bool is_view() const { return false; }
 

@@ -119,6 +119,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   const size_t neq = prog.equations.size();
   std::vector<int> group_of(neq, -1);
   std::vector<std::pair<size_t, size_t>> groups;  // [first, last) equation ranges
+  std::map<size_t, int64_t> row_of_group;          // groups ending with a row reduction
   {
     size_t s = 0;
     while (s < neq) {
@@ -137,11 +138,27 @@ Executable::Executable(Program p) : program_(std::move(p)) {
       size_t e = s;
       if (n >= kMinFusedElements)
         while (e < neq && fusible(e, n)) ++e;
+      // A reduction over the trailing axes of the chain's last value ends the chain.
+      if (e > s && e < neq) {
+        const Equation& r = prog.equations[e];
+        const Equation& last = prog.equations[e - 1];
+        std::vector<AbstractValue> in_types;
+        for (auto& a : r.inputs) in_types.push_back(prog.type(a));
+        if (r.inputs.size() == 1 && !r.inputs[0].is_literal() && r.inputs[0].var == last.outputs[0] &&
+            r.primitive->row_reduction(in_types)) {
+          int64_t row = in_types[0].size() / std::max<int64_t>(1, prog.var_types[r.outputs[0]].size());
+          if (row > 0 && row <= kTile / 4) {
+            row_of_group[groups.size()] = row;
+            ++e;
+          }
+        }
+      }
       if (e - s >= 2) {
         for (size_t k = s; k < e; ++k) group_of[k] = static_cast<int>(groups.size());
         groups.emplace_back(s, e);
         s = e;
       } else {
+        row_of_group.erase(groups.size());
         s = s + 1;
       }
     }
@@ -175,7 +192,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   std::vector<std::vector<int>> release_at(prog.equations.size() + 1);
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
-    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}};
+    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr};
     for (auto& a : eq.inputs) step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     for (int v : eq.outputs) {
       step.out_vars.push_back(v);
@@ -203,10 +220,20 @@ Executable::Executable(Program p) : program_(std::move(p)) {
       int g = group_of[s];
       while (static_cast<int>(fused_.size()) <= g) fused_.emplace_back();
       Fused& f = fused_[g];
-      f.n = prog.var_types[eq.outputs[0]].size();
+      bool reduces = row_of_group.count(g) && s + 1 == groups[g].second;
+      if (reduces) {
+        std::vector<AbstractValue> in_types;
+        for (auto& a : eq.inputs) in_types.push_back(prog.type(a));
+        step.owned = eq.primitive->row_reduction(in_types);
+        step.primitive = step.owned.get();
+        step.kernel = backend::find_kernel(*step.owned);
+        f.row = row_of_group[g];
+      } else {
+        f.n = prog.var_types[eq.outputs[0]].size();
+      }
       f.ops.push_back(std::move(step));
       if (s + 1 == groups[g].second) {
-        Step fs{nullptr, nullptr, {}, {}};
+        Step fs{nullptr, nullptr, {}, {}, -1, nullptr};
         fs.fused = g;
         steps_.push_back(std::move(fs));
       }
@@ -255,48 +282,66 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
 
 void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const {
   const auto& types = program_.var_types;
-  int64_t tiles = (f.n + kTile - 1) / kTile;
+  // Tiles hold whole rows when the chain ends with a row reduction.
+  const int64_t row = f.row > 0 ? f.row : 1;
+  const int64_t tile = std::max<int64_t>(row, kTile / row * row);
+  int64_t tiles = (f.n + tile - 1) / tile;
   cpu::parallel_for(tiles, ctx.threads, 8, [&](int64_t t0, int64_t t1) {
     // Tile buffers for the chain's temporaries (8 bytes per element covers every dtype).
-    std::vector<double> temp_store(static_cast<size_t>(f.temps) * kTile + 1);
+    std::vector<double> temp_store(static_cast<size_t>(f.temps) * tile + 1);
     backend::ExecContext tile_ctx = ctx;
     tile_ctx.threads = 1;
     // Per operand of every op: its tile type (rank 0 stays rank 0) and where its data is.
     struct Operand {
       AbstractValue type;
-      char* base;       // full buffer (advanced by lo elements), or the temp tile
-      size_t stride;    // bytes per element to advance by, 0 for temps and scalars
+      char* base;      // full buffer (advanced by lo / per elements), or the temp tile
+      size_t stride;   // bytes per element to advance by, 0 for temps and scalars
+      int64_t per = 1;  // input elements per element of this operand (row for a reduction's output)
+      bool rows = false;  // a row reduction's input: typed (rows, row)
     };
     std::vector<std::vector<Operand>> ops(f.ops.size());
     for (size_t o = 0; o < f.ops.size(); ++o) {
       const Step& op = f.ops[o];
-      auto add = [&](int v) {
+      bool reduction = f.row > 0 && o + 1 == f.ops.size();
+      auto add = [&](int v, bool is_out) {
         const AbstractValue& full = types[v];
         Operand x{full, nullptr, 0};
         if (slots_[v].where == Where::Temp) {
-          x.base = reinterpret_cast<char*>(temp_store.data() + static_cast<size_t>(slots_[v].index) * kTile);
-          x.type.shape = {kTile};
-        } else if (full.ndim() == 0) {
+          x.base = reinterpret_cast<char*>(temp_store.data() + static_cast<size_t>(slots_[v].index) * tile);
+        } else if (full.ndim() == 0 && !(reduction && is_out)) {
           x.base = static_cast<char*>(ptr[v]);
+          return ops[o].push_back(std::move(x));
         } else {
           x.base = static_cast<char*>(ptr[v]);
           x.stride = itemsize(full.dtype);
-          x.type.shape = {kTile};
+        }
+        if (reduction && is_out) {
+          x.per = row;
+          x.type.shape = {tile / row};
+        } else if (reduction) {
+          x.rows = true;
+          x.type.shape = {tile / row, row};
+        } else {
+          x.type.shape = {tile};
         }
         ops[o].push_back(std::move(x));
       };
-      for (int v : op.in_vars) add(v);
-      for (int v : op.out_vars) add(v);
+      for (int v : op.in_vars) add(v, false);
+      for (int v : op.out_vars) add(v, true);
     }
     std::vector<backend::Buf> bufs(max_operands_);
     for (int64_t t = t0; t < t1; ++t) {
-      int64_t lo = t * kTile, len = std::min(kTile, f.n - lo);
+      int64_t lo = t * tile, len = std::min(tile, f.n - lo);
       for (size_t o = 0; o < f.ops.size(); ++o) {
         const Step& op = f.ops[o];
         auto& xs = ops[o];
         for (size_t i = 0; i < xs.size(); ++i) {
-          if (len != kTile && xs[i].type.ndim() == 1) xs[i].type.shape[0] = len;
-          bufs[i] = backend::Buf{xs[i].base + xs[i].stride * static_cast<size_t>(lo), &xs[i].type};
+          Operand& x = xs[i];
+          if (len != tile && x.type.ndim() >= 1) {
+            if (x.rows) x.type.shape = {len / row, row};
+            else x.type.shape[0] = len / x.per;
+          }
+          bufs[i] = backend::Buf{x.base + x.stride * static_cast<size_t>(lo / x.per), &x.type};
         }
         op.kernel(*op.primitive, std::span<const backend::Buf>(bufs.data(), op.in_vars.size()),
                   std::span<const backend::Buf>(bufs.data() + op.in_vars.size(), op.out_vars.size()), tile_ctx);

@@ -103,6 +103,7 @@ class Reduce : public Primitive {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  std::shared_ptr<const Primitive> row_reduction(const std::vector<AbstractValue>& in) const override;
 };
 
 // argmax/argmin along one axis (first occurrence; NaN wins, as in numpy).

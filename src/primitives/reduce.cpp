@@ -75,6 +75,15 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& p, const std::vector<Ar
   }
 }
 
+std::shared_ptr<const Primitive> Reduce::row_reduction(const std::vector<AbstractValue>& in) const {
+  int nd = in.at(0).ndim();
+  int k = static_cast<int>(axes.size());
+  if (k == 0 || k == nd) return nullptr;  // nothing reduced, or everything (one row)
+  for (int i = 0; i < k; ++i)
+    if (axes[i] != nd - k + i) return nullptr;
+  return std::make_shared<Reduce>(op, std::vector<int>{1});
+}
+
 Params ArgReduce::params() const {
   return {{"axes", tuple_str(std::vector<int>{axis})}, {"index_dtype", dtype_name(index_dtype)}};
 }

@@ -177,7 +177,7 @@ int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 // ---- the global layout ----------------------------------------------------------------------------
 int global_count() { return device_count(); }
-int first_local() { return local_devices().at(0).id; }
+int first_local() { return process_index() == 1 ? 0 : local_devices().at(0).id; }
 
 // Global device d's input: distinct small values per device and element, exact in float32
 // (quarters), so sums in any order are exact.
