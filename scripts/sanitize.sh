@@ -14,7 +14,7 @@ for kind in "${kinds[@]}"; do
   cmake --build "$dir" -j "${SPMD_JOBS:-2}"
   # OpenMPI's own allocations are not freed at MPI_Finalize; TSan cannot follow OpenBLAS's and
   # OpenMPI's internal threads (uninstrumented libraries), so the MPI tests run only under ASan.
-  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
+  export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
   export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
