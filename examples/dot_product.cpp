@@ -28,14 +28,16 @@ int main() {
   const int64_t n = 10'000'000;
   Array v1s = random::normal(random::key(0), {n, 3});
   Array v2s = random::normal(random::key(1), {n, 3});
-  std::cout << "v1s.shape " << shape_str(v1s.shape()) << ", v2s.shape " << shape_str(v2s.shape()) << "\n\n";
+  std::cout << "v1s.shape " << shape_str(v1s.shape()) << ", v2s.shape " << shape_str(v2s.shape())
+            << "\n\n";
 
   std::cout << ">>> dot_batched = jit(vmap(dot))\n";
   auto dot_batched = jit(vmap(dot));
   std::cout << make_jaxpr(vmap(dot))(v1s, v2s) << "\n";
   auto t0 = std::chrono::steady_clock::now();
   Array x_vmap = dot_batched(v1s, v2s);
-  std::cout << ">>> x_vmap.shape\n" << shape_str(x_vmap.shape()) << "   (" << seconds_since(t0) << " s)\n\n";
+  std::cout << ">>> x_vmap.shape\n"
+            << shape_str(x_vmap.shape()) << "   (" << seconds_since(t0) << " s)\n\n";
 
   std::cout << ">>> v1sp = v1s.reshape((8, 1250000, 3)); v2sp = v2s.reshape((8, 1250000, 3))\n";
   Array v1sp = v1s.reshape({8, 1'250'000, 3});
@@ -53,7 +55,8 @@ int main() {
   double t_pmap = seconds_since(t0);
   std::cout << ">>> x_pmap.shape\n" << shape_str(x_pmap2.shape()) << "   (" << t_pmap << " s)\n";
   std::cout << "shards: ";
-  for (const Shard& s : x_pmap2.shards()) std::cout << s.device << "[" << s.start << ":" << s.stop << "] ";
+  for (const Shard& s : x_pmap2.shards())
+    std::cout << s.device << "[" << s.start << ":" << s.stop << "] ";
   std::cout << "\n\n";
 
   std::cout << ">>> x_pmap.reshape((10000000,)).shape\n";

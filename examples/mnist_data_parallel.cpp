@@ -2,9 +2,9 @@
 // every batch is split across devices, each device computes gradients on its shard, the gradients
 // are summed with psum, and every replica applies the same update to its copy of the parameters.
 // Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package.
-#include <CLI/CLI.hpp>
 #include <spmd/spmd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -46,8 +46,8 @@ Dataset load(const std::string& dir, const std::string& prefix, int64_t limit) {
   Array images = load_idx(find_file(dir, prefix + "-images-idx3-ubyte"));
   Array labels = load_idx(find_file(dir, prefix + "-labels-idx1-ubyte"));
   if (images.ndim() != 3 || labels.ndim() != 1 || images.shape()[0] != labels.shape()[0])
-    fail("expected images (n, rows, cols) and labels (n,), got ", shape_str(images.shape()), " and ",
-         shape_str(labels.shape()));
+    fail("expected images (n, rows, cols) and labels (n,), got ", shape_str(images.shape()),
+         " and ", shape_str(labels.shape()));
   int64_t n = images.shape()[0];
   if (limit > 0 && limit < n) {
     images = slice(images, {Range{0, limit}});
@@ -59,7 +59,8 @@ Dataset load(const std::string& dir, const std::string& prefix, int64_t limit) {
 
 // Loss on one device's shard, scaled by the global batch so that psum of the shards' gradients
 // is the gradient of the mean loss over the whole batch.
-std::pair<Array, Array> shard_loss(const nn::MLP& params, const Array& x, const Array& y, double global_batch) {
+std::pair<Array, Array> shard_loss(const nn::MLP& params, const Array& x, const Array& y,
+                                   double global_batch) {
   Array logits = nn::mlp_apply(params, x);
   Array logp = log_softmax(logits, -1);
   Array nll = -sum(logp * one_hot(y, logits.shape()[1])) / global_batch;
@@ -69,9 +70,9 @@ std::pair<Array, Array> shard_loss(const nn::MLP& params, const Array& x, const 
 void progress_bar(int epoch, int64_t step, int64_t steps, double loss) {
   const int width = 30;
   int filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
-  std::fprintf(stderr, "\repoch %d [%s%s] %lld/%lld loss=%.3f", epoch, std::string(filled, '=').c_str(),
-               std::string(width - filled, ' ').c_str(), static_cast<long long>(step), static_cast<long long>(steps),
-               loss);
+  std::fprintf(stderr, "\repoch %d [%s%s] %lld/%lld loss=%.3f", epoch,
+               std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
+               static_cast<long long>(step), static_cast<long long>(steps), loss);
   std::fflush(stderr);
 }
 
@@ -81,9 +82,9 @@ int run(const Options& opt) {
   distributed::initialize();
   const bool leader = process_index() == 0;
   std::vector<Device> devs = local_devices();
-  const int64_t ndev = device_count();       // all processes' devices
+  const int64_t ndev = device_count();  // all processes' devices
   const int64_t nlocal = local_device_count();
-  const int64_t first = devs[0].id;          // this process's first global device
+  const int64_t first = devs[0].id;  // this process's first global device
   if (opt.batch_size % ndev != 0)
     fail("--batch-size ", opt.batch_size, " must be divisible by the number of devices ", ndev);
   const int64_t per_device = opt.batch_size / ndev;
@@ -92,18 +93,23 @@ int run(const Options& opt) {
   Dataset test = load(opt.data, "t10k", opt.test_limit);
   const int64_t n_train = train.images.shape()[0];
   const int64_t steps_per_epoch = n_train / opt.batch_size;
-  if (steps_per_epoch == 0) fail("the training set (", n_train, " samples) is smaller than one batch");
+  if (steps_per_epoch == 0)
+    fail("the training set (", n_train, " samples) is smaller than one batch");
   const int64_t features = train.images.shape()[1];
 
-  nn::Optimizer optimizer = opt.optimizer == "adam" ? nn::Optimizer::adam(opt.learning_rate)
-                                                    : nn::Optimizer::sgd(opt.learning_rate, opt.momentum);
+  nn::Optimizer optimizer = opt.optimizer == "adam"
+                                ? nn::Optimizer::adam(opt.learning_rate)
+                                : nn::Optimizer::sgd(opt.learning_rate, opt.momentum);
   Array key = random::key(opt.seed);
   nn::MLP params = nn::mlp_init(random::fold_in(key, 0), {features, 1024, 1024, 10});
   // Replicated update: every device holds the whole optimiser state and applies the whole update
   // (the book's formulation). Sharded: each device holds and updates 1/N of it (ZeRO-1).
   if (opt.sharded_update && process_count() > 1 && !opt.checkpoint.empty())
-    fail("--sharded-update with --checkpoint runs in one process only (each process holds a part of the state)");
-  nn::OptState state = opt.sharded_update ? optimizer.init_sharded(params, ndev) : optimizer.init(params);
+    fail(
+        "--sharded-update with --checkpoint runs in one process only (each process holds a part of "
+        "the state)");
+  nn::OptState state =
+      opt.sharded_update ? optimizer.init_sharded(params, ndev) : optimizer.init(params);
   nn::OptState rstate;
   int start_epoch = 0;
   int64_t step = 0;
@@ -117,15 +123,18 @@ int run(const Options& opt) {
     key = c.arrays.at("key");
     start_epoch = static_cast<int>(c.ints.at("epoch"));
     step = c.ints.at("step");
-    if (leader) std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step " << step << ")\n";
+    if (leader)
+      std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step "
+                << step << ")\n";
   }
 
   const double global_batch = static_cast<double>(opt.batch_size);
   auto train_step = pmap(
       [&](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
-        auto [value, grads] = value_and_grad(
-            [&](const nn::MLP& q, const Array& xb, const Array& yb) { return shard_loss(q, xb, yb, global_batch); },
-            argnums<0>, has_aux)(p, x, y);
+        auto [value, grads] =
+            value_and_grad([&](const nn::MLP& q, const Array& xb,
+                               const Array& yb) { return shard_loss(q, xb, yb, global_batch); },
+                           argnums<0>, has_aux)(p, x, y);
         std::pair<nn::MLP, nn::OptState> updated;
         if (opt.sharded_update) {
           updated = optimizer.update_sharded(p, grads, s, "batch");
@@ -133,7 +142,8 @@ int run(const Options& opt) {
           grads = tree_map([](const Array& g) { return psum(g, "batch"); }, grads);
           updated = optimizer.update(p, grads, s);
         }
-        return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"), psum(value.second, "batch"));
+        return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"),
+                               psum(value.second, "batch"));
       },
       "batch");
   auto evaluate = jit([](const nn::MLP& p, const Array& x, const Array& y) {
@@ -143,13 +153,15 @@ int run(const Options& opt) {
   nn::MLP rparams = nn::replicate(params, devs);
   if (!rstate.count.valid()) rstate = nn::replicate(state, devs);
   if (leader)
-    std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, " << ndev
-              << " devices (" << process_count() << " process" << (process_count() > 1 ? "es" : "") << "), batch "
-              << opt.batch_size << " (" << per_device << " per device), " << optimizer.name()
-              << " lr=" << opt.learning_rate << "\n";
+    std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, "
+              << ndev << " devices (" << process_count() << " process"
+              << (process_count() > 1 ? "es" : "") << "), batch " << opt.batch_size << " ("
+              << per_device << " per device), " << optimizer.name() << " lr=" << opt.learning_rate
+              << "\n";
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
-    Array perm = random::permutation(random::fold_in(key, static_cast<uint32_t>(epoch + 1)), n_train);
+    Array perm =
+        random::permutation(random::fold_in(key, static_cast<uint32_t>(epoch + 1)), n_train);
     Array xs = take(train.images, perm, 0);
     Array ys = take(train.labels, perm, 0);
     double loss_sum = 0;
@@ -175,10 +187,11 @@ int run(const Options& opt) {
     int64_t test_correct = evaluate(host, test.images, test.labels).item<int64_t>();
     int64_t seen = steps_per_epoch * opt.batch_size;
     if (leader)
-      std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n", epoch + 1,
-                loss_sum / static_cast<double>(steps_per_epoch), static_cast<double>(correct) / static_cast<double>(seen),
-                static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
-                static_cast<double>(seen) / seconds, seconds);
+      std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n",
+                  epoch + 1, loss_sum / static_cast<double>(steps_per_epoch),
+                  static_cast<double>(correct) / static_cast<double>(seen),
+                  static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
+                  static_cast<double>(seen) / seconds, seconds);
     std::fflush(stdout);
     if (leader && !opt.checkpoint.empty()) {
       nn::Checkpoint c;
@@ -198,19 +211,35 @@ int run(const Options& opt) {
 int main(int argc, char** argv) {
   Options opt;
   CLI::App app{"Data-parallel MLP training with spmd::pmap (Fashion-MNIST by default)"};
-  app.add_option("--epochs", opt.epochs, "number of epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", opt.batch_size, "global batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--momentum", opt.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 0.999));
-  app.add_option("--optimizer", opt.optimizer, "sgd or adam")->capture_default_str()->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--devices", opt.devices, "number of emulated CPU devices")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--epochs", opt.epochs, "number of epochs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "global batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--momentum", opt.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999));
+  app.add_option("--optimizer", opt.optimizer, "sgd or adam")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--devices", opt.devices, "number of emulated CPU devices")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
-  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")->capture_default_str();
-  app.add_option("--checkpoint", opt.checkpoint, "checkpoint file: resumed from if it exists, saved after every epoch");
-  app.add_option("--train-limit", opt.train_limit, "use only the first N training samples (0: all)");
+  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")
+      ->capture_default_str();
+  app.add_option("--checkpoint", opt.checkpoint,
+                 "checkpoint file: resumed from if it exists, saved after every epoch");
+  app.add_option("--train-limit", opt.train_limit,
+                 "use only the first N training samples (0: all)");
   app.add_option("--test-limit", opt.test_limit, "use only the first N test samples (0: all)");
-  app.add_flag("--sharded-update", opt.sharded_update,
-               "shard the optimiser state and update over the devices (ZeRO-1) instead of replicating them");
+  app.add_flag(
+      "--sharded-update", opt.sharded_update,
+      "shard the optimiser state and update over the devices (ZeRO-1) instead of replicating them");
   bool no_progress = false;
   app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
   CLI11_PARSE(app, argc, argv);

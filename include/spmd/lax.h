@@ -19,8 +19,8 @@ Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
           const Shape& interior);
 // take along an axis with the first batch_dims axes of x and indices paired.
 Array gather(const Array& x, const Array& indices, int axis, int batch_dims = 0);
-Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape,
-                  int axis, int batch_dims = 0);
+Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
+                  int batch_dims = 0);
 Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
 Array shift_left(const Array& x, const Array& bits);

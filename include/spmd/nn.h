@@ -10,8 +10,8 @@
 
 #include "spmd/array.h"
 #include "spmd/collectives.h"
-#include "spmd/lax.h"
 #include "spmd/device.h"
+#include "spmd/lax.h"
 #include "spmd/ops.h"
 #include "spmd/pytree.h"
 
@@ -59,7 +59,8 @@ SPMD_PYTREE(OptState, mu, nu, count)
 class Optimizer {
  public:
   static Optimizer sgd(double learning_rate, double momentum = 0.0, bool nesterov = false);
-  static Optimizer adam(double learning_rate, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8);
+  static Optimizer adam(double learning_rate, double b1 = 0.9, double b2 = 0.999,
+                        double eps = 1e-8);
 
   OptState init_leaves(const std::vector<Array>& params) const;
   std::pair<std::vector<Array>, OptState> update_leaves(const std::vector<Array>& params,
@@ -74,7 +75,8 @@ class Optimizer {
   std::pair<P, OptState> update(const P& params, const P& grads, const OptState& state) const {
     auto [p, def] = tree_flatten(params);
     auto [g, gdef] = tree_flatten(grads);
-    if (!(def == gdef)) fail("optimizer update: gradients ", gdef.str(), " do not match parameters ", def.str());
+    if (!(def == gdef))
+      fail("optimizer update: gradients ", gdef.str(), " do not match parameters ", def.str());
     auto [np, ns] = update_leaves(p, g, state);
     return {tree_unflatten<P>(def, np), ns};
   }
@@ -87,20 +89,20 @@ class Optimizer {
   // bit, with 1/N of the update work and of the state memory per device.
   // init_sharded gives one device's state (pass it replicated with nn::replicate, or mapped).
   OptState init_sharded_leaves(const std::vector<Array>& params, int64_t shards) const;
-  std::pair<std::vector<Array>, OptState> update_sharded_leaves(const std::vector<Array>& params,
-                                                                const std::vector<Array>& local_grads,
-                                                                const OptState& shard,
-                                                                const std::string& axis) const;
+  std::pair<std::vector<Array>, OptState> update_sharded_leaves(
+      const std::vector<Array>& params, const std::vector<Array>& local_grads,
+      const OptState& shard, const std::string& axis) const;
   template <class P>
   OptState init_sharded(const P& params, int64_t shards) const {
     return init_sharded_leaves(tree_flatten(params).first, shards);
   }
   template <class P>
-  std::pair<P, OptState> update_sharded(const P& params, const P& local_grads, const OptState& shard,
-                                        const std::string& axis) const {
+  std::pair<P, OptState> update_sharded(const P& params, const P& local_grads,
+                                        const OptState& shard, const std::string& axis) const {
     auto [p, def] = tree_flatten(params);
     auto [g, gdef] = tree_flatten(local_grads);
-    if (!(def == gdef)) fail("optimizer update: gradients ", gdef.str(), " do not match parameters ", def.str());
+    if (!(def == gdef))
+      fail("optimizer update: gradients ", gdef.str(), " do not match parameters ", def.str());
     auto [np, ns] = update_sharded_leaves(p, g, shard, axis);
     return {tree_unflatten<P>(def, np), ns};
   }
@@ -147,7 +149,8 @@ void put_tree(Checkpoint& c, const std::string& prefix, const P& tree) {
   c.ints[prefix + "/#"] = static_cast<int64_t>(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) c.arrays[prefix + "/" + std::to_string(i)] = leaves[i];
 }
-std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix, const std::vector<Array>& like);
+std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix,
+                              const std::vector<Array>& like);
 template <class P>
 P get_tree(const Checkpoint& c, const std::string& prefix, const P& like) {
   auto [leaves, def] = tree_flatten(like);
@@ -155,4 +158,3 @@ P get_tree(const Checkpoint& c, const std::string& prefix, const P& like) {
 }
 
 }  // namespace spmd::nn
-

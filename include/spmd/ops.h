@@ -132,8 +132,7 @@ Array stack(const std::vector<Array>& xs, int axis = 0);
 // Equal sections, or split before the given indices.
 std::vector<Array> split(const Array& x, int64_t sections, int axis = 0);
 std::vector<Array> split(const Array& x, const std::vector<int64_t>& indices, int axis = 0);
-Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths,
-          double value = 0);
+Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths, double value = 0);
 
 // ---- linear algebra --------------------------------------------------------------------------
 Array matmul(const Array& a, const Array& b);

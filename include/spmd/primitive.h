@@ -57,7 +57,8 @@ class Primitive {
   // A reduction over the trailing axes of its input returns the same reduction of a
   // (rows, row) matrix over axis 1: the compiler ends a fused elementwise chain with it, applied
   // tile by tile. Null for every other primitive.
-  virtual std::shared_ptr<const Primitive> row_reduction(const std::vector<AbstractValue>& in) const {
+  virtual std::shared_ptr<const Primitive> row_reduction(
+      const std::vector<AbstractValue>& in) const {
     return nullptr;
   }
   // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.

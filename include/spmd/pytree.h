@@ -120,12 +120,14 @@ struct Tree<std::tuple<Ts...>, std::enable_if_t<(PyTree<Ts> && ...)>> {
     def.children.resize(sizeof...(Ts));
     [&]<size_t... I>(std::index_sequence<I...>) {
       (Tree<Ts>::flatten(std::get<I>(t), leaves, def.children[I]), ...);
-    }(std::index_sequence_for<Ts...>{});
+    }
+    (std::index_sequence_for<Ts...>{});
   }
   static std::tuple<Ts...> unflatten(const TreeDef& def, const Array*& it) {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return std::tuple<Ts...>{Tree<Ts>::unflatten(def.children[I], it)...};  // braces: in order
-    }(std::index_sequence_for<Ts...>{});
+    }
+    (std::index_sequence_for<Ts...>{});
   }
 };
 
@@ -156,7 +158,8 @@ struct Tree<std::map<std::string, T>, std::enable_if_t<PyTree<T>>> {
   }
   static std::map<std::string, T> unflatten(const TreeDef& def, const Array*& it) {
     std::map<std::string, T> m;
-    for (size_t i = 0; i < def.keys.size(); ++i) m.emplace(def.keys[i], Tree<T>::unflatten(def.children[i], it));
+    for (size_t i = 0; i < def.keys.size(); ++i)
+      m.emplace(def.keys[i], Tree<T>::unflatten(def.children[i], it));
     return m;
   }
 };
@@ -165,44 +168,56 @@ struct Tree<std::map<std::string, T>, std::enable_if_t<PyTree<T>>> {
 // argument-dependent lookup), returning the fields' names and references.
 namespace detail {
 template <class T>
-concept HasTreeFields = requires(T& t) { spmd_tree_fields(t); };
+concept HasTreeFields = requires(T& t) {
+  spmd_tree_fields(t);
+};
 }  // namespace detail
 
 template <class T>
 struct Tree<T, std::enable_if_t<detail::HasTreeFields<T>>> {
   static void flatten(const T& value, std::vector<Array>& leaves, TreeDef& def) {
     auto [names, refs] = spmd_tree_fields(const_cast<T&>(value));
-    def = TreeDef{TreeDef::Kind::Struct, {}, names, spmd_tree_type_name(static_cast<const T*>(nullptr))};
+    def = TreeDef{
+        TreeDef::Kind::Struct, {}, names, spmd_tree_type_name(static_cast<const T*>(nullptr))};
     def.children.resize(names.size());
     size_t i = 0;
-    std::apply([&](auto&... f) { (Tree<std::decay_t<decltype(f)>>::flatten(f, leaves, def.children[i++]), ...); }, refs);
+    std::apply(
+        [&](auto&... f) {
+          (Tree<std::decay_t<decltype(f)>>::flatten(f, leaves, def.children[i++]), ...);
+        },
+        refs);
   }
   static T unflatten(const TreeDef& def, const Array*& it) {
     T value{};
     auto [names, refs] = spmd_tree_fields(value);
     size_t i = 0;
-    std::apply([&](auto&... f) { ((f = Tree<std::decay_t<decltype(f)>>::unflatten(def.children[i++], it)), ...); }, refs);
+    std::apply(
+        [&](auto&... f) {
+          ((f = Tree<std::decay_t<decltype(f)>>::unflatten(def.children[i++], it)), ...);
+        },
+        refs);
     return value;
   }
 };
 
 }  // namespace spmd
 
-#define SPMD_PYTREE(Type, ...)                                                         \
-  inline auto spmd_tree_fields(Type& spmd_self_) {                                     \
-    auto& [__VA_ARGS__] = spmd_self_;                                                  \
-    (void)spmd_self_;                                                                  \
-    return std::make_pair(::spmd::detail::split_names(#__VA_ARGS__),                   \
-                          std::tie(__VA_ARGS__));                                      \
-  }                                                                                    \
+#define SPMD_PYTREE(Type, ...)                                                               \
+  inline auto spmd_tree_fields(Type& spmd_self_) {                                           \
+    auto& [__VA_ARGS__] = spmd_self_;                                                        \
+    (void)spmd_self_;                                                                        \
+    return std::make_pair(::spmd::detail::split_names(#__VA_ARGS__), std::tie(__VA_ARGS__)); \
+  }                                                                                          \
   inline const char* spmd_tree_type_name(const Type*) { return #Type; }
 
 namespace spmd::detail {
 inline std::vector<std::string> split_names(const char* list) {
   std::vector<std::string> out(1);
   for (const char* p = list; *p; ++p) {
-    if (*p == ',') out.emplace_back();
-    else if (*p != ' ') out.back() += *p;
+    if (*p == ',')
+      out.emplace_back();
+    else if (*p != ' ')
+      out.back() += *p;
   }
   return out;
 }

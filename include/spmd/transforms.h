@@ -14,8 +14,8 @@
 
 #include "spmd/array.h"
 #include "spmd/collectives.h"
-#include "spmd/ops.h"
 #include "spmd/device.h"
+#include "spmd/ops.h"
 #include "spmd/program.h"
 #include "spmd/pytree.h"
 
@@ -100,13 +100,18 @@ FlatCall flatten_args(const std::vector<int>& static_argnums, const Args&... arg
     TreeDef def;
     if constexpr (is_dynamic_v<A>) {
       if (listed)
-        fail("static_argnums lists argument ", i, ", which holds arrays; expected static arguments "
+        fail("static_argnums lists argument ", i,
+             ", which holds arrays; expected static arguments "
              "to be hashable non-array values (ints, doubles, strings, ...)");
       tree_flatten(a, call.leaves, def);
     } else {
-      static_assert(requires(const A& v) { std::hash<A>()(v); v == v; },
-                    "a non-array argument of a transformed function must be hashable "
-                    "(std::hash) and comparable (==): it is a static argument");
+      static_assert(
+          requires(const A& v) {
+            std::hash<A>()(v);
+            v == v;
+          },
+          "a non-array argument of a transformed function must be hashable "
+          "(std::hash) and comparable (==): it is a static argument");
       def.kind = TreeDef::Kind::Static;
       call.statics.push_back(std::make_shared<StaticOf<A>>(a));
     }
@@ -119,8 +124,10 @@ FlatCall flatten_args(const std::vector<int>& static_argnums, const Args&... arg
 
 template <class A>
 decltype(auto) rebuild_arg(const A& original, const TreeDef& def, const Array*& it) {
-  if constexpr (is_dynamic_v<A>) return tree_unflatten<std::decay_t<A>>(def, it);
-  else return (original);
+  if constexpr (is_dynamic_v<A>)
+    return tree_unflatten<std::decay_t<A>>(def, it);
+  else
+    return (original);
 }
 
 // Wraps f(args...) as a function of the dynamic leaves.
@@ -132,7 +139,9 @@ FlatFn make_flat_fn(const F& f, const TreeDef& in_tree, const Args&... args) {
   flat.fn = [&f, &in_tree, out_tree, &args...](const std::vector<Array>& leaves) {
     const Array* it = leaves.data();
     int i = 0;
-    auto next = [&](const auto& a) -> decltype(auto) { return rebuild_arg(a, in_tree.children[i++], it); };
+    auto next = [&](const auto& a) -> decltype(auto) {
+      return rebuild_arg(a, in_tree.children[i++], it);
+    };
     // Braced initialisation evaluates the arguments left to right.
     auto tuple = std::tuple<decltype(next(args))...>{next(args)...};
     auto result = std::apply(f, tuple);
@@ -253,7 +262,8 @@ class Pmapped {
  public:
   Pmapped(F f, std::string axis_name, PmapOptions options)
       : f_(std::move(f)), options_(std::move(options)), cache_(detail::new_pmap_cache()) {
-    spec_ = detail::PmapSpec{options_.in_axes, options_.out_axes, std::move(axis_name), options_.devices};
+    spec_ = detail::PmapSpec{options_.in_axes, options_.out_axes, std::move(axis_name),
+                             options_.devices};
   }
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
@@ -294,8 +304,9 @@ namespace detail {
 
 struct Linearized;
 // Traces f, evaluates it forward keeping every value; wrt marks the differentiated leaves.
-std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call, const std::vector<bool>& wrt,
-                                      TreeDef& out_tree, std::vector<Array>& outputs);
+std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
+                                      const std::vector<bool>& wrt, TreeDef& out_tree,
+                                      std::vector<Array>& outputs);
 // One cotangent per input leaf (empty Arrays for leaves not differentiated).
 std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& output_cotangents);
 // Forward-mode product J t, computed as the transpose of the (linear) vjp.
@@ -313,9 +324,11 @@ inline std::vector<bool> leaf_mask(const TreeDef& in_tree, std::initializer_list
   std::vector<bool> mask(off.back(), false);
   for (int a : args) {
     if (a < 0 || a >= static_cast<int>(in_tree.children.size()))
-      fail("grad: argnums ", a, " is out of range for a function of ", in_tree.children.size(), " arguments");
+      fail("grad: argnums ", a, " is out of range for a function of ", in_tree.children.size(),
+           " arguments");
     if (in_tree.children[a].kind == TreeDef::Kind::Static)
-      fail("grad: argnums ", a, " names a non-array (static) argument; expected arrays to differentiate");
+      fail("grad: argnums ", a,
+           " names a non-array (static) argument; expected arrays to differentiate");
     for (size_t k = off[a]; k < off[a + 1]; ++k) mask[k] = true;
   }
   return mask;
@@ -365,11 +378,15 @@ class GradFn {
       using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
       std::vector<Array> aux_leaves(outs.begin() + 1, outs.end());
       AuxT aux = tree_unflatten<AuxT>(out_tree.children.at(1), aux_leaves);
-      if constexpr (ValueToo) return std::make_pair(std::make_pair(outs[0], aux), grads);
-      else return std::make_pair(grads, aux);
+      if constexpr (ValueToo)
+        return std::make_pair(std::make_pair(outs[0], aux), grads);
+      else
+        return std::make_pair(grads, aux);
     } else {
-      if constexpr (ValueToo) return std::make_pair(outs[0], grads);
-      else return grads;
+      if constexpr (ValueToo)
+        return std::make_pair(outs[0], grads);
+      else
+        return grads;
     }
   }
 
@@ -417,12 +434,14 @@ class Pullback {
   std::tuple<Args...> operator()(const R& cotangent) const {
     auto [cts, tree] = tree_flatten(cotangent);
     if (!(tree == out_tree_))
-      fail("vjp: the cotangent's structure ", tree.str(), " differs from the output's ", out_tree_.str());
+      fail("vjp: the cotangent's structure ", tree.str(), " differs from the output's ",
+           out_tree_.str());
     std::vector<Array> g = detail::backward(*lin_, cts);
     auto off = detail::leaf_offsets(in_tree_);
     return [&]<size_t... K>(std::index_sequence<K...>) {
       return std::tuple<Args...>{detail::leaves_to<Args>(in_tree_.children[K], g, off[K])...};
-    }(std::index_sequence_for<Args...>{});
+    }
+    (std::index_sequence_for<Args...>{});
   }
 
  private:
@@ -438,7 +457,8 @@ auto vjp(F f, const Args&... primals) {
   detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, primals...);
   TreeDef out_tree;
   std::vector<Array> outs;
-  auto lin = detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
+  auto lin =
+      detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
   R value = tree_unflatten<R>(out_tree, outs);
   return std::make_pair(value, Pullback<R, std::decay_t<Args>...>(lin, call.in_tree, out_tree));
 }
@@ -453,7 +473,8 @@ auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tan
         detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, ps...);
         TreeDef out_tree;
         std::vector<Array> outs;
-        auto lin = detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
+        auto lin = detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true),
+                                     out_tree, outs);
         auto [t_leaves, t_tree] = tree_flatten(tangents);
         std::vector<Array> tout = detail::jvp_tangents(*lin, t_leaves);
         return std::make_pair(tree_unflatten<R>(out_tree, outs), tree_unflatten<R>(out_tree, tout));

@@ -18,8 +18,8 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   std::vector<Array> outs;
   // A view (reshape) of a contiguous array shares its buffer: no copy, placement kept.
   if (p.is_view()) {
-    outs.push_back(detail::wrap_buffer(out_types[0], first->buffer, first->offset,
-                                       first->placement, false));
+    outs.push_back(
+        detail::wrap_buffer(out_types[0], first->buffer, first->offset, first->placement, false));
     return outs;
   }
   // Elementwise results of a sharded array stay sharded the same way.

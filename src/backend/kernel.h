@@ -37,9 +37,9 @@ class ReplicaAxes {
 };
 
 struct ExecContext {
-  int device = 0;                      // local device id running the kernel
-  const ReplicaAxes* axes = nullptr;   // set inside pmap runs
-  int threads = 1;                     // intra-op threads a kernel may use
+  int device = 0;                     // local device id running the kernel
+  const ReplicaAxes* axes = nullptr;  // set inside pmap runs
+  int threads = 1;                    // intra-op threads a kernel may use
 };
 
 using Kernel = void (*)(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,

@@ -87,7 +87,8 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   for (size_t j = 0; j < prog.outputs.size(); ++j) {
     const Atom& a = prog.outputs[j];
     if (a.is_literal() || assigned[a.var]) {
-      output_copies_.push_back({a.is_literal() ? literal_slot(a.literal) : a.var, static_cast<int>(j)});
+      output_copies_.push_back(
+          {a.is_literal() ? literal_slot(a.literal) : a.var, static_cast<int>(j)});
       continue;
     }
     slots_[a.var] = Slot{Where::Output, static_cast<int64_t>(j)};
@@ -119,7 +120,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   const size_t neq = prog.equations.size();
   std::vector<int> group_of(neq, -1);
   std::vector<std::pair<size_t, size_t>> groups;  // [first, last) equation ranges
-  std::map<size_t, int64_t> row_of_group;          // groups ending with a row reduction
+  std::map<size_t, int64_t> row_of_group;         // groups ending with a row reduction
   {
     size_t s = 0;
     while (s < neq) {
@@ -144,9 +145,10 @@ Executable::Executable(Program p) : program_(std::move(p)) {
         const Equation& last = prog.equations[e - 1];
         std::vector<AbstractValue> in_types;
         for (auto& a : r.inputs) in_types.push_back(prog.type(a));
-        if (r.inputs.size() == 1 && !r.inputs[0].is_literal() && r.inputs[0].var == last.outputs[0] &&
-            r.primitive->row_reduction(in_types)) {
-          int64_t row = in_types[0].size() / std::max<int64_t>(1, prog.var_types[r.outputs[0]].size());
+        if (r.inputs.size() == 1 && !r.inputs[0].is_literal() &&
+            r.inputs[0].var == last.outputs[0] && r.primitive->row_reduction(in_types)) {
+          int64_t row =
+              in_types[0].size() / std::max<int64_t>(1, prog.var_types[r.outputs[0]].size());
           if (row > 0 && row <= kTile / 4) {
             row_of_group[groups.size()] = row;
             ++e;
@@ -172,7 +174,8 @@ Executable::Executable(Program p) : program_(std::move(p)) {
           int r = root(a.var);
           last_use[r] = std::max(last_use[r], static_cast<int>(ge) - 1);
         }
-      for (int v : prog.equations[k].outputs) last_use[v] = std::max(last_use[v], static_cast<int>(ge) - 1);
+      for (int v : prog.equations[k].outputs)
+        last_use[v] = std::max(last_use[v], static_cast<int>(ge) - 1);
     }
   std::vector<bool> internal(slots_.size(), false);
   {
@@ -182,7 +185,8 @@ Executable::Executable(Program p) : program_(std::move(p)) {
     std::vector<bool> used_outside(slots_.size(), false);
     for (size_t k = 0; k < neq; ++k)
       for (auto& a : prog.equations[k].inputs)
-        if (!a.is_literal() && def_group[a.var] >= 0 && def_group[a.var] != group_of[k]) used_outside[a.var] = true;
+        if (!a.is_literal() && def_group[a.var] >= 0 && def_group[a.var] != group_of[k])
+          used_outside[a.var] = true;
     for (size_t v = 0; v < def_group.size(); ++v)
       internal[v] = def_group[v] >= 0 && !used_outside[v] && !assigned[v] && alias_of[v] < 0;
   }
@@ -193,13 +197,15 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
     Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr};
-    for (auto& a : eq.inputs) step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
+    for (auto& a : eq.inputs)
+      step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     for (int v : eq.outputs) {
       step.out_vars.push_back(v);
       if (assigned[v] || alias_of[v] >= 0) continue;
       assigned[v] = true;
       if (internal[v]) {
-        Fused& f = group_of[s] >= static_cast<int>(fused_.size()) ? fused_.emplace_back() : fused_[group_of[s]];
+        Fused& f = group_of[s] >= static_cast<int>(fused_.size()) ? fused_.emplace_back()
+                                                                  : fused_[group_of[s]];
         slots_[v] = Slot{Where::Temp, f.temps++};
         continue;
       }
@@ -254,11 +260,21 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
   for (size_t v = 0; v < slots_.size(); ++v) {
     const Slot& s = slots_[v];
     switch (s.where) {
-      case Where::Input: ptr[v] = inputs[s.index]; break;
-      case Where::Literal: ptr[v] = const_cast<void*>(s.literal); break;
-      case Where::Arena: ptr[v] = base + s.index; break;
-      case Where::Output: ptr[v] = outputs[s.index]; break;
-      case Where::Temp: ptr[v] = nullptr; break;  // a tile buffer, set per tile
+      case Where::Input:
+        ptr[v] = inputs[s.index];
+        break;
+      case Where::Literal:
+        ptr[v] = const_cast<void*>(s.literal);
+        break;
+      case Where::Arena:
+        ptr[v] = base + s.index;
+        break;
+      case Where::Output:
+        ptr[v] = outputs[s.index];
+        break;
+      case Where::Temp:
+        ptr[v] = nullptr;
+        break;  // a tile buffer, set per tile
     }
   }
   std::vector<backend::Buf> bufs(max_operands_);
@@ -273,14 +289,16 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
     for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
     st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
-              std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()), ctx);
+              std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
+              ctx);
   }
   for (const Copy& c : output_copies_)
     if (output_types_[c.output].nbytes())
       std::memcpy(outputs[c.output], ptr[c.var], output_types_[c.output].nbytes());
 }
 
-void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const {
+void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr,
+                           backend::ExecContext& ctx) const {
   const auto& types = program_.var_types;
   // Tiles hold whole rows when the chain ends with a row reduction.
   const int64_t row = f.row > 0 ? f.row : 1;
@@ -294,8 +312,8 @@ void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr, backen
     // Per operand of every op: its tile type (rank 0 stays rank 0) and where its data is.
     struct Operand {
       AbstractValue type;
-      char* base;      // full buffer (advanced by lo / per elements), or the temp tile
-      size_t stride;   // bytes per element to advance by, 0 for temps and scalars
+      char* base;       // full buffer (advanced by lo / per elements), or the temp tile
+      size_t stride;    // bytes per element to advance by, 0 for temps and scalars
       int64_t per = 1;  // input elements per element of this operand (row for a reduction's output)
       bool rows = false;  // a row reduction's input: typed (rows, row)
     };
@@ -307,7 +325,8 @@ void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr, backen
         const AbstractValue& full = types[v];
         Operand x{full, nullptr, 0};
         if (slots_[v].where == Where::Temp) {
-          x.base = reinterpret_cast<char*>(temp_store.data() + static_cast<size_t>(slots_[v].index) * tile);
+          x.base = reinterpret_cast<char*>(temp_store.data() +
+                                           static_cast<size_t>(slots_[v].index) * tile);
         } else if (full.ndim() == 0 && !(reduction && is_out)) {
           x.base = static_cast<char*>(ptr[v]);
           return ops[o].push_back(std::move(x));
@@ -338,19 +357,24 @@ void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr, backen
         for (size_t i = 0; i < xs.size(); ++i) {
           Operand& x = xs[i];
           if (len != tile && x.type.ndim() >= 1) {
-            if (x.rows) x.type.shape = {len / row, row};
-            else x.type.shape[0] = len / x.per;
+            if (x.rows)
+              x.type.shape = {len / row, row};
+            else
+              x.type.shape[0] = len / x.per;
           }
           bufs[i] = backend::Buf{x.base + x.stride * static_cast<size_t>(lo / x.per), &x.type};
         }
-        op.kernel(*op.primitive, std::span<const backend::Buf>(bufs.data(), op.in_vars.size()),
-                  std::span<const backend::Buf>(bufs.data() + op.in_vars.size(), op.out_vars.size()), tile_ctx);
+        op.kernel(
+            *op.primitive, std::span<const backend::Buf>(bufs.data(), op.in_vars.size()),
+            std::span<const backend::Buf>(bufs.data() + op.in_vars.size(), op.out_vars.size()),
+            tile_ctx);
       }
     }
   });
 }
 
-std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::ExecContext& ctx) const {
+std::vector<Array> Executable::run(const std::vector<Array>& inputs,
+                                   backend::ExecContext& ctx) const {
   std::vector<void*> in(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& impl = detail::concrete(inputs[i], "jit");
@@ -370,7 +394,8 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::Ex
   std::vector<Array> results;
   for (size_t j = 0; j < output_types_.size(); ++j) {
     out.push_back(static_cast<char*>(block->data) + offsets[j]);
-    results.push_back(detail::wrap_buffer(output_types_[j], block, offsets[j], {ctx.device}, false));
+    results.push_back(
+        detail::wrap_buffer(output_types_[j], block, offsets[j], {ctx.device}, false));
   }
   run_into(in, out, ctx);
   return results;

@@ -41,7 +41,7 @@ class Executable {
     backend::Kernel kernel;
     const Primitive* primitive;
     std::vector<int> in_vars, out_vars;
-    int fused = -1;  // index into fused_ when this step is a fused group
+    int fused = -1;      // index into fused_ when this step is a fused group
     PrimitivePtr owned;  // a primitive made by the compiler (a tile's row reduction)
   };
   // Consecutive elementwise steps over n elements run tile by tile: each tile flows through the
@@ -49,8 +49,8 @@ class Executable {
   struct Fused {
     std::vector<Step> ops;
     int64_t n = 0;
-    int temps = 0;     // tile buffers needed (one per Temp var, by Slot::index)
-    int64_t row = 0;   // > 0: the last op reduces rows of this many elements (tiles hold whole rows)
+    int temps = 0;    // tile buffers needed (one per Temp var, by Slot::index)
+    int64_t row = 0;  // > 0: the last op reduces rows of this many elements (tiles hold whole rows)
   };
   struct Copy {
     int var;

@@ -22,7 +22,8 @@ struct Key {
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = k.prim->hash();
-    for (auto& [v, p] : k.inputs) h = h * 31 + std::hash<int>()(v) * 7 + std::hash<const void*>()(p);
+    for (auto& [v, p] : k.inputs)
+      h = h * 31 + std::hash<int>()(v) * 7 + std::hash<const void*>()(p);
     return h;
   }
 };
@@ -39,7 +40,9 @@ Program simplify(const Program& in) {
   // Substitution of a var by an atom (folded literal or an earlier equal var).
   std::vector<Atom> subst(p.var_types.size());
   std::vector<bool> has_subst(p.var_types.size(), false);
-  auto resolve = [&](const Atom& a) { return !a.is_literal() && has_subst[a.var] ? subst[a.var] : a; };
+  auto resolve = [&](const Atom& a) {
+    return !a.is_literal() && has_subst[a.var] ? subst[a.var] : a;
+  };
 
   std::vector<Equation> kept;
   std::unordered_map<Key, size_t, KeyHash, KeyEq> seen;  // -> index in kept
@@ -108,7 +111,8 @@ Program simplify(const Program& in) {
       if (!a.is_literal()) live[a.var] = true;
     alive.push_back(std::move(*it));
   }
-  p.equations.assign(std::make_move_iterator(alive.rbegin()), std::make_move_iterator(alive.rend()));
+  p.equations.assign(std::make_move_iterator(alive.rbegin()),
+                     std::make_move_iterator(alive.rend()));
   return p;
 }
 

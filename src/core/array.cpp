@@ -51,8 +51,8 @@ Array make_array(const AbstractValue& aval, int device) {
   return Array(std::move(impl));
 }
 
-Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer,
-                  size_t offset, std::vector<int> placement, bool sharded) {
+Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer, size_t offset,
+                  std::vector<int> placement, bool sharded) {
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = aval;
   impl->buffer = std::move(buffer);
@@ -113,9 +113,7 @@ Array::Array(bool value) {
 Array::Array(std::initializer_list<double> values, DType dtype) {
   *this = from_list(values, dtype);
 }
-Array::Array(std::initializer_list<int> values, DType dtype) {
-  *this = from_list(values, dtype);
-}
+Array::Array(std::initializer_list<int> values, DType dtype) { *this = from_list(values, dtype); }
 Array::Array(const void* data, Shape shape, DType dtype) {
   check_supported(dtype, "Array");
   for (int64_t d : shape)
@@ -177,8 +175,7 @@ Array Array::astype(DType dtype) const { return spmd::astype(*this, dtype); }
 Array Array::operator[](int64_t i) const {
   if (ndim() == 0) fail("indexing: expected an array of rank >= 1, got a scalar");
   int64_t n = shape()[0];
-  if (i < -n || i >= n)
-    fail("index ", i, " is out of bounds for axis 0 with size ", n);
+  if (i < -n || i >= n) fail("index ", i, " is out of bounds for axis 0 with size ", n);
   if (i < 0) i += n;
   Shape start(ndim(), 0), limit = shape();
   start[0] = i;

@@ -28,8 +28,8 @@ struct ArrayImpl {
 // A fresh concrete array with uninitialised data on one device.
 Array make_array(const AbstractValue& aval, int device = 0);
 // A concrete array over existing storage.
-Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer,
-                  size_t offset, std::vector<int> placement, bool sharded);
+Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer, size_t offset,
+                  std::vector<int> placement, bool sharded);
 Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var);
 // Throws unless a is a usable concrete array (not empty, not a tracer of a finished trace).
 const ArrayImpl& concrete(const Array& a, const char* what);

@@ -6,58 +6,76 @@ namespace spmd {
 
 int itemsize(DType t) {
   switch (t) {
-    case DType::Bool: return 1;
+    case DType::Bool:
+      return 1;
     case DType::Float16:
-    case DType::BFloat16: return 2;
+    case DType::BFloat16:
+      return 2;
     case DType::Int32:
     case DType::UInt32:
-    case DType::Float32: return 4;
+    case DType::Float32:
+      return 4;
     case DType::Int64:
-    case DType::Float64: return 8;
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
 
 std::string dtype_name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::UInt32: return "uint32";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::UInt32:
+      return "uint32";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "?";
 }
 
 std::string dtype_short(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::Int32: return "i32";
-    case DType::Int64: return "i64";
-    case DType::UInt32: return "u32";
-    case DType::Float16: return "f16";
-    case DType::BFloat16: return "bf16";
-    case DType::Float32: return "f32";
-    case DType::Float64: return "f64";
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::UInt32:
+      return "u32";
+    case DType::Float16:
+      return "f16";
+    case DType::BFloat16:
+      return "bf16";
+    case DType::Float32:
+      return "f32";
+    case DType::Float64:
+      return "f64";
   }
   return "?";
 }
 
 bool is_floating(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 ||
-         t == DType::Float64;
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
-bool is_integer(DType t) {
-  return t == DType::Int32 || t == DType::Int64 || t == DType::UInt32;
-}
+bool is_integer(DType t) { return t == DType::Int32 || t == DType::Int64 || t == DType::UInt32; }
 bool is_signed_integer(DType t) { return t == DType::Int32 || t == DType::Int64; }
 
 void check_supported(DType t, const char* where) {
   if (t == DType::Float16 || t == DType::BFloat16)
-    fail(where, ": dtype ", dtype_name(t), " is not supported yet; expected one of bool, int32, "
+    fail(where, ": dtype ", dtype_name(t),
+         " is not supported yet; expected one of bool, int32, "
          "int64, uint32, float32, float64");
 }
 
@@ -70,11 +88,15 @@ int rank(DType t) {
     case DType::Int32:
     case DType::UInt32:
     case DType::Float16:
-    case DType::BFloat16: return 1;
-    case DType::Float32: return 2;
+    case DType::BFloat16:
+      return 1;
+    case DType::Float32:
+      return 2;
     case DType::Int64:
-    case DType::Float64: return 3;
-    default: return 0;
+    case DType::Float64:
+      return 3;
+    default:
+      return 0;
   }
 }
 DType default_of_kind(int k) {
@@ -87,7 +109,8 @@ DType promote_types(DType a, DType b) {
   int ka = kind(a), kb = kind(b);
   if (ka != kb) return ka > kb ? a : b;  // int + float -> the float (jax: i64 + f32 = f32)
   if (ka == 2) {
-    if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+    if ((a == DType::Float16 && b == DType::BFloat16) ||
+        (a == DType::BFloat16 && b == DType::Float16))
       return DType::Float32;
     return rank(a) >= rank(b) ? a : b;
   }

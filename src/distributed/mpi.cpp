@@ -37,7 +37,8 @@ constexpr int kLeaveTag = 14;    // "this process is leaving" (sent at exit)
 constexpr std::chrono::milliseconds kLeaveGrace{2000};
 
 bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS"})
+  for (const char* v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS"})
     if (std::getenv(v)) return true;
   return false;
 }
@@ -54,20 +55,22 @@ class MpiTransport : public runtime::Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void exchange(const std::vector<runtime::Message>& sends, const std::vector<runtime::Message>& recvs,
-                const std::string& what) override {
+  void exchange(const std::vector<runtime::Message>& sends,
+                const std::vector<runtime::Message>& recvs, const std::string& what) override {
     std::lock_guard lock(mu_);
     std::vector<MPI_Request> reqs;
     std::vector<int> peers;  // of each request
     for (auto& m : recvs) {
       reqs.emplace_back();
       peers.push_back(m.peer);
-      MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD, &reqs.back());
+      MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD,
+                &reqs.back());
     }
     for (auto& m : sends) {
       reqs.emplace_back();
       peers.push_back(m.peer);
-      MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD, &reqs.back());
+      MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD,
+                &reqs.back());
     }
     const auto timeout = runtime::collective_timeout();
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -89,14 +92,16 @@ class MpiTransport : public runtime::Transport {
           if (left_[p]) lost.push_back(p);
         if (!lost.empty())
           lose(reqs, recvs.size(),
-               detail::concat(what, ": lost process ", join(lost), " (it exited before finishing this collective)"));
+               detail::concat(what, ": lost process ", join(lost),
+                              " (it exited before finishing this collective)"));
       }
       if (now > deadline) {
         std::vector<int> missing = pending_peers(reqs, peers);
         lose(reqs, recvs.size(),
-             detail::concat(what, ": timed out after ", std::chrono::duration<double>(timeout).count(),
-                            " s waiting for process(es) ", missing.empty() ? std::string("?") : join(missing),
-                            " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
+             detail::concat(
+                 what, ": timed out after ", std::chrono::duration<double>(timeout).count(),
+                 " s waiting for process(es) ", missing.empty() ? std::string("?") : join(missing),
+                 " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(500));
@@ -112,7 +117,8 @@ class MpiTransport : public runtime::Transport {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       MPI_Request r;
-      MPI_Isend(notice_.data(), static_cast<int>(notice_.size()), MPI_CHAR, p, kFailureTag, MPI_COMM_WORLD, &r);
+      MPI_Isend(notice_.data(), static_cast<int>(notice_.size()), MPI_CHAR, p, kFailureTag,
+                MPI_COMM_WORLD, &r);
       MPI_Request_free(&r);
     }
   }
@@ -162,12 +168,14 @@ class MpiTransport : public runtime::Transport {
 
  private:
   // Peers whose messages in this exchange are not complete (completed requests become null).
-  static std::vector<int> pending_peers(std::vector<MPI_Request>& reqs, const std::vector<int>& peers) {
+  static std::vector<int> pending_peers(std::vector<MPI_Request>& reqs,
+                                        const std::vector<int>& peers) {
     std::vector<int> out;
     for (size_t i = 0; i < reqs.size(); ++i) {
       int flag = 0;
       MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
-      if (!flag && std::find(out.begin(), out.end(), peers[i]) == out.end()) out.push_back(peers[i]);
+      if (!flag && std::find(out.begin(), out.end(), peers[i]) == out.end())
+        out.push_back(peers[i]);
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -175,7 +183,8 @@ class MpiTransport : public runtime::Transport {
 
   // Gives up on an exchange: withdraws its pending receives (their buffers are about to go),
   // tells the other processes why, and throws.
-  [[noreturn]] void lose(std::vector<MPI_Request>& reqs, size_t nrecvs, const std::string& message) {
+  [[noreturn]] void lose(std::vector<MPI_Request>& reqs, size_t nrecvs,
+                         const std::string& message) {
     for (size_t i = 0; i < nrecvs; ++i) {
       if (reqs[i] == MPI_REQUEST_NULL) continue;
       MPI_Cancel(&reqs[i]);
@@ -190,7 +199,8 @@ class MpiTransport : public runtime::Transport {
     int n = 0;
     MPI_Get_count(&st, MPI_CHAR, &n);
     std::string msg(static_cast<size_t>(n), '\0');
-    MPI_Recv(msg.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(msg.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
     return msg;
   }
 

@@ -23,7 +23,8 @@ std::vector<unsigned char> read_all(const std::string& path) {
     if (n < 0) {
       int err = 0;
       const char* msg = gzerror(f, &err);
-      fail("load_idx(", path, "): corrupt or truncated compressed data (", msg ? msg : "zlib error", ")");
+      fail("load_idx(", path, "): corrupt or truncated compressed data (", msg ? msg : "zlib error",
+           ")");
     }
     if (n == 0) break;
     out.insert(out.end(), buf, buf + n);
@@ -47,15 +48,26 @@ Array load_idx(const std::string& path) {
   int width;
   switch (type) {
     case 0x08:
-    case 0x09: width = 1; break;
-    case 0x0B: width = 2; break;
+    case 0x09:
+      width = 1;
+      break;
+    case 0x0B:
+      width = 2;
+      break;
     case 0x0C:
-    case 0x0D: width = 4; break;
-    case 0x0E: width = 8; break;
-    default: fail("load_idx(", path, "): unknown element type 0x", std::hex, type, "; expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E");
+    case 0x0D:
+      width = 4;
+      break;
+    case 0x0E:
+      width = 8;
+      break;
+    default:
+      fail("load_idx(", path, "): unknown element type 0x", std::hex, type,
+           "; expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E");
   }
   size_t head = 4 + 4 * static_cast<size_t>(ndim);
-  if (bytes.size() < head) fail("load_idx(", path, "): truncated header: expected ", head, " bytes, got ", bytes.size());
+  if (bytes.size() < head)
+    fail("load_idx(", path, "): truncated header: expected ", head, " bytes, got ", bytes.size());
   Shape shape;
   for (int i = 0; i < ndim; ++i) shape.push_back(be32(&bytes[4 + 4 * i]));
   size_t n = 1;
@@ -66,8 +78,8 @@ Array load_idx(const std::string& path) {
   if (__builtin_mul_overflow(n, static_cast<size_t>(width), &expected))
     fail("load_idx(", path, "): corrupt header: shape ", shape_str(shape), " is too large");
   if (bytes.size() - head < expected)
-    fail("load_idx(", path, "): truncated data: expected ", expected, " bytes for shape ", shape_str(shape),
-         ", got ", bytes.size() - head);
+    fail("load_idx(", path, "): truncated data: expected ", expected, " bytes for shape ",
+         shape_str(shape), ", got ", bytes.size() - head);
   const unsigned char* p = bytes.data() + head;
   if (type == 0x0D || type == 0x0E) {
     std::vector<unsigned char> le(expected);
@@ -79,10 +91,18 @@ Array load_idx(const std::string& path) {
   for (size_t i = 0; i < n; ++i) {
     const unsigned char* q = p + i * width;
     switch (type) {
-      case 0x08: v[i] = q[0]; break;
-      case 0x09: v[i] = static_cast<int8_t>(q[0]); break;
-      case 0x0B: v[i] = static_cast<int16_t>(q[0] << 8 | q[1]); break;
-      default: v[i] = static_cast<int32_t>(be32(q)); break;
+      case 0x08:
+        v[i] = q[0];
+        break;
+      case 0x09:
+        v[i] = static_cast<int8_t>(q[0]);
+        break;
+      case 0x0B:
+        v[i] = static_cast<int16_t>(q[0] << 8 | q[1]);
+        break;
+      default:
+        v[i] = static_cast<int32_t>(be32(q));
+        break;
     }
   }
   return Array(v, shape);
@@ -105,7 +125,8 @@ void save_idx(const std::string& path, const Array& x, bool as_bytes) {
   } else {
     fail("save_idx: expected int32, float32 or float64 data, got ", dtype_name(x.dtype()));
   }
-  std::vector<unsigned char> out = {0, 0, static_cast<unsigned char>(type), static_cast<unsigned char>(x.ndim())};
+  std::vector<unsigned char> out = {0, 0, static_cast<unsigned char>(type),
+                                    static_cast<unsigned char>(x.ndim())};
   for (int64_t d : x.shape())
     for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<unsigned char>(d >> s));
   if (as_bytes) {

@@ -15,13 +15,20 @@ const char kMagic[] = "\x93NUMPY";
 
 std::string descr_of(DType t) {
   switch (t) {
-    case DType::Bool: return "|b1";
-    case DType::Int32: return "<i4";
-    case DType::Int64: return "<i8";
-    case DType::UInt32: return "<u4";
-    case DType::Float32: return "<f4";
-    case DType::Float64: return "<f8";
-    default: fail("save_npy: dtype ", dtype_name(t), " cannot be saved");
+    case DType::Bool:
+      return "|b1";
+    case DType::Int32:
+      return "<i4";
+    case DType::Int64:
+      return "<i8";
+    case DType::UInt32:
+      return "<u4";
+    case DType::Float32:
+      return "<f4";
+    case DType::Float64:
+      return "<f8";
+    default:
+      fail("save_npy: dtype ", dtype_name(t), " cannot be saved");
   }
 }
 
@@ -43,7 +50,8 @@ DType dtype_of_descr(const std::string& d, bool& swap, const std::string& path) 
 // The value of 'key' in the header's Python dict literal.
 std::string field(const std::string& header, const std::string& key, const std::string& path) {
   auto k = header.find("'" + key + "'");
-  if (k == std::string::npos) fail("load_npy(", path, "): corrupt header, no '", key, "' in ", header);
+  if (k == std::string::npos)
+    fail("load_npy(", path, "): corrupt header, no '", key, "' in ", header);
   auto colon = header.find(':', k);
   if (colon == std::string::npos) fail("load_npy(", path, "): corrupt header: ", header);
   size_t start = header.find_first_not_of(' ', colon + 1);
@@ -89,10 +97,13 @@ Shape parse_shape(const std::string& tuple, const std::string& path) {
 void save_npy(const std::string& path, const Array& x) {
   std::string shape = "(";
   for (size_t i = 0; i < x.shape().size(); ++i) shape += std::to_string(x.shape()[i]) + ", ";
-  if (x.ndim() > 1) shape.resize(shape.size() - 2);
-  else if (x.ndim() == 1) shape.resize(shape.size() - 1);
+  if (x.ndim() > 1)
+    shape.resize(shape.size() - 2);
+  else if (x.ndim() == 1)
+    shape.resize(shape.size() - 1);
   shape += ")";
-  std::string header = "{'descr': '" + descr_of(x.dtype()) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr_of(x.dtype()) + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header += std::string((64 - total % 64) % 64, ' ') + "\n";
   const void* data = x.data();
@@ -110,7 +121,8 @@ void save_npy(const std::string& path, const Array& x) {
     out.write(static_cast<const char*>(data), static_cast<std::streamsize>(x.nbytes()));
     if (!out) fail("save_npy: writing '", path, "' failed");
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("save_npy: cannot move the file into '", path, "'");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    fail("save_npy: cannot move the file into '", path, "'");
 }
 
 Array load_npy(const std::string& path) {
@@ -122,19 +134,21 @@ Array load_npy(const std::string& path) {
   int major = static_cast<uint8_t>(bytes[6]);
   size_t header_len, header_start;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(bytes[8]) | static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8;
+    header_len =
+        static_cast<uint8_t>(bytes[8]) | static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8;
     header_start = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) fail("load_npy(", path, "): truncated header");
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
     header_start = 12;
   } else {
     fail("load_npy(", path, "): unsupported format version ", major, "; expected 1, 2 or 3");
   }
   if (bytes.size() < header_start + header_len)
-    fail("load_npy(", path, "): truncated header: expected ", header_len, " header bytes, the file has ",
-         bytes.size() - std::min(bytes.size(), header_start));
+    fail("load_npy(", path, "): truncated header: expected ", header_len,
+         " header bytes, the file has ", bytes.size() - std::min(bytes.size(), header_start));
   std::string header = bytes.substr(header_start, header_len);
   bool swap = false;
   DType dt = dtype_of_descr(field(header, "descr", path), swap, path);
@@ -148,8 +162,8 @@ Array load_npy(const std::string& path) {
   if (empty) expected = 0;
   size_t have = bytes.size() - header_start - header_len;
   if (have < expected)
-    fail("load_npy(", path, "): truncated data: expected ", expected, " bytes for shape ", shape_str(shape),
-         " of ", dtype_name(dt), ", got ", have);
+    fail("load_npy(", path, "): truncated data: expected ", expected, " bytes for shape ",
+         shape_str(shape), " of ", dtype_name(dt), ", got ", have);
   char* data = bytes.data() + header_start + header_len;
   if (swap) {
     int w = itemsize(dt);

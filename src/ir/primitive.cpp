@@ -1,10 +1,11 @@
+#include "spmd/primitive.h"
+
 #include <functional>
 #include <typeinfo>
 
 #include "backend/eager.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
-#include "spmd/primitive.h"
 
 namespace spmd {
 

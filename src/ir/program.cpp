@@ -1,11 +1,12 @@
 // Program printing in the style of jax.make_jaxpr.
+#include "spmd/program.h"
+
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/array_impl.h"
 #include "spmd/error.h"
-#include "spmd/program.h"
 
 namespace spmd {
 

@@ -30,7 +30,8 @@ Atom TraceBuilder::atom_for(const Array& a) {
   if (!impl.is_tracer()) return Atom::of(a);
   if (impl.trace_id == id_) return Atom::of(impl.var);
   if (!trace_is_open(impl.trace_id))
-    fail("a tracer (", impl.aval.str(), ") escaped from a finished transformation and was used "
+    fail("a tracer (", impl.aval.str(),
+         ") escaped from a finished transformation and was used "
          "later; expected concrete arrays or tracers of the transformation being traced "
          "(return values from the transformed function instead of storing tracers)");
   auto key = std::make_pair(impl.trace_id, impl.var);

@@ -32,7 +32,9 @@ class Reader {
  public:
   Reader(const std::string& data, const std::string& path) : d_(data), path_(path) {}
   void raw(void* p, size_t n) {
-    if (pos_ + n > d_.size()) fail("load_checkpoint(", path_, "): truncated file (expected ", pos_ + n, " bytes, the file has ", d_.size(), ")");
+    if (pos_ + n > d_.size())
+      fail("load_checkpoint(", path_, "): truncated file (expected ", pos_ + n,
+           " bytes, the file has ", d_.size(), ")");
     std::memcpy(p, d_.data() + pos_, n);
     pos_ += n;
   }
@@ -99,16 +101,20 @@ Checkpoint load_checkpoint(const std::string& path) {
     fail("load_checkpoint(", path, "): not a checkpoint file (expected the magic 'SPMDCKPT')");
   uint32_t stored;
   std::memcpy(&stored, data.data() + data.size() - 4, 4);
-  uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size() - 4)));
+  uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size() - 4)));
   if (crc != stored)
-    fail("load_checkpoint(", path, "): checksum mismatch (the file is truncated or corrupted); expected ", stored, ", computed ", crc);
+    fail("load_checkpoint(", path,
+         "): checksum mismatch (the file is truncated or corrupted); expected ", stored,
+         ", computed ", crc);
   data.resize(data.size() - 4);
   Reader r(data, path);
   char magic[8];
   r.raw(magic, 8);
   uint32_t version;
   r.raw(&version, 4);
-  if (version != kVersion) fail("load_checkpoint(", path, "): unsupported version ", version, "; expected ", kVersion);
+  if (version != kVersion)
+    fail("load_checkpoint(", path, "): unsupported version ", version, "; expected ", kVersion);
   Checkpoint c;
   uint64_t ni = r.u64();
   for (uint64_t i = 0; i < ni; ++i) {
@@ -119,7 +125,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   for (uint64_t i = 0; i < na; ++i) {
     std::string k = r.str();
     uint64_t dt = r.u64();
-    if (dt > static_cast<uint64_t>(DType::Float64)) fail("load_checkpoint(", path, "): corrupt dtype ", dt);
+    if (dt > static_cast<uint64_t>(DType::Float64))
+      fail("load_checkpoint(", path, "): corrupt dtype ", dt);
     uint64_t nd = r.u64();
     if (nd > 64) fail("load_checkpoint(", path, "): corrupt rank ", nd);
     Shape s(nd);
@@ -134,7 +141,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   return c;
 }
 
-std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix, const std::vector<Array>& like) {
+std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix,
+                              const std::vector<Array>& like) {
   auto n = c.ints.find(prefix + "/#");
   if (n == c.ints.end()) fail("checkpoint: no entry '", prefix, "'");
   if (n->second != static_cast<int64_t>(like.size()))
@@ -144,7 +152,8 @@ std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix, co
     auto it = c.arrays.find(prefix + "/" + std::to_string(i));
     if (it == c.arrays.end()) fail("checkpoint: missing array '", prefix, "/", i, "'");
     if (it->second.shape() != like[i].shape() || it->second.dtype() != like[i].dtype())
-      fail("checkpoint: '", prefix, "/", i, "' is ", it->second.aval().str(), ", expected ", like[i].aval().str());
+      fail("checkpoint: '", prefix, "/", i, "' is ", it->second.aval().str(), ", expected ",
+           like[i].aval().str());
     out.push_back(it->second);
   }
   return out;

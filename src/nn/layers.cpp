@@ -47,16 +47,19 @@ Array gelu(const Array& x, bool approximate) {
 
 namespace {
 void check_labels(const Array& logits, const Array& labels, const char* what) {
-  if (logits.ndim() != 2) fail(what, ": expected logits of shape (batch, classes), got ", shape_str(logits.shape()));
+  if (logits.ndim() != 2)
+    fail(what, ": expected logits of shape (batch, classes), got ", shape_str(logits.shape()));
   if (labels.ndim() != 1 || labels.shape()[0] != logits.shape()[0] || !is_integer(labels.dtype()))
-    fail(what, ": expected integer labels of shape (", logits.shape()[0], ",), got ", labels.aval().str());
+    fail(what, ": expected integer labels of shape (", logits.shape()[0], ",), got ",
+         labels.aval().str());
 }
 }  // namespace
 
 Array cross_entropy(const Array& logits, const Array& labels) {
   check_labels(logits, labels, "cross_entropy");
   Array logp = log_softmax(logits, -1);
-  Array picked = sum(logp * one_hot(labels, logits.shape()[1], logits.dtype()), std::vector<int>{1});
+  Array picked =
+      sum(logp * one_hot(labels, logits.shape()[1], logits.dtype()), std::vector<int>{1});
   return -mean(picked);
 }
 
@@ -66,7 +69,8 @@ Array correct_count(const Array& logits, const Array& labels) {
 }
 
 Array accuracy(const Array& logits, const Array& labels) {
-  return astype(correct_count(logits, labels), DType::Float32) / static_cast<double>(logits.shape()[0]);
+  return astype(correct_count(logits, labels), DType::Float32) /
+         static_cast<double>(logits.shape()[0]);
 }
 
 namespace detail {

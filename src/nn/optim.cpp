@@ -24,7 +24,8 @@ Optimizer Optimizer::sgd(double learning_rate, double momentum, bool nesterov) {
 
 Optimizer Optimizer::adam(double learning_rate, double b1, double b2, double eps) {
   if (!(learning_rate > 0)) fail("adam: expected a positive learning rate, got ", learning_rate);
-  if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1) fail("adam: expected b1, b2 in [0, 1), got ", b1, ", ", b2);
+  if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1)
+    fail("adam: expected b1, b2 in [0, 1), got ", b1, ", ", b2);
   Optimizer o;
   o.name_ = "adam";
   o.lr_ = learning_rate;
@@ -49,14 +50,16 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
                                                                  const std::vector<Array>& grads,
                                                                  const OptState& state) const {
   if (params.size() != grads.size())
-    fail("optimizer update: expected one gradient per parameter (", params.size(), "), got ", grads.size());
+    fail("optimizer update: expected one gradient per parameter (", params.size(), "), got ",
+         grads.size());
   OptState s;
   s.count = state.count + 1.0;
   std::vector<Array> out;
   if (name_ == "sgd") {
     bool mom = momentum_ > 0;
     if (mom && state.mu.size() != params.size())
-      fail("sgd update: the state holds ", state.mu.size(), " momentum buffers for ", params.size(), " parameters");
+      fail("sgd update: the state holds ", state.mu.size(), " momentum buffers for ", params.size(),
+           " parameters");
     for (size_t i = 0; i < params.size(); ++i) {
       Array step = grads[i];
       if (mom) {
@@ -69,7 +72,8 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
     return {out, s};
   }
   if (state.mu.size() != params.size() || state.nu.size() != params.size())
-    fail("adam update: the state holds ", state.mu.size(), " moments for ", params.size(), " parameters");
+    fail("adam update: the state holds ", state.mu.size(), " moments for ", params.size(),
+         " parameters");
   // Bias corrections from the step count (a traced scalar, so no retracing per step), in
   // float64 for float64 parameters (1 - b2^t loses digits to cancellation) and float32 otherwise.
   std::map<DType, std::pair<Array, Array>> corrections;
@@ -107,12 +111,12 @@ OptState Optimizer::init_sharded_leaves(const std::vector<Array>& params, int64_
   return init_leaves(slices);
 }
 
-std::pair<std::vector<Array>, OptState> Optimizer::update_sharded_leaves(const std::vector<Array>& params,
-                                                                         const std::vector<Array>& local_grads,
-                                                                         const OptState& shard,
-                                                                         const std::string& axis) const {
+std::pair<std::vector<Array>, OptState> Optimizer::update_sharded_leaves(
+    const std::vector<Array>& params, const std::vector<Array>& local_grads, const OptState& shard,
+    const std::string& axis) const {
   if (params.size() != local_grads.size())
-    fail("optimizer update: expected one gradient per parameter (", params.size(), "), got ", local_grads.size());
+    fail("optimizer update: expected one gradient per parameter (", params.size(), "), got ",
+         local_grads.size());
   const int64_t n_shards = axis_size(axis);
   const Array me = axis_index(axis);
   std::vector<Array> p_slices, g_slices;

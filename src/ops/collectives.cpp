@@ -48,9 +48,15 @@ Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis
 
 }  // namespace
 
-Array psum(const Array& x, const AxisName& axis) { return all_reduce(prim::CollectiveReduce::Sum, x, axis); }
-Array pmax(const Array& x, const AxisName& axis) { return all_reduce(prim::CollectiveReduce::Max, x, axis); }
-Array pmin(const Array& x, const AxisName& axis) { return all_reduce(prim::CollectiveReduce::Min, x, axis); }
+Array psum(const Array& x, const AxisName& axis) {
+  return all_reduce(prim::CollectiveReduce::Sum, x, axis);
+}
+Array pmax(const Array& x, const AxisName& axis) {
+  return all_reduce(prim::CollectiveReduce::Max, x, axis);
+}
+Array pmin(const Array& x, const AxisName& axis) {
+  return all_reduce(prim::CollectiveReduce::Min, x, axis);
+}
 
 Array pmean(const Array& x, const AxisName& axis) {
   int64_t n = axis_size(axis);
@@ -75,34 +81,35 @@ Array psum_scatter(const Array& x, const AxisName& axis_name, int scatter_dimens
   int64_t n = x.shape()[d];
   if (!tiled) {
     if (n != g.size)
-      fail("psum_scatter: expected dimension ", d, " of ", shape_str(x.shape()), " to equal the axis size ", g.size,
-           ", got ", n);
+      fail("psum_scatter: expected dimension ", d, " of ", shape_str(x.shape()),
+           " to equal the axis size ", g.size, ", got ", n);
     return collective<prim::ReduceScatter>(g, moveaxis(x, d, 0));
   }
   if (n % g.size != 0)
-    fail("psum_scatter: expected dimension ", d, " of ", shape_str(x.shape()), " to be divisible by the axis size ",
-         g.size, ", got ", n);
+    fail("psum_scatter: expected dimension ", d, " of ", shape_str(x.shape()),
+         " to be divisible by the axis size ", g.size, ", got ", n);
   Shape s = x.shape();
   s[d] = n / g.size;
   s.insert(s.begin() + d, g.size);
   return collective<prim::ReduceScatter>(g, moveaxis(reshape(x, s), d, 0));
 }
 
-Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int concat_axis, bool tiled) {
+Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int concat_axis,
+                 bool tiled) {
   Group g = resolve(axis_name);
   int sa = normalize_axis(split_axis, x.ndim(), "all_to_all");
   int ca = normalize_axis(concat_axis, x.ndim(), "all_to_all");
   int64_t n = x.shape()[sa];
   if (!tiled) {
     if (n != g.size)
-      fail("all_to_all: expected split axis ", sa, " of ", shape_str(x.shape()), " to equal the axis size ", g.size,
-           ", got ", n);
+      fail("all_to_all: expected split axis ", sa, " of ", shape_str(x.shape()),
+           " to equal the axis size ", g.size, ", got ", n);
     Array received = collective<prim::AllToAll>(g, moveaxis(x, sa, 0));  // (source, rest...)
     return moveaxis(received, 0, ca);
   }
   if (n % g.size != 0)
-    fail("all_to_all: expected split axis ", sa, " of ", shape_str(x.shape()), " to be divisible by the axis size ",
-         g.size, ", got ", n);
+    fail("all_to_all: expected split axis ", sa, " of ", shape_str(x.shape()),
+         " to be divisible by the axis size ", g.size, ", got ", n);
   Shape s = x.shape();
   s[sa] = n / g.size;
   s.insert(s.begin() + sa, g.size);
@@ -115,14 +122,17 @@ Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int 
   return reshape(moved, out);
 }
 
-Array ppermute(const Array& x, const AxisName& axis_name, const std::vector<std::pair<int, int>>& perm) {
+Array ppermute(const Array& x, const AxisName& axis_name,
+               const std::vector<std::pair<int, int>>& perm) {
   Group g = resolve(axis_name);
   std::set<int> sources, dests;
   for (auto& [s, d] : perm) {
     if (s < 0 || s >= g.size || d < 0 || d >= g.size)
       fail("ppermute: expected indices in [0, ", g.size, "), got the pair (", s, ", ", d, ")");
-    if (!sources.insert(s).second) fail("ppermute: source ", s, " appears more than once; expected unique sources");
-    if (!dests.insert(d).second) fail("ppermute: destination ", d, " appears more than once; expected unique destinations");
+    if (!sources.insert(s).second)
+      fail("ppermute: source ", s, " appears more than once; expected unique sources");
+    if (!dests.insert(d).second)
+      fail("ppermute: destination ", d, " appears more than once; expected unique destinations");
   }
   return collective<prim::Ppermute>(g, x, perm);
 }
@@ -133,7 +143,9 @@ Array pshuffle(const Array& x, const AxisName& axis_name, const std::vector<int>
   std::sort(sorted.begin(), sorted.end());
   bool ok = static_cast<int64_t>(perm.size()) == g.size;
   for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int>(i);
-  if (!ok) fail("pshuffle: expected a permutation of 0..", g.size - 1, ", got ", perm.size(), " entries that are not one");
+  if (!ok)
+    fail("pshuffle: expected a permutation of 0..", g.size - 1, ", got ", perm.size(),
+         " entries that are not one");
   std::vector<std::pair<int, int>> pairs;
   for (size_t i = 0; i < perm.size(); ++i) pairs.emplace_back(perm[i], static_cast<int>(i));
   return collective<prim::Ppermute>(g, x, pairs);

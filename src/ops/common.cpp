@@ -40,7 +40,8 @@ std::vector<Array> promote_and_broadcast(const std::vector<Array>& xs, const cha
     } catch (const Error&) {
       std::string shapes;
       for (const Array& y : xs) shapes += (shapes.empty() ? "" : " and ") + shape_str(y.shape());
-      fail(op, ": shapes ", shapes, " cannot be broadcast together; expected equal sizes or 1 "
+      fail(op, ": shapes ", shapes,
+           " cannot be broadcast together; expected equal sizes or 1 "
            "on each axis (counted from the last)");
     }
   }

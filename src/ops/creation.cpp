@@ -18,7 +18,8 @@ void check_shape(const Shape& shape, const char* op) {
 Array from_doubles(const std::vector<double>& v, Shape shape, DType dtype) {
   check_supported(dtype, "array creation");
   Array a = detail::make_array(AbstractValue{std::move(shape), dtype, false});
-  cpu::cast_buffer(v.data(), DType::Float64, a.impl()->data(), dtype, static_cast<int64_t>(v.size()));
+  cpu::cast_buffer(v.data(), DType::Float64, a.impl()->data(), dtype,
+                   static_cast<int64_t>(v.size()));
   return a;
 }
 }  // namespace
@@ -43,10 +44,11 @@ Array arange(double stop, DType dtype) { return arange(0, stop, 1, dtype); }
 
 Array arange(double start, double stop, double step, std::optional<DType> dtype) {
   if (step == 0) fail("arange: expected a non-zero step, got 0");
-  DType dt = dtype ? *dtype
-                   : (start == std::floor(start) && stop == std::floor(stop) && step == std::floor(step)
-                          ? DType::Int32
-                          : DType::Float32);
+  DType dt =
+      dtype ? *dtype
+            : (start == std::floor(start) && stop == std::floor(stop) && step == std::floor(step)
+                   ? DType::Int32
+                   : DType::Float32);
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
@@ -57,7 +59,8 @@ Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtyp
   if (num < 0) fail("linspace: expected a non-negative number of samples, got ", num);
   std::vector<double> v(num);
   double div = static_cast<double>(endpoint ? num - 1 : num);
-  for (int64_t i = 0; i < num; ++i) v[i] = div > 0 ? start + (stop - start) * static_cast<double>(i) / div : start;
+  for (int64_t i = 0; i < num; ++i)
+    v[i] = div > 0 ? start + (stop - start) * static_cast<double>(i) / div : start;
   if (endpoint && num > 1) v[num - 1] = stop;
   return from_doubles(v, {num}, dtype);
 }
@@ -73,14 +76,16 @@ Array eye(int64_t n, std::optional<int64_t> m, int64_t k, DType dtype) {
 
 Array iota(DType dtype, const Shape& shape, int dimension) {
   check_shape(shape, "iota");
-  return ops::apply<prim::Iota>({}, shape, dtype, normalize_axis(dimension, static_cast<int>(shape.size()), "iota"));
+  return ops::apply<prim::Iota>({}, shape, dtype,
+                                normalize_axis(dimension, static_cast<int>(shape.size()), "iota"));
 }
 
 Array device_put(const Array& x, const Device& device) {
   const auto& impl = detail::concrete(x, "device_put");
   if (device.process_index != process_index() || device.local_id < 0 ||
       device.local_id >= local_device_count())
-    fail("device_put: expected one of this process's ", local_device_count(), " devices, got ", device.str());
+    fail("device_put: expected one of this process's ", local_device_count(), " devices, got ",
+         device.str());
   // Host memory is shared by the emulated devices, and arrays are immutable: no copy needed.
   return detail::wrap_buffer(impl.aval, impl.buffer, impl.offset, {device.local_id}, false);
 }

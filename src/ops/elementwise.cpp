@@ -67,23 +67,36 @@ Array remainder(const Array& a, const Array& b) {
   Array r = apply<prim::Binary>(xs, BinaryOp::Rem);
   // Python's % takes the divisor's sign.
   Array zero = zeros_like(r);
-  Array adjust = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(xs[1], zeros_like(xs[1]))));
+  Array adjust =
+      logical_and(not_equal(r, zero), not_equal(less(r, zero), less(xs[1], zeros_like(xs[1]))));
   return where(adjust, r + xs[1], r);
 }
 
 Array power(const Array& a, const Array& b) { return binary(BinaryOp::Pow, a, b, "power"); }
 Array maximum(const Array& a, const Array& b) { return binary(BinaryOp::Max, a, b, "maximum"); }
 Array minimum(const Array& a, const Array& b) { return binary(BinaryOp::Min, a, b, "minimum"); }
-Array arctan2(const Array& a, const Array& b) { return binary_float(BinaryOp::Atan2, a, b, "arctan2"); }
+Array arctan2(const Array& a, const Array& b) {
+  return binary_float(BinaryOp::Atan2, a, b, "arctan2");
+}
 Array equal(const Array& a, const Array& b) { return binary(BinaryOp::Eq, a, b, "equal"); }
 Array not_equal(const Array& a, const Array& b) { return binary(BinaryOp::Ne, a, b, "not_equal"); }
 Array less(const Array& a, const Array& b) { return binary(BinaryOp::Lt, a, b, "less"); }
-Array less_equal(const Array& a, const Array& b) { return binary(BinaryOp::Le, a, b, "less_equal"); }
+Array less_equal(const Array& a, const Array& b) {
+  return binary(BinaryOp::Le, a, b, "less_equal");
+}
 Array greater(const Array& a, const Array& b) { return binary(BinaryOp::Gt, a, b, "greater"); }
-Array greater_equal(const Array& a, const Array& b) { return binary(BinaryOp::Ge, a, b, "greater_equal"); }
-Array logical_and(const Array& a, const Array& b) { return logical(BinaryOp::And, a, b, "logical_and"); }
-Array logical_or(const Array& a, const Array& b) { return logical(BinaryOp::Or, a, b, "logical_or"); }
-Array logical_xor(const Array& a, const Array& b) { return logical(BinaryOp::Xor, a, b, "logical_xor"); }
+Array greater_equal(const Array& a, const Array& b) {
+  return binary(BinaryOp::Ge, a, b, "greater_equal");
+}
+Array logical_and(const Array& a, const Array& b) {
+  return logical(BinaryOp::And, a, b, "logical_and");
+}
+Array logical_or(const Array& a, const Array& b) {
+  return logical(BinaryOp::Or, a, b, "logical_or");
+}
+Array logical_xor(const Array& a, const Array& b) {
+  return logical(BinaryOp::Xor, a, b, "logical_xor");
+}
 Array logical_not(const Array& a) { return unary(UnaryOp::Not, ops::convert(a, DType::Bool)); }
 
 Array negative(const Array& x) { return unary(UnaryOp::Neg, x); }
@@ -96,7 +109,9 @@ Array rsqrt(const Array& x) { return unary_float(UnaryOp::Rsqrt, x); }
 Array tanh(const Array& x) { return unary_float(UnaryOp::Tanh, x); }
 Array logistic(const Array& x) { return unary_float(UnaryOp::Logistic, x); }
 Array sigmoid(const Array& x) { return logistic(x); }
-Array abs(const Array& x) { return x.valid() && x.dtype() == DType::Bool ? x : unary(UnaryOp::Abs, x); }
+Array abs(const Array& x) {
+  return x.valid() && x.dtype() == DType::Bool ? x : unary(UnaryOp::Abs, x);
+}
 Array sign(const Array& x) { return unary(UnaryOp::Sign, x); }
 Array sin(const Array& x) { return unary_float(UnaryOp::Sin, x); }
 Array cos(const Array& x) { return unary_float(UnaryOp::Cos, x); }
@@ -113,7 +128,9 @@ Array clip(const Array& x, const Array& lo, const Array& hi) { return minimum(ma
 Array where(const Array& condition, const Array& x, const Array& y) {
   auto xs = ops::promote_and_broadcast({x, y}, "where");
   Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), x.shape()), y.shape());
-  auto fit = [&](const Array& a) { return a.ndim() == 0 || a.shape() == shape ? a : broadcast_to(a, shape); };
+  auto fit = [&](const Array& a) {
+    return a.ndim() == 0 || a.shape() == shape ? a : broadcast_to(a, shape);
+  };
   return apply<prim::Select>({fit(ops::convert(condition, DType::Bool)), fit(xs[0]), fit(xs[1])});
 }
 
@@ -126,7 +143,8 @@ Array astype(const Array& x, DType dtype) {
 Array stop_gradient(const Array& x) { return apply<prim::StopGradient>({x}); }
 
 void check(const Array& condition, const std::string& message) {
-  if (!condition.valid()) fail("check: expected a bool array, got an empty (default-constructed) Array");
+  if (!condition.valid())
+    fail("check: expected a bool array, got an empty (default-constructed) Array");
   spmd::bind(std::make_shared<prim::Check>(message), {ops::convert(condition, DType::Bool)});
 }
 
@@ -140,13 +158,19 @@ Array operator<=(const Array& a, const Array& b) { return less_equal(a, b); }
 Array operator>(const Array& a, const Array& b) { return greater(a, b); }
 Array operator>=(const Array& a, const Array& b) { return greater_equal(a, b); }
 Array operator&(const Array& a, const Array& b) {
-  return a.dtype() == DType::Bool && b.dtype() == DType::Bool ? logical_and(a, b) : binary(BinaryOp::And, a, b, "bitwise_and");
+  return a.dtype() == DType::Bool && b.dtype() == DType::Bool
+             ? logical_and(a, b)
+             : binary(BinaryOp::And, a, b, "bitwise_and");
 }
 Array operator|(const Array& a, const Array& b) {
-  return a.dtype() == DType::Bool && b.dtype() == DType::Bool ? logical_or(a, b) : binary(BinaryOp::Or, a, b, "bitwise_or");
+  return a.dtype() == DType::Bool && b.dtype() == DType::Bool
+             ? logical_or(a, b)
+             : binary(BinaryOp::Or, a, b, "bitwise_or");
 }
 Array operator^(const Array& a, const Array& b) {
-  return a.dtype() == DType::Bool && b.dtype() == DType::Bool ? logical_xor(a, b) : binary(BinaryOp::Xor, a, b, "bitwise_xor");
+  return a.dtype() == DType::Bool && b.dtype() == DType::Bool
+             ? logical_xor(a, b)
+             : binary(BinaryOp::Xor, a, b, "bitwise_xor");
 }
 Array operator!(const Array& a) { return logical_not(a); }
 

@@ -47,12 +47,24 @@ int64_t count(const Shape& s, const std::vector<int>& axes) {
 
 }  // namespace
 
-Array sum(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Sum, x, axes, keepdims, "sum"); }
-Array max(const Array& x, const Axes& axes, bool keepdims) { return reduce_nonempty(ReduceOp::Max, x, axes, keepdims, "max"); }
-Array min(const Array& x, const Axes& axes, bool keepdims) { return reduce_nonempty(ReduceOp::Min, x, axes, keepdims, "min"); }
-Array prod(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Prod, x, axes, keepdims, "prod"); }
-Array all(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::And, x, axes, keepdims, "all"); }
-Array any(const Array& x, const Axes& axes, bool keepdims) { return reduce(ReduceOp::Or, x, axes, keepdims, "any"); }
+Array sum(const Array& x, const Axes& axes, bool keepdims) {
+  return reduce(ReduceOp::Sum, x, axes, keepdims, "sum");
+}
+Array max(const Array& x, const Axes& axes, bool keepdims) {
+  return reduce_nonempty(ReduceOp::Max, x, axes, keepdims, "max");
+}
+Array min(const Array& x, const Axes& axes, bool keepdims) {
+  return reduce_nonempty(ReduceOp::Min, x, axes, keepdims, "min");
+}
+Array prod(const Array& x, const Axes& axes, bool keepdims) {
+  return reduce(ReduceOp::Prod, x, axes, keepdims, "prod");
+}
+Array all(const Array& x, const Axes& axes, bool keepdims) {
+  return reduce(ReduceOp::And, x, axes, keepdims, "all");
+}
+Array any(const Array& x, const Axes& axes, bool keepdims) {
+  return reduce(ReduceOp::Or, x, axes, keepdims, "any");
+}
 
 Array mean(const Array& x, const Axes& axes, bool keepdims) {
   if (!x.valid()) fail("mean: expected an array, got an empty (default-constructed) Array");
@@ -79,10 +91,12 @@ Array logsumexp(const Array& x, const Axes& axes, bool keepdims) {
 }
 
 namespace {
-Array arg_reduce(bool is_max, const Array& x, std::optional<int> axis, bool keepdims, const char* name) {
+Array arg_reduce(bool is_max, const Array& x, std::optional<int> axis, bool keepdims,
+                 const char* name) {
   if (!x.valid()) fail(name, ": expected an array, got an empty (default-constructed) Array");
   int64_t n = axis ? x.shape()[normalize_axis(*axis, x.ndim(), name)] : x.size();
-  if (n == 0) fail(name, ": attempt to get ", name, " of an empty sequence: shape ", shape_str(x.shape()));
+  if (n == 0)
+    fail(name, ": attempt to get ", name, " of an empty sequence: shape ", shape_str(x.shape()));
   if (!axis) {
     Array r = apply<prim::ArgReduce>({ravel(x)}, is_max, 0, DType::Int32);
     return keepdims ? reshape(r, Shape(x.ndim(), 1)) : r;
@@ -93,8 +107,12 @@ Array arg_reduce(bool is_max, const Array& x, std::optional<int> axis, bool keep
 }
 }  // namespace
 
-Array argmax(const Array& x, std::optional<int> axis, bool keepdims) { return arg_reduce(true, x, axis, keepdims, "argmax"); }
-Array argmin(const Array& x, std::optional<int> axis, bool keepdims) { return arg_reduce(false, x, axis, keepdims, "argmin"); }
+Array argmax(const Array& x, std::optional<int> axis, bool keepdims) {
+  return arg_reduce(true, x, axis, keepdims, "argmax");
+}
+Array argmin(const Array& x, std::optional<int> axis, bool keepdims) {
+  return arg_reduce(false, x, axis, keepdims, "argmin");
+}
 
 Array cumsum(const Array& x, int axis) {
   Array in = x.dtype() == DType::Bool ? ops::convert(x, DType::Int32) : x;

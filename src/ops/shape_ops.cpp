@@ -21,7 +21,8 @@ Array reshape(const Array& x, const Shape& shape) {
   int64_t known = 1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
-      if (infer >= 0) fail("reshape: expected at most one -1 in the new shape, got ", shape_str(shape));
+      if (infer >= 0)
+        fail("reshape: expected at most one -1 in the new shape, got ", shape_str(shape));
       infer = static_cast<int>(i);
     } else if (s[i] < 0) {
       fail("reshape: expected non-negative sizes (or one -1), got ", shape_str(shape));
@@ -73,7 +74,8 @@ Array moveaxis(const Array& x, int source, int destination) {
 
 Array swapaxes(const Array& x, int a, int b) {
   std::vector<int> perm = ops::all_axes(x.ndim());
-  std::swap(perm[normalize_axis(a, x.ndim(), "swapaxes")], perm[normalize_axis(b, x.ndim(), "swapaxes")]);
+  std::swap(perm[normalize_axis(a, x.ndim(), "swapaxes")],
+            perm[normalize_axis(b, x.ndim(), "swapaxes")]);
   return transpose(x, perm);
 }
 
@@ -101,7 +103,9 @@ Array broadcast_to(const Array& x, const Shape& shape) {
     ok = d == 1 || d == shape[i + offset];
     dims.push_back(i + offset);
   }
-  if (!ok) fail("broadcast_to: cannot broadcast an array of shape ", shape_str(x.shape()), " to shape ", shape_str(shape));
+  if (!ok)
+    fail("broadcast_to: cannot broadcast an array of shape ", shape_str(x.shape()), " to shape ",
+         shape_str(shape));
   return apply<prim::BroadcastInDim>({x}, shape, dims);
 }
 
@@ -119,7 +123,8 @@ Array squeeze(const Array& x, const Axes& axes) {
     ax = normalize_axes(*axes, x.ndim(), "squeeze");
     for (int a : ax)
       if (x.shape()[a] != 1)
-        fail("squeeze: cannot squeeze axis ", a, " of an array of shape ", shape_str(x.shape()), "; expected size 1");
+        fail("squeeze: cannot squeeze axis ", a, " of an array of shape ", shape_str(x.shape()),
+             "; expected size 1");
   } else {
     for (int i = 0; i < x.ndim(); ++i)
       if (x.shape()[i] == 1) ax.push_back(i);
@@ -134,7 +139,8 @@ Array slice(const Array& x, const Shape& start, const Shape& limit, const Shape&
   check(x, "slice");
   Shape st = strides.empty() ? Shape(start.size(), 1) : strides;
   bool whole = start.size() == static_cast<size_t>(x.ndim());
-  for (int i = 0; whole && i < x.ndim(); ++i) whole = start[i] == 0 && limit[i] == x.shape()[i] && st[i] == 1;
+  for (int i = 0; whole && i < x.ndim(); ++i)
+    whole = start[i] == 0 && limit[i] == x.shape()[i] && st[i] == 1;
   if (whole) return x;
   return apply<prim::Slice>({x}, start, limit, st);
 }
@@ -167,14 +173,16 @@ Array take(const Array& x, const Array& indices, std::optional<int> axis) {
   int a = normalize_axis(*axis, x.ndim(), "take");
   Array idx = indices;
   if (is_signed_integer(idx.dtype()))  // numpy's negative indices count from the end
-    idx = where(idx < 0, idx + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), idx.dtype()), idx);
+    idx = where(idx < 0, idx + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), idx.dtype()),
+                idx);
   return lax::gather(x, idx, a, 0);
 }
 
 Array take_along_axis(const Array& x, const Array& indices, int axis) {
   check(x, "take_along_axis");
   if (indices.ndim() != x.ndim())
-    fail("take_along_axis: expected indices of rank ", x.ndim(), ", got shape ", shape_str(indices.shape()));
+    fail("take_along_axis: expected indices of rank ", x.ndim(), ", got shape ",
+         shape_str(indices.shape()));
   int a = normalize_axis(axis, x.ndim(), "take_along_axis");
   Array xm = moveaxis(x, a, -1);
   Array im = moveaxis(indices, a, -1);
@@ -183,7 +191,8 @@ Array take_along_axis(const Array& x, const Array& indices, int axis) {
   ib.push_back(im.shape().back());
   im = broadcast_to(im, ib);
   if (is_signed_integer(im.dtype()))
-    im = where(im < 0, im + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), im.dtype()), im);
+    im =
+        where(im < 0, im + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), im.dtype()), im);
   Array r = lax::gather(xm, im, x.ndim() - 1, x.ndim() - 1);
   return moveaxis(r, -1, a);
 }
@@ -205,7 +214,8 @@ Array stack(const std::vector<Array>& xs, int axis) {
   for (auto& x : xs) {
     check(x, "stack");
     if (x.shape() != xs[0].shape())
-      fail("stack: expected arrays of one shape, got ", shape_str(xs[0].shape()), " and ", shape_str(x.shape()));
+      fail("stack: expected arrays of one shape, got ", shape_str(xs[0].shape()), " and ",
+           shape_str(x.shape()));
   }
   int a = normalize_axis(axis, xs[0].ndim() + 1, "stack");
   std::vector<Array> ex;
@@ -246,7 +256,8 @@ Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths
   std::vector<std::pair<int64_t, int64_t>> w = widths;
   if (w.size() == 1 && x.ndim() > 1) w.assign(x.ndim(), widths[0]);
   if (static_cast<int>(w.size()) != x.ndim())
-    fail("pad: expected ", x.ndim(), " (before, after) pairs (or one for every axis), got ", widths.size());
+    fail("pad: expected ", x.ndim(), " (before, after) pairs (or one for every axis), got ",
+         widths.size());
   Shape lo, hi;
   for (auto& [b, e] : w) {
     if (b < 0 || e < 0) fail("pad: expected non-negative widths, got (", b, ", ", e, ")");
@@ -261,13 +272,15 @@ Array broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int
   if (x.shape() == shape) return x;
   return apply<prim::BroadcastInDim>({x}, shape, dims);
 }
-Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi, const Shape& interior) {
+Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
+          const Shape& interior) {
   return apply<prim::Pad>({x, ops::convert(value, x.dtype(), x.weak_type())}, lo, hi, interior);
 }
 Array gather(const Array& x, const Array& indices, int axis, int batch_dims) {
   return apply<prim::Gather>({x, indices}, axis, batch_dims);
 }
-Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis, int batch_dims) {
+Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
+                  int batch_dims) {
   return apply<prim::ScatterAdd>({updates, indices}, axis, batch_dims, operand_shape);
 }
 Array argsort(const Array& x, int axis) {

@@ -36,7 +36,8 @@ bool Collective::names_include(const std::string& name) const {
   return !name.empty() && std::find(names.begin(), names.end(), name) != names.end();
 }
 
-std::pair<std::vector<std::string>, std::vector<int64_t>> Collective::without(const std::string& name) const {
+std::pair<std::vector<std::string>, std::vector<int64_t>> Collective::without(
+    const std::string& name) const {
   std::pair<std::vector<std::string>, std::vector<int64_t>> r;
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] != name) {
@@ -63,7 +64,9 @@ Batched AllReduce::batch(const BatchContext& ctx, const std::vector<Array>& in,
     return {{bind1(std::make_shared<AllReduce>(op, names, sizes), {x})}, {d}};
   Array r;
   if (d == not_mapped) {
-    r = op == CollectiveReduce::Sum ? x * lax::convert_element_type(Array(static_cast<int64_t>(ctx.axis_size)), x.dtype()) : x;
+    r = op == CollectiveReduce::Sum
+            ? x * lax::convert_element_type(Array(static_cast<int64_t>(ctx.axis_size)), x.dtype())
+            : x;
   } else if (op == CollectiveReduce::Sum) {
     r = lax::reduce_sum(x, {d});
   } else if (x.dtype() == DType::Bool) {
@@ -111,10 +114,12 @@ std::vector<Array> AllGather::vjp(const std::vector<Array>& p, const std::vector
 }
 
 // ---- ReduceScatter --------------------------------------------------------------------------
-std::vector<AbstractValue> ReduceScatter::abstract_eval(const std::vector<AbstractValue>& in) const {
+std::vector<AbstractValue> ReduceScatter::abstract_eval(
+    const std::vector<AbstractValue>& in) const {
   const AbstractValue& x = in.at(0);
   if (x.ndim() < 1 || x.shape[0] != group_size())
-    fail("reduce_scatter: expected a leading axis of the group size ", group_size(), ", got ", x.str());
+    fail("reduce_scatter: expected a leading axis of the group size ", group_size(), ", got ",
+         x.str());
   AbstractValue out = x;
   out.shape.erase(out.shape.begin());
   return {out};
@@ -125,7 +130,10 @@ Batched ReduceScatter::batch(const BatchContext& ctx, const std::vector<Array>& 
   int d = dims[0];
   if (names_only(ctx.axis_name)) {
     // Example i gets the sum over examples of their block i.
-    if (d == not_mapped) return {{in[0] * lax::convert_element_type(Array(static_cast<int64_t>(ctx.axis_size)), in[0].dtype())}, {0}};
+    if (d == not_mapped)
+      return {{in[0] * lax::convert_element_type(Array(static_cast<int64_t>(ctx.axis_size)),
+                                                 in[0].dtype())},
+              {0}};
     return {{lax::reduce_sum(in[0], {d})}, {0}};
   }
   if (names_include(ctx.axis_name)) unsupported_mix("psum_scatter", ctx.axis_name);
@@ -170,7 +178,8 @@ std::vector<Array> AllToAll::vjp(const std::vector<Array>& p, const std::vector<
 Params Ppermute::params() const {
   std::string s = "(";
   for (size_t i = 0; i < perm.size(); ++i)
-    s += (i ? ", (" : "(") + std::to_string(perm[i].first) + ", " + std::to_string(perm[i].second) + ")";
+    s += (i ? ", (" : "(") + std::to_string(perm[i].first) + ", " + std::to_string(perm[i].second) +
+         ")";
   return {{"axes", names_str(names)}, {"perm", s + ")"}};
 }
 

@@ -36,8 +36,10 @@ class AllReduce : public Collective {
   CollectiveReduce op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // x -> (group, x...): every member's x stacked on a new leading axis.
@@ -46,8 +48,10 @@ class AllGather : public Collective {
   using Collective::Collective;
   std::string name() const override { return "all_gather"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // (group, rest...) -> (rest...): the sum over members of their block [rank].
@@ -56,8 +60,10 @@ class ReduceScatter : public Collective {
   using Collective::Collective;
   std::string name() const override { return "reduce_scatter"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
@@ -66,20 +72,25 @@ class AllToAll : public Collective {
   using Collective::Collective;
   std::string name() const override { return "all_to_all"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Ppermute : public Collective {
  public:
-  Ppermute(std::vector<std::string> names, std::vector<int64_t> sizes, std::vector<std::pair<int, int>> perm)
+  Ppermute(std::vector<std::string> names, std::vector<int64_t> sizes,
+           std::vector<std::pair<int, int>> perm)
       : Collective(std::move(names), std::move(sizes)), perm(std::move(perm)) {}
   std::vector<std::pair<int, int>> perm;
   std::string name() const override { return "ppermute"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class AxisIndex : public Collective {
@@ -87,7 +98,8 @@ class AxisIndex : public Collective {
   using Collective::Collective;
   std::string name() const override { return "axis_index"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
 };
 
 }  // namespace spmd::prim

@@ -9,9 +9,12 @@
 namespace spmd::prim {
 namespace {
 
-bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
-std::vector<int> free_dims(int rank, const std::vector<int>& contract, const std::vector<int>& batch) {
+std::vector<int> free_dims(int rank, const std::vector<int>& contract,
+                           const std::vector<int>& batch) {
   std::vector<int> out;
   for (int i = 0; i < rank; ++i)
     if (!contains(contract, i) && !contains(batch, i)) out.push_back(i);
@@ -44,7 +47,8 @@ Array transpose_operand(const Array& ct, const Array& other, int this_rank,
   std::vector<int> sorted_oc = other_contract;
   std::sort(sorted_oc.begin(), sorted_oc.end());
   auto rank_in_other = [&](int k) {
-    return static_cast<int>(std::find(sorted_oc.begin(), sorted_oc.end(), other_contract[k]) - sorted_oc.begin());
+    return static_cast<int>(std::find(sorted_oc.begin(), sorted_oc.end(), other_contract[k]) -
+                            sorted_oc.begin());
   };
   std::vector<int> perm(this_rank);
   for (int k = 0; k < nb; ++k) perm[this_batch[k]] = k;
@@ -54,7 +58,8 @@ Array transpose_operand(const Array& ct, const Array& other, int this_rank,
     r = lax::dot_general(ct, other, ct_other_free, other_free, ct_batch, other_batch);
     for (size_t k = 0; k < this_free.size(); ++k) perm[this_free[k]] = nb + static_cast<int>(k);
     for (size_t k = 0; k < this_contract.size(); ++k)
-      perm[this_contract[k]] = nb + static_cast<int>(this_free.size()) + rank_in_other(static_cast<int>(k));
+      perm[this_contract[k]] =
+          nb + static_cast<int>(this_free.size()) + rank_in_other(static_cast<int>(k));
   } else {
     // r axes: [batch, other's contract dims ascending, this free (ct order)]
     r = lax::dot_general(other, ct, other_free, ct_other_free, other_batch, ct_batch);
@@ -69,10 +74,9 @@ Array transpose_operand(const Array& ct, const Array& other, int this_rank,
 }  // namespace
 
 Params DotGeneral::params() const {
-  return {{"dimension_numbers", "((" + tuple_str(dims.lhs_contract) + ", " +
-                                    tuple_str(dims.rhs_contract) + "), (" +
-                                    tuple_str(dims.lhs_batch) + ", " + tuple_str(dims.rhs_batch) +
-                                    "))"}};
+  return {{"dimension_numbers",
+           "((" + tuple_str(dims.lhs_contract) + ", " + tuple_str(dims.rhs_contract) + "), (" +
+               tuple_str(dims.lhs_batch) + ", " + tuple_str(dims.rhs_batch) + "))"}};
 }
 
 std::vector<AbstractValue> DotGeneral::abstract_eval(const std::vector<AbstractValue>& in) const {
@@ -100,8 +104,8 @@ std::vector<AbstractValue> DotGeneral::abstract_eval(const std::vector<AbstractV
   Shape out;
   for (size_t i = 0; i < dims.lhs_batch.size(); ++i) {
     if (a.shape[dims.lhs_batch[i]] != b.shape[dims.rhs_batch[i]])
-      fail("dot_general: batch dimensions differ in size: ", a.str(), " axis ",
-           dims.lhs_batch[i], " vs ", b.str(), " axis ", dims.rhs_batch[i]);
+      fail("dot_general: batch dimensions differ in size: ", a.str(), " axis ", dims.lhs_batch[i],
+           " vs ", b.str(), " axis ", dims.rhs_batch[i]);
     out.push_back(a.shape[dims.lhs_batch[i]]);
   }
   for (int d : free_dims(a.ndim(), dims.lhs_contract, dims.lhs_batch)) out.push_back(a.shape[d]);
@@ -134,8 +138,7 @@ Batched DotGeneral::batch(const BatchContext&, const std::vector<Array>& in,
   auto lf = free_dims(in[0].ndim(), nd.lhs_contract, nd.lhs_batch);
   auto rf = free_dims(in[1].ndim(), nd.rhs_contract, nd.rhs_batch);
   int pos = static_cast<int>(std::find(rf.begin(), rf.end(), d) - rf.begin());
-  return {{bind1(std::make_shared<DotGeneral>(nd), in)},
-          {nb + static_cast<int>(lf.size()) + pos}};
+  return {{bind1(std::make_shared<DotGeneral>(nd), in)}, {nb + static_cast<int>(lf.size()) + pos}};
 }
 
 std::vector<Array> DotGeneral::vjp(const std::vector<Array>& p, const std::vector<Array>&,

@@ -20,9 +20,9 @@ std::string tuple_str(const std::vector<int>& v) {
 
 // ---- Unary ----------------------------------------------------------------------------------
 std::string Unary::name() const {
-  static const char* names[] = {"neg",  "exp",   "log",   "log1p", "expm1",    "sqrt",    "rsqrt",
-                                "tanh", "logistic", "abs", "sign", "sin",   "cos",   "floor",
-                                "ceil", "round", "not",   "erf",   "erf_inv", "is_finite"};
+  static const char* names[] = {"neg",  "exp",      "log", "log1p", "expm1",   "sqrt",     "rsqrt",
+                                "tanh", "logistic", "abs", "sign",  "sin",     "cos",      "floor",
+                                "ceil", "round",    "not", "erf",   "erf_inv", "is_finite"};
   return names[static_cast<int>(op)];
 }
 
@@ -52,21 +52,36 @@ std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Arr
   const Array& g = ct[0];
   if (!differentiable(x.aval())) return {Array()};
   switch (op) {
-    case UnaryOp::Neg: return {-g};
-    case UnaryOp::Exp: return {g * y};
-    case UnaryOp::Log: return {g / x};
-    case UnaryOp::Log1p: return {g / (x + 1.0)};
-    case UnaryOp::Expm1: return {g * (y + 1.0)};
-    case UnaryOp::Sqrt: return {g * 0.5 / y};
-    case UnaryOp::Rsqrt: return {g * -0.5 * y / x};
-    case UnaryOp::Tanh: return {g * (1.0 - y * y)};
-    case UnaryOp::Logistic: return {g * y * (1.0 - y)};
-    case UnaryOp::Abs: return {where(x >= 0.0, g, -g)};  // 1 at 0, as JAX's select(x >= 0, g, -g)
-    case UnaryOp::Sin: return {g * cos(x)};
-    case UnaryOp::Cos: return {-(g * sin(x))};
-    case UnaryOp::Erf: return {g * (2.0 / std::sqrt(std::numbers::pi)) * exp(-(x * x))};
-    case UnaryOp::ErfInv: return {g * (std::sqrt(std::numbers::pi) / 2.0) * exp(y * y)};
-    default: return {zeros_like(x)};  // piecewise constant: sign, floor, ceil, round
+    case UnaryOp::Neg:
+      return {-g};
+    case UnaryOp::Exp:
+      return {g * y};
+    case UnaryOp::Log:
+      return {g / x};
+    case UnaryOp::Log1p:
+      return {g / (x + 1.0)};
+    case UnaryOp::Expm1:
+      return {g * (y + 1.0)};
+    case UnaryOp::Sqrt:
+      return {g * 0.5 / y};
+    case UnaryOp::Rsqrt:
+      return {g * -0.5 * y / x};
+    case UnaryOp::Tanh:
+      return {g * (1.0 - y * y)};
+    case UnaryOp::Logistic:
+      return {g * y * (1.0 - y)};
+    case UnaryOp::Abs:
+      return {where(x >= 0.0, g, -g)};  // 1 at 0, as JAX's select(x >= 0, g, -g)
+    case UnaryOp::Sin:
+      return {g * cos(x)};
+    case UnaryOp::Cos:
+      return {-(g * sin(x))};
+    case UnaryOp::Erf:
+      return {g * (2.0 / std::sqrt(std::numbers::pi)) * exp(-(x * x))};
+    case UnaryOp::ErfInv:
+      return {g * (std::sqrt(std::numbers::pi) / 2.0) * exp(y * y)};
+    default:
+      return {zeros_like(x)};  // piecewise constant: sign, floor, ceil, round
   }
 }
 
@@ -74,9 +89,9 @@ std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Arr
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
 
 std::string Binary::name() const {
-  static const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2",
-                                "eq",  "ne",  "lt",  "le",  "gt",  "ge",  "and", "or",  "xor",
-                                "shift_left", "shift_right_logical"};
+  static const char* names[] = {
+      "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2",      "eq",
+      "ne",  "lt",  "le",  "gt",  "ge",  "and", "or",  "xor", "shift_left", "shift_right_logical"};
   return names[static_cast<int>(op)];
 }
 
@@ -117,10 +132,14 @@ std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Ar
     return std::vector<Array>{unbroadcast(gx, x.aval()), unbroadcast(gy, y.aval())};
   };
   switch (op) {
-    case BinaryOp::Add: return pair(g, g);
-    case BinaryOp::Sub: return pair(g, -g);
-    case BinaryOp::Mul: return pair(g * y, g * x);
-    case BinaryOp::Div: return pair(g / y, -(g * z) / y);
+    case BinaryOp::Add:
+      return pair(g, g);
+    case BinaryOp::Sub:
+      return pair(g, -g);
+    case BinaryOp::Mul:
+      return pair(g * y, g * x);
+    case BinaryOp::Div:
+      return pair(g / y, -(g * z) / y);
     case BinaryOp::Pow: {
       Array safe_log = where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
       return pair(g * y * power(x, y - 1.0), g * safe_log * z);
@@ -137,8 +156,10 @@ std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Ar
       Array den = x * x + y * y;
       return pair(g * y / den, -(g * x) / den);
     }
-    case BinaryOp::Rem: return pair(g, -(g * round(stop_gradient((x - z) / y))));
-    default: return {zeros_like(x), zeros_like(y)};
+    case BinaryOp::Rem:
+      return pair(g, -(g * round(stop_gradient((x - z) / y))));
+    default:
+      return {zeros_like(x), zeros_like(y)};
   }
 }
 
@@ -152,8 +173,8 @@ std::vector<AbstractValue> Select::abstract_eval(const std::vector<AbstractValue
   for (auto* a : {&p, &t, &f}) {
     if (a->ndim() == 0) continue;
     if (!shape.empty() && a->shape != shape)
-      fail("select: expected operands of equal shapes (or scalars), got ", p.str(), ", ",
-           t.str(), " and ", f.str());
+      fail("select: expected operands of equal shapes (or scalars), got ", p.str(), ", ", t.str(),
+           " and ", f.str());
     shape = a->shape;
   }
   return {AbstractValue{shape, t.dtype, t.weak && f.weak}};
@@ -200,7 +221,8 @@ std::vector<AbstractValue> Check::abstract_eval(const std::vector<AbstractValue>
   return {};
 }
 
-Batched Check::batch(const BatchContext&, const std::vector<Array>& in, const std::vector<int>&) const {
+Batched Check::batch(const BatchContext&, const std::vector<Array>& in,
+                     const std::vector<int>&) const {
   spmd::bind(std::make_shared<Check>(message), {in[0]});
   return {};
 }

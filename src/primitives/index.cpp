@@ -16,8 +16,7 @@ void check_batch_dims(const char* op, const Shape& a, const AbstractValue& idx, 
     fail(op, ": batch_dims ", batch_dims, " exceeds the ranks of the operands");
   for (int i = 0; i < batch_dims; ++i)
     if (a[i] != idx.shape[i])
-      fail(op, ": expected equal batch dimensions, got ", shape_str(a), " and indices ",
-           idx.str());
+      fail(op, ": expected equal batch dimensions, got ", shape_str(a), " and indices ", idx.str());
 }
 
 }  // namespace
@@ -32,8 +31,7 @@ std::vector<AbstractValue> Gather::abstract_eval(const std::vector<AbstractValue
   check_indices("gather", idx);
   check_batch_dims("gather", x.shape, idx, batch_dims);
   if (axis < batch_dims || axis >= x.ndim())
-    fail("gather: axis ", axis, " is out of bounds for ", x.str(), " with batch_dims ",
-         batch_dims);
+    fail("gather: axis ", axis, " is out of bounds for ", x.str(), " with batch_dims ", batch_dims);
   if (x.shape[axis] == 0) fail("gather: cannot take from an empty axis of ", x.str());
   Shape out(x.shape.begin(), x.shape.begin() + axis);
   out.insert(out.end(), idx.shape.begin() + batch_dims, idx.shape.end());
@@ -65,7 +63,8 @@ std::vector<Array> Gather::vjp(const std::vector<Array>& p, const std::vector<Ar
 
 // ---- ScatterAdd -----------------------------------------------------------------------------
 Params ScatterAdd::params() const {
-  return {{"axis", std::to_string(axis)}, {"batch_dims", std::to_string(batch_dims)},
+  return {{"axis", std::to_string(axis)},
+          {"batch_dims", std::to_string(batch_dims)},
           {"shape", tuple_str(operand_shape)}};
 }
 
@@ -107,7 +106,8 @@ std::vector<Array> ScatterAdd::vjp(const std::vector<Array>& p, const std::vecto
 
 // ---- Iota -----------------------------------------------------------------------------------
 Params Iota::params() const {
-  return {{"dtype", dtype_name(dtype)}, {"shape", tuple_str(shape)},
+  return {{"dtype", dtype_name(dtype)},
+          {"shape", tuple_str(shape)},
           {"dimension", std::to_string(dimension)}};
 }
 

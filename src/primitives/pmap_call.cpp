@@ -7,21 +7,25 @@
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "primitives/collectives.h"
+#include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
 #include "transforms/autodiff.h"
 #include "transforms/axis_env.h"
 #include "transforms/batch.h"
-#include "spmd/collectives.h"
 
 namespace spmd::prim {
 
 PmapCall::PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
                    std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices,
                    int64_t global_size)
-    : body(std::move(body)), axis_name(std::move(axis_name)), size(size),
-      global_size(global_size > 0 ? global_size : size), in_axes(std::move(in_axes)),
-      out_axes(std::move(out_axes)), devices(std::move(devices)) {}
+    : body(std::move(body)),
+      axis_name(std::move(axis_name)),
+      size(size),
+      global_size(global_size > 0 ? global_size : size),
+      in_axes(std::move(in_axes)),
+      out_axes(std::move(out_axes)),
+      devices(std::move(devices)) {}
 
 PmapCall::~PmapCall() = default;
 
@@ -34,8 +38,11 @@ Params PmapCall::params() const {
     }
     return s + (v.size() == 1 ? ",)" : ")");
   };
-  return {{"axis_name", axis_name}, {"axis_size", std::to_string(global_size)}, {"in_axes", axes(in_axes)},
-          {"out_axes", axes(out_axes)}, {"body", std::string(1, '\n').append(body->str())}};
+  return {{"axis_name", axis_name},
+          {"axis_size", std::to_string(global_size)},
+          {"in_axes", axes(in_axes)},
+          {"out_axes", axes(out_axes)},
+          {"body", std::string(1, '\n').append(body->str())}};
 }
 
 std::vector<AbstractValue> PmapCall::abstract_eval(const std::vector<AbstractValue>& in) const {
@@ -45,7 +52,8 @@ std::vector<AbstractValue> PmapCall::abstract_eval(const std::vector<AbstractVal
     AbstractValue per = in[i];
     if (in_axes[i] != not_mapped) {
       if (in_axes[i] >= per.ndim() || per.shape[in_axes[i]] != size)
-        fail("xla_pmap: input ", i, " of type ", per.str(), " has no axis ", in_axes[i], " of size ", size);
+        fail("xla_pmap: input ", i, " of type ", per.str(), " has no axis ", in_axes[i],
+             " of size ", size);
       per.shape.erase(per.shape.begin() + in_axes[i]);
     }
     const AbstractValue& want = body->var_types[body->inputs[i]];
@@ -94,7 +102,9 @@ Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
     auto r = transforms::batch_eval(*body, xs, per_dims, ctx);
     std::vector<Array> outs;
     for (size_t j = 0; j < r.values.size(); ++j) {
-      outs.push_back(r.dims[j] == not_mapped || r.dims[j] == 0 ? r.values[j] : moveaxis(r.values[j], r.dims[j], 0));
+      outs.push_back(r.dims[j] == not_mapped || r.dims[j] == 0
+                         ? r.values[j]
+                         : moveaxis(r.values[j], r.dims[j], 0));
       out_dims.push_back(r.dims[j] == not_mapped ? not_mapped : 0);
     }
     return outs;
@@ -103,16 +113,19 @@ Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
   std::vector<int> result_dims;
   for (size_t j = 0; j < out_axes.size(); ++j) {
     bool batched = out_dims[j] != not_mapped;
-    if (out_axes[j] == not_mapped) new_out_axes.push_back(not_mapped);
-    else new_out_axes.push_back(batched ? out_axes[j] + 1 : out_axes[j]);
+    if (out_axes[j] == not_mapped)
+      new_out_axes.push_back(not_mapped);
+    else
+      new_out_axes.push_back(batched ? out_axes[j] + 1 : out_axes[j]);
     result_dims.push_back(batched ? 0 : not_mapped);
   }
   for (auto& c : traced.captured) {
     args.push_back(c);
     new_in_axes.push_back(not_mapped);
   }
-  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name, size,
-                                      new_in_axes, new_out_axes, devices, global_size);
+  auto p =
+      std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name,
+                                 size, new_in_axes, new_out_axes, devices, global_size);
   return {spmd::bind(p, args), result_dims};
 }
 
@@ -161,8 +174,9 @@ std::vector<Array> PmapCall::vjp(const std::vector<Array>& primals, const std::v
     args.push_back(c);
     new_in_axes.push_back(not_mapped);
   }
-  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name, size,
-                                      new_in_axes, ct_out_axes, devices, global_size);
+  auto p =
+      std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name,
+                                 size, new_in_axes, ct_out_axes, devices, global_size);
   std::vector<Array> r = spmd::bind(p, args);
   std::vector<Array> result;
   size_t k = 0;
@@ -181,7 +195,8 @@ namespace {
 
 // Replaces each nested pmap in `p` by its body run on this device's slice, with the nested axis
 // laid out on the mesh: inputs are sliced at axis_index(inner), outputs all-gathered over it.
-Program lower_nested(const Program& p, std::vector<std::string>& names, std::vector<int64_t>& sizes) {
+Program lower_nested(const Program& p, std::vector<std::string>& names,
+                     std::vector<int64_t>& sizes) {
   bool nested = false;
   for (auto& eq : p.equations) nested = nested || dynamic_cast<const PmapCall*>(eq.primitive.get());
   if (!nested) return p;
@@ -203,7 +218,9 @@ Program lower_nested(const Program& p, std::vector<std::string>& names, std::vec
         Array index = bind1(std::make_shared<AxisIndex>(nm, sz), {});
         std::vector<Array> pieces;
         for (size_t i = 0; i < in.size(); ++i)
-          pieces.push_back(inner->in_axes[i] == not_mapped ? in[i] : lax::gather(in[i], index, inner->in_axes[i], 0));
+          pieces.push_back(inner->in_axes[i] == not_mapped
+                               ? in[i]
+                               : lax::gather(in[i], index, inner->in_axes[i], 0));
         Program body = lower_nested(*inner->body, names, sizes);
         auto res = ir::eval_program(body, pieces);
         for (size_t j = 0; j < res.size(); ++j) {
@@ -223,7 +240,8 @@ Program lower_nested(const Program& p, std::vector<std::string>& names, std::vec
     for (auto& a : p.outputs) outs.push_back(read(a));
     return outs;
   });
-  if (!traced.captured.empty()) fail("xla_pmap: a nested pmap captured values of an enclosing trace");
+  if (!traced.captured.empty())
+    fail("xla_pmap: a nested pmap captured values of an enclosing trace");
   return std::move(traced.program);
 }
 

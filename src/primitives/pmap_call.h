@@ -25,8 +25,8 @@ class PmapCall : public Primitive {
   ~PmapCall() override;
   std::shared_ptr<const Program> body;
   std::string axis_name;
-  int64_t size;          // replicas in this process: the mapped axis of the inputs
-  int64_t global_size;   // replicas in all processes: the axis size collectives see
+  int64_t size;               // replicas in this process: the mapped axis of the inputs
+  int64_t global_size;        // replicas in all processes: the axis size collectives see
   std::vector<int> in_axes;   // per input: mapped axis or not_mapped (broadcast)
   std::vector<int> out_axes;  // per output: where the mapped axis goes, or not_mapped
   std::vector<int> devices;   // local device ids to run on; empty: the first devices
@@ -35,8 +35,10 @@ class PmapCall : public Primitive {
   Params params() const override;
   bool is_pure() const override { return false; }  // runs on devices: never folded or merged
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 
   // The per-device program (nested pmaps lowered onto the mesh) compiled once, and the mesh.
   struct Compiled {

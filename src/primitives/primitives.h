@@ -14,8 +14,26 @@ std::string tuple_str(const std::vector<int>& v);
 
 // ---- elementwise ----------------------------------------------------------------------------
 enum class UnaryOp {
-  Neg, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Tanh, Logistic, Abs, Sign, Sin, Cos,
-  Floor, Ceil, Round, Not, Erf, ErfInv, IsFinite
+  Neg,
+  Exp,
+  Log,
+  Log1p,
+  Expm1,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Logistic,
+  Abs,
+  Sign,
+  Sin,
+  Cos,
+  Floor,
+  Ceil,
+  Round,
+  Not,
+  Erf,
+  ErfInv,
+  IsFinite
 };
 class Unary : public Primitive {
  public:
@@ -24,13 +42,33 @@ class Unary : public Primitive {
   UnaryOp op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 enum class BinaryOp {
-  Add, Sub, Mul, Div, Rem, Pow, Max, Min, Atan2,
-  Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor, ShiftLeft, ShiftRightLogical
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Rem,
+  Pow,
+  Max,
+  Min,
+  Atan2,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  And,
+  Or,
+  Xor,
+  ShiftLeft,
+  ShiftRightLogical
 };
 bool is_comparison(BinaryOp op);
 // Operands have one dtype and equal shapes, or one of them is a rank-0 scalar.
@@ -41,8 +79,10 @@ class Binary : public Primitive {
   BinaryOp op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // select(pred, on_true, on_false); pred is bool; rank-0 operands broadcast.
@@ -51,8 +91,10 @@ class Select : public Primitive {
   bool is_elementwise() const override { return true; }
   std::string name() const override { return "select_n"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Convert : public Primitive {
@@ -64,8 +106,10 @@ class Convert : public Primitive {
   std::string name() const override { return "convert_element_type"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // Identity whose gradient is zero.
@@ -73,9 +117,13 @@ class StopGradient : public Primitive {
  public:
   bool is_elementwise() const override { return true; }
   std::string name() const override { return "stop_gradient"; }
-  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override { return in; }
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override {
+    return in;
+  }
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // A runtime assertion: no outputs; its kernel throws when any element of its input is false.
@@ -87,8 +135,10 @@ class Check : public Primitive {
   Params params() const override { return {{"message", "'" + message + "'"}}; }
   bool is_pure() const override { return false; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // ---- reductions -----------------------------------------------------------------------------
@@ -101,23 +151,29 @@ class Reduce : public Primitive {
   std::string name() const override;
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
-  std::shared_ptr<const Primitive> row_reduction(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  std::shared_ptr<const Primitive> row_reduction(
+      const std::vector<AbstractValue>& in) const override;
 };
 
 // argmax/argmin along one axis (first occurrence; NaN wins, as in numpy).
 class ArgReduce : public Primitive {
  public:
-  ArgReduce(bool is_max, int axis, DType index_dtype) : is_max(is_max), axis(axis), index_dtype(index_dtype) {}
+  ArgReduce(bool is_max, int axis, DType index_dtype)
+      : is_max(is_max), axis(axis), index_dtype(index_dtype) {}
   bool is_max;
   int axis;
   DType index_dtype;
   std::string name() const override { return is_max ? "argmax" : "argmin"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // Inclusive cumulative sum along an axis.
@@ -129,22 +185,27 @@ class CumSum : public Primitive {
   std::string name() const override { return "cumsum"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // ---- shape ----------------------------------------------------------------------------------
 // Operand dim i becomes output dim dims[i] (sizes equal, or 1 to broadcast).
 class BroadcastInDim : public Primitive {
  public:
-  BroadcastInDim(Shape shape, std::vector<int> dims) : shape(std::move(shape)), dims(std::move(dims)) {}
+  BroadcastInDim(Shape shape, std::vector<int> dims)
+      : shape(std::move(shape)), dims(std::move(dims)) {}
   Shape shape;
   std::vector<int> dims;
   std::string name() const override { return "broadcast_in_dim"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Reshape : public Primitive {
@@ -155,8 +216,10 @@ class Reshape : public Primitive {
   Params params() const override;
   bool is_view() const override { return true; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Transpose : public Primitive {
@@ -166,8 +229,10 @@ class Transpose : public Primitive {
   std::string name() const override { return "transpose"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Slice : public Primitive {
@@ -178,20 +243,25 @@ class Slice : public Primitive {
   std::string name() const override { return "slice"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
 class Pad : public Primitive {
  public:
-  Pad(Shape lo, Shape hi, Shape interior) : lo(std::move(lo)), hi(std::move(hi)), interior(std::move(interior)) {}
+  Pad(Shape lo, Shape hi, Shape interior)
+      : lo(std::move(lo)), hi(std::move(hi)), interior(std::move(interior)) {}
   Shape lo, hi, interior;
   std::string name() const override { return "pad"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Concatenate : public Primitive {
@@ -201,8 +271,10 @@ class Concatenate : public Primitive {
   std::string name() const override { return "concatenate"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // ---- indexing -------------------------------------------------------------------------------
@@ -216,8 +288,10 @@ class Gather : public Primitive {
   std::string name() const override { return "gather"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // The transpose of Gather: adds updates into zeros of operand_shape.
@@ -230,13 +304,16 @@ class ScatterAdd : public Primitive {
   std::string name() const override { return "scatter_add"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 class Iota : public Primitive {
  public:
-  Iota(Shape shape, DType dtype, int dimension) : shape(std::move(shape)), dtype(dtype), dimension(dimension) {}
+  Iota(Shape shape, DType dtype, int dimension)
+      : shape(std::move(shape)), dtype(dtype), dimension(dimension) {}
   Shape shape;
   DType dtype;
   int dimension;
@@ -253,8 +330,10 @@ class Argsort : public Primitive {
   std::string name() const override { return "argsort"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // ---- linear algebra -------------------------------------------------------------------------
@@ -270,8 +349,10 @@ class DotGeneral : public Primitive {
   std::string name() const override { return "dot_general"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // ---- random ---------------------------------------------------------------------------------
@@ -283,8 +364,10 @@ class RandomBits : public Primitive {
   std::string name() const override { return "random_bits"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&, const std::vector<Array>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
 };
 
 // Threefry-2x32 applied to a key u32[K..., 2] and counters u32[K..., 2]: the key derivation
@@ -293,7 +376,8 @@ class Threefry : public Primitive {
  public:
   std::string name() const override { return "threefry2x32"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&, const std::vector<int>&) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
 };
 
 }  // namespace spmd::prim

@@ -23,8 +23,8 @@ Array expand_reduced(const Array& r, const Shape& shape, const std::vector<int>&
 }  // namespace
 
 std::string Reduce::name() const {
-  static const char* names[] = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-                                "reduce_and", "reduce_or"};
+  static const char* names[] = {"reduce_sum",  "reduce_max", "reduce_min",
+                                "reduce_prod", "reduce_and", "reduce_or"};
   return names[static_cast<int>(op)];
 }
 
@@ -62,16 +62,19 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& p, const std::vector<Ar
   if (!differentiable(x.aval())) return {Array()};
   Array g = expand_reduced(ct[0], x.shape(), axes);
   switch (op) {
-    case ReduceOp::Sum: return {g};
-    case ReduceOp::Prod: return {g * expand_reduced(out[0], x.shape(), axes) / x};
+    case ReduceOp::Sum:
+      return {g};
+    case ReduceOp::Prod:
+      return {g * expand_reduced(out[0], x.shape(), axes) / x};
     case ReduceOp::Max:
     case ReduceOp::Min: {
-      Array hit = where(equal(x, expand_reduced(out[0], x.shape(), axes)), ones_like(x),
-                        zeros_like(x));
+      Array hit =
+          where(equal(x, expand_reduced(out[0], x.shape(), axes)), ones_like(x), zeros_like(x));
       Array count = expand_reduced(lax::reduce_sum(hit, axes), x.shape(), axes);
       return {g * hit / count};
     }
-    default: return {Array()};
+    default:
+      return {Array()};
   }
 }
 
@@ -92,7 +95,8 @@ std::vector<AbstractValue> ArgReduce::abstract_eval(const std::vector<AbstractVa
   const AbstractValue& x = in.at(0);
   if (axis < 0 || axis >= x.ndim())
     fail(name(), ": axis ", axis, " is out of bounds for an operand of rank ", x.ndim());
-  if (x.shape[axis] == 0) fail(name(), ": expected a non-empty axis, got shape ", shape_str(x.shape));
+  if (x.shape[axis] == 0)
+    fail(name(), ": expected a non-empty axis, got shape ", shape_str(x.shape));
   Shape out = x.shape;
   out.erase(out.begin() + axis);
   return {AbstractValue{out, index_dtype, false}};
@@ -125,8 +129,7 @@ std::vector<AbstractValue> CumSum::abstract_eval(const std::vector<AbstractValue
 
 Batched CumSum::batch(const BatchContext&, const std::vector<Array>& in,
                       const std::vector<int>& dims) const {
-  return {{bind1(std::make_shared<CumSum>(full_axis(axis, dims[0]), reverse), {in[0]})},
-          {dims[0]}};
+  return {{bind1(std::make_shared<CumSum>(full_axis(axis, dims[0]), reverse), {in[0]})}, {dims[0]}};
 }
 
 std::vector<Array> CumSum::vjp(const std::vector<Array>& p, const std::vector<Array>&,

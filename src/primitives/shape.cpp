@@ -20,7 +20,8 @@ Params BroadcastInDim::params() const {
   return {{"shape", tuple_str(shape)}, {"broadcast_dimensions", tuple_str(dims)}};
 }
 
-std::vector<AbstractValue> BroadcastInDim::abstract_eval(const std::vector<AbstractValue>& in) const {
+std::vector<AbstractValue> BroadcastInDim::abstract_eval(
+    const std::vector<AbstractValue>& in) const {
   const AbstractValue& x = in.at(0);
   if (static_cast<int>(dims.size()) != x.ndim())
     fail("broadcast_in_dim: expected ", x.ndim(), " broadcast dimensions for operand ", x.str(),
@@ -51,7 +52,8 @@ std::vector<Array> BroadcastInDim::vjp(const std::vector<Array>& p, const std::v
   std::vector<int> summed;
   for (int o = 0; o < static_cast<int>(shape.size()); ++o) {
     auto it = std::find(dims.begin(), dims.end(), o);
-    if (it == dims.end() || (x.shape()[it - dims.begin()] == 1 && shape[o] != 1)) summed.push_back(o);
+    if (it == dims.end() || (x.shape()[it - dims.begin()] == 1 && shape[o] != 1))
+      summed.push_back(o);
   }
   Array g = summed.empty() ? ct[0] : lax::reduce_sum(ct[0], summed);
   return {reshape(g, x.shape())};
@@ -114,7 +116,8 @@ std::vector<Array> Transpose::vjp(const std::vector<Array>& p, const std::vector
 
 // ---- Slice ----------------------------------------------------------------------------------
 Params Slice::params() const {
-  return {{"start_indices", tuple_str(start)}, {"limit_indices", tuple_str(limit)},
+  return {{"start_indices", tuple_str(start)},
+          {"limit_indices", tuple_str(limit)},
           {"strides", tuple_str(strides)}};
 }
 
@@ -252,8 +255,9 @@ std::vector<AbstractValue> Concatenate::abstract_eval(const std::vector<Abstract
 
 Batched Concatenate::batch(const BatchContext& ctx, const std::vector<Array>& in,
                            const std::vector<int>& bd) const {
-  return {{bind1(std::make_shared<Concatenate>(axis + 1), batch_all_at_front(in, bd, ctx.axis_size))},
-          {0}};
+  return {
+      {bind1(std::make_shared<Concatenate>(axis + 1), batch_all_at_front(in, bd, ctx.axis_size))},
+      {0}};
 }
 
 std::vector<Array> Concatenate::vjp(const std::vector<Array>& p, const std::vector<Array>&,

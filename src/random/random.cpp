@@ -18,7 +18,8 @@ void check_key(const Array& key, const char* op) {
 
 void check_shape(const Shape& shape, const char* op) {
   for (int64_t d : shape)
-    if (d < 0) fail("random.", op, ": expected non-negative dimensions, got shape ", shape_str(shape));
+    if (d < 0)
+      fail("random.", op, ": expected non-negative dimensions, got shape ", shape_str(shape));
 }
 
 Array u32_pair(uint32_t hi, uint32_t lo) { return Array(std::vector<uint32_t>{hi, lo}, Shape{2}); }
@@ -74,7 +75,8 @@ Array bits(const Array& k, const Shape& shape) {
 Array uniform(const Array& k, const Shape& shape, DType dtype, double minval, double maxval) {
   check_key(k, "uniform");
   check_shape(shape, "uniform");
-  if (!(minval < maxval)) fail("random.uniform: expected minval < maxval, got ", minval, " and ", maxval);
+  if (!(minval < maxval))
+    fail("random.uniform: expected minval < maxval, got ", minval, " and ", maxval);
   Array u = unit_uniform(k, shape, dtype);
   if (minval == 0.0 && maxval == 1.0) return u;
   // Clamp: rounding can land exactly on maxval.
@@ -99,8 +101,10 @@ Array bernoulli(const Array& k, double p, const Shape& shape) {
 
 Array randint(const Array& k, const Shape& shape, int64_t minval, int64_t maxval, DType dtype) {
   check_key(k, "randint");
-  if (!is_integer(dtype)) fail("random.randint: expected an integer dtype, got ", dtype_name(dtype));
-  if (minval >= maxval) fail("random.randint: expected minval < maxval, got ", minval, " and ", maxval);
+  if (!is_integer(dtype))
+    fail("random.randint: expected an integer dtype, got ", dtype_name(dtype));
+  if (minval >= maxval)
+    fail("random.randint: expected minval < maxval, got ", minval, " and ", maxval);
   double span = static_cast<double>(maxval) - static_cast<double>(minval);
   Array u = unit_uniform(k, shape, DType::Float64);
   Array r = floor(u * span) + static_cast<double>(minval);

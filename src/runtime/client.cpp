@@ -39,9 +39,8 @@ int configured_count() {
     const std::string key = "--xla_force_host_platform_device_count=";
     if (auto pos = s.find(key); pos != std::string::npos) {
       auto end = s.find_first_of(" \t", pos);
-      std::string value = s.substr(pos + key.size(), end == std::string::npos
-                                                         ? std::string::npos
-                                                         : end - pos - key.size());
+      std::string value = s.substr(
+          pos + key.size(), end == std::string::npos ? std::string::npos : end - pos - key.size());
       return parse_count(value, "XLA_FLAGS --xla_force_host_platform_device_count");
     }
   }
@@ -107,12 +106,12 @@ Client& Client::get() {
   return *client;
 }
 
-void Client::run_on_devices(const std::vector<int>& device_ids,
-                            const std::function<void(int)>& fn,
+void Client::run_on_devices(const std::vector<int>& device_ids, const std::function<void(int)>& fn,
                             const std::function<void()>& on_failure) {
   if (t_on_worker)
-    fail("a multi-device computation was started from inside a device's worker thread; "
-         "expected it to be called from a host thread");
+    fail(
+        "a multi-device computation was started from inside a device's worker thread; "
+        "expected it to be called from a host thread");
   const int n = static_cast<int>(device_ids.size());
   std::mutex mu;
   std::condition_variable done_cv;
@@ -186,7 +185,10 @@ void set_cpu_device_count(int n) {
   runtime::g_requested = n;
 }
 
-std::string Device::str() const { return platform == "cpu" ? "CpuDevice(id=" + std::to_string(id) + ")" : platform + "Device(id=" + std::to_string(id) + ")"; }
+std::string Device::str() const {
+  return platform == "cpu" ? "CpuDevice(id=" + std::to_string(id) + ")"
+                           : platform + "Device(id=" + std::to_string(id) + ")";
+}
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 

@@ -23,7 +23,8 @@ class Communicator {
   // out = member 0's in, member 1's in, ... (size * count elements).
   virtual void all_gather(const void* in, void* out, int64_t count, DType dtype) = 0;
   // in holds size blocks of count elements; out = reduce over members of their block [rank].
-  virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) = 0;
+  virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                              ReduceOp op) = 0;
   // in holds size blocks; out block j = member j's block [rank].
   virtual void all_to_all(const void* in, void* out, int64_t count, DType dtype) = 0;
   // pairs (source, destination): out = in of the member whose destination is this rank, or

@@ -12,20 +12,26 @@ namespace spmd::runtime {
 namespace {
 
 const char* kind_name(int k) {
-  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute", "barrier"};
+  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                "all_to_all", "permute",    "barrier"};
   return names[k];
 }
 
 // dst = srcs[0] (op) srcs[1] (op) ... elementwise, in order.
-void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t n, DType dtype, ReduceOp op) {
+void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t n, DType dtype,
+                 ReduceOp op) {
   reduce_range(srcs, 0, dst, 0, n, dtype, op);
 }
 
 }  // namespace
 
-HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> local, int local_rank,
-                                                   Transport* transport, std::vector<int> counts)
-    : local_(std::move(local)), local_rank_(local_rank), transport_(transport), counts_(std::move(counts)) {
+HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> local,
+                                                   int local_rank, Transport* transport,
+                                                   std::vector<int> counts)
+    : local_(std::move(local)),
+      local_rank_(local_rank),
+      transport_(transport),
+      counts_(std::move(counts)) {
   me_ = transport_->rank();
   int acc = 0;
   for (int c : counts_) {
@@ -57,9 +63,10 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
     const auto& h = theirs[p];
     if (h[0] == mine[0] && h[1] == mine[1] && h[2] == mine[2] && h[3] == mine[3]) continue;
     std::string message = detail::concat(
-        "processes reached different collectives: process ", p, " reached ", kind_name(static_cast<int>(h[0])),
-        " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])), " (collective #", h[3], ") while process ", me_,
-        " reached ", kind_name(kind), " of ", count, " ", dtype_name(dtype), " (collective #", seq,
+        "processes reached different collectives: process ", p, " reached ",
+        kind_name(static_cast<int>(h[0])), " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])),
+        " (collective #", h[3], ") while process ", me_, " reached ", kind_name(kind), " of ",
+        count, " ", dtype_name(dtype), " (collective #", seq,
         "); every process must run the same pmaps in the same order with the same shapes");
     // Every process finds the difference itself; the notice covers one that is still waiting.
     transport_->announce_failure(message);
@@ -67,7 +74,8 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
   }
 }
 
-void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                                          ReduceOp op) {
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   if (local_rank_ == 0) {
@@ -100,7 +108,8 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
     check_headers(1, dtype, count, seq);
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     char* o = static_cast<char*>(out);
-    for (size_t l = 0; l < r.in.size(); ++l) std::memcpy(o + (base_[me_] + l) * bytes, r.in[l], bytes);
+    for (size_t l = 0; l < r.in.size(); ++l)
+      std::memcpy(o + (base_[me_] + l) * bytes, r.in[l], bytes);
     std::vector<Message> sends, recvs;
     for (int p = 0; p < static_cast<int>(counts_.size()); ++p) {
       if (p == me_) continue;
@@ -113,7 +122,8 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
   local_->depart(seq);
 }
 
-void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                                              ReduceOp op) {
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   if (local_rank_ == 0) {
@@ -133,7 +143,8 @@ void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t
     }
     transport_->exchange(sends, recvs, "reduce_scatter #" + std::to_string(seq));
     std::vector<const void*> parts;
-    for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? part + base_[me_] * bytes : others[p]->data);
+    for (int p = 0; p < P; ++p)
+      parts.push_back(p == me_ ? part + base_[me_] * bytes : others[p]->data);
     auto mine = allocate(std::max<size_t>(counts_[me_] * bytes, 1));
     reduce_into(mine->data, parts, count * counts_[me_], dtype, op);
     for (size_t l = 0; l < r.out.size(); ++l)
@@ -170,7 +181,8 @@ void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t cou
       for (int q = 0; q < P; ++q)
         for (int j = 0; j < counts_[q]; ++j) {
           const char* src = q == me_ ? static_cast<const char*>(r.in[j]) + (base_[me_] + l) * bytes
-                                     : static_cast<const char*>(recv[q]->data) + (static_cast<size_t>(j) * L + l) * bytes;
+                                     : static_cast<const char*>(recv[q]->data) +
+                                           (static_cast<size_t>(j) * L + l) * bytes;
           std::memcpy(o + (base_[q] + j) * bytes, src, bytes);
         }
     }
@@ -190,9 +202,12 @@ void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count,
     std::vector<Message> sends, recvs;
     for (auto [s, d] : pairs) {
       bool s_local = s >= lo && s < hi, d_local = d >= lo && d < hi;
-      if (s_local && d_local) std::memcpy(r.out[d - lo], r.in[s - lo], bytes);
-      else if (s_local) sends.push_back({process_of(d), const_cast<void*>(r.in[s - lo]), bytes});
-      else if (d_local) recvs.push_back({process_of(s), r.out[d - lo], bytes});
+      if (s_local && d_local)
+        std::memcpy(r.out[d - lo], r.in[s - lo], bytes);
+      else if (s_local)
+        sends.push_back({process_of(d), const_cast<void*>(r.in[s - lo]), bytes});
+      else if (d_local)
+        recvs.push_back({process_of(s), r.out[d - lo], bytes});
     }
     transport_->exchange(sends, recvs, "ppermute #" + std::to_string(seq));
   }

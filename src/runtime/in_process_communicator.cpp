@@ -128,8 +128,10 @@ void InProcessCommunicator::permute(const void* in, void* out, int64_t count, DT
   for (auto& [s, d] : pairs)
     if (d == rank_) source = s;
   if (bytes) {
-    if (source >= 0) std::memcpy(out, r.in[source], bytes);
-    else std::memset(out, 0, bytes);
+    if (source >= 0)
+      std::memcpy(out, r.in[source], bytes);
+    else
+      std::memset(out, 0, bytes);
   }
   rv_->depart(seq);
 }

@@ -41,8 +41,8 @@ class MeshAxes : public backend::ReplicaAxes {
       int base = 0;
       for (int p = 0; p < mesh_->process(); ++p) base += counts[p];
       int local_rank = index(names) - base;
-      auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1), local_rank,
-                                                             transport(), counts);
+      auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1),
+                                                             local_rank, transport(), counts);
       return *(comms_[key] = std::move(comm));
     }
     // The group: replicas sharing this replica's coordinates on every axis not named.
@@ -52,7 +52,8 @@ class MeshAxes : public backend::ReplicaAxes {
       for (auto& n : names) named = named || mesh_->axis_position(n) == static_cast<int>(k);
       if (!named) group = group * mesh_->sizes()[k] + coords_[k];
     }
-    auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group), index(names));
+    auto comm =
+        std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group), index(names));
     return *(comms_[key] = std::move(comm));
   }
 
@@ -64,7 +65,8 @@ class MeshAxes : public backend::ReplicaAxes {
 
 }  // namespace
 
-Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes, std::shared_ptr<RunState> run)
+Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes,
+           std::shared_ptr<RunState> run)
     : names_(std::move(names)), sizes_(std::move(sizes)), run_(std::move(run)) {
   for (int64_t s : sizes_) replicas_ *= static_cast<int>(s);
 }
@@ -96,7 +98,9 @@ std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& nam
   if (spans_processes()) size = counts_[me_];  // only this process's devices meet here
   std::lock_guard lock(mu_);
   auto& rv = rendezvous_[{key, group}];
-  if (!rv) rv = std::make_shared<Rendezvous>(static_cast<int>(size), run_, "axis " + key.substr(0, key.size() - 1));
+  if (!rv)
+    rv = std::make_shared<Rendezvous>(static_cast<int>(size), run_,
+                                      "axis " + key.substr(0, key.size() - 1));
   return rv;
 }
 

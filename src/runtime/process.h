@@ -9,7 +9,7 @@ namespace spmd::runtime {
 
 int this_process();
 int process_total();
-int first_global_device_id();      // global id of this process's local device 0
+int first_global_device_id();  // global id of this process's local device 0
 std::vector<Device> global_devices();
 // Local device count of every process (one entry when single-process).
 std::vector<int> process_device_counts();

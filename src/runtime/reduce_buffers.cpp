@@ -9,8 +9,10 @@ template <class T>
 T combine(T a, T b, ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-      if constexpr (std::is_same_v<T, bool>) return a || b;
-      else return static_cast<T>(a + b);
+      if constexpr (std::is_same_v<T, bool>)
+        return a || b;
+      else
+        return static_cast<T>(a + b);
     case ReduceOp::Max:
       if constexpr (std::is_floating_point_v<T>)
         if (a != a || b != b) return a != a ? a : b;
@@ -25,8 +27,8 @@ T combine(T a, T b, ReduceOp op) {
 
 }  // namespace
 
-void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst,
-                  int64_t begin, int64_t end, DType dtype, ReduceOp op) {
+void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst, int64_t begin,
+                  int64_t end, DType dtype, ReduceOp op) {
   cpu::visit(dtype, [&]<class T>() {
     T* d = static_cast<T*>(dst);
     const T* s0 = static_cast<const T*>(src[0]) + offset;

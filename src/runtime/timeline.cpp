@@ -1,7 +1,7 @@
 #include "runtime/timeline.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <vector>
@@ -66,14 +66,15 @@ void Timeline::flush() {
   std::vector<int> tracks;
   for (const Event& e : r->events) {
     if (std::find(tracks.begin(), tracks.end(), e.track) == tracks.end()) tracks.push_back(e.track);
-    out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"ph\":\"X\",\"pid\":0,\"tid\":"
-        << e.track << ",\"ts\":" << e.start_us << ",\"dur\":" << e.dur_us << "}";
+    out << (first ? "" : ",\n") << "{\"name\":\"" << e.name
+        << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.track << ",\"ts\":" << e.start_us
+        << ",\"dur\":" << e.dur_us << "}";
     first = false;
   }
   for (int t : tracks)
     out << (first ? "" : ",\n") << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << t
-        << ",\"args\":{\"name\":\"" << (t < 0 ? std::string("host") : "CpuDevice(id=" + std::to_string(t) + ")")
-        << "\"}}",
+        << ",\"args\":{\"name\":\""
+        << (t < 0 ? std::string("host") : "CpuDevice(id=" + std::to_string(t) + ")") << "\"}}",
         first = false;
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";
 }

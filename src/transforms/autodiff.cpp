@@ -12,7 +12,8 @@ Linearization::Linearization(Program p, std::vector<Array> args, std::vector<boo
   needs_.assign(prog.var_types.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
     env_[prog.inputs[i]] = args[i];
-    needs_[prog.inputs[i]] = i < wrt_.size() && wrt_[i] && is_floating(prog.var_types[prog.inputs[i]].dtype);
+    needs_[prog.inputs[i]] =
+        i < wrt_.size() && wrt_[i] && is_floating(prog.var_types[prog.inputs[i]].dtype);
   }
   auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env_[a.var]; };
   for (const Equation& eq : prog.equations) {
@@ -41,7 +42,8 @@ std::vector<Array> Linearization::backward(const std::vector<Array>& output_cota
     const AbstractValue& t = prog.var_types[var];
     Array v = g;
     if (v.shape() != t.shape)
-      fail("vjp: a cotangent of shape ", shape_str(v.shape()), " was given for a value of type ", t.str());
+      fail("vjp: a cotangent of shape ", shape_str(v.shape()), " was given for a value of type ",
+           t.str());
     if (v.dtype() != t.dtype) v = astype(v, t.dtype);
     ct[var] = ct[var].valid() ? ct[var] + v : v;
   };

@@ -12,11 +12,13 @@ struct Linearized {
   size_t num_inputs = 0;  // explicit inputs (the captured ones follow)
 };
 
-std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call, const std::vector<bool>& wrt,
-                                      TreeDef& out_tree, std::vector<Array>& outputs) {
+std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
+                                      const std::vector<bool>& wrt, TreeDef& out_tree,
+                                      std::vector<Array>& outputs) {
   std::vector<AbstractValue> avals;
   for (const Array& a : call.leaves) {
-    if (!a.valid()) fail("grad: expected array arguments, got an empty (default-constructed) Array");
+    if (!a.valid())
+      fail("grad: expected array arguments, got an empty (default-constructed) Array");
     avals.push_back(a.aval());
   }
   ir::Traced traced = ir::trace(avals, fn.fn);
@@ -25,7 +27,8 @@ std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call, co
   args.insert(args.end(), traced.captured.begin(), traced.captured.end());
   auto r = std::make_shared<Linearized>();
   r->num_inputs = call.leaves.size();
-  r->lin = std::make_unique<transforms::Linearization>(std::move(traced.program), std::move(args), wrt);
+  r->lin =
+      std::make_unique<transforms::Linearization>(std::move(traced.program), std::move(args), wrt);
   outputs = r->lin->outputs();
   return r;
 }
@@ -38,7 +41,8 @@ std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& out
 
 std::vector<Array> jvp_tangents(const Linearized& lin, const std::vector<Array>& tangents) {
   if (tangents.size() != lin.num_inputs)
-    fail("jvp: expected ", lin.num_inputs, " tangent arrays (one per primal leaf), got ", tangents.size());
+    fail("jvp: expected ", lin.num_inputs, " tangent arrays (one per primal leaf), got ",
+         tangents.size());
   const auto& outs = lin.lin->outputs();
   // g(ct) = J^T ct is linear; its vjp at any point, applied to t, is J t.
   std::vector<AbstractValue> ct_types;
@@ -59,7 +63,8 @@ std::vector<Array> jvp_tangents(const Linearized& lin, const std::vector<Array>&
   for (size_t i = 0; i < t.size(); ++i) {
     const Array& p = lin2.outputs()[i];
     if (t[i].shape() != p.shape())
-      fail("jvp: tangent ", i, " has shape ", shape_str(t[i].shape()), ", expected ", shape_str(p.shape()));
+      fail("jvp: tangent ", i, " has shape ", shape_str(t[i].shape()), ", expected ",
+           shape_str(p.shape()));
   }
   std::vector<Array> r = lin2.backward(t);
   r.resize(outs.size());

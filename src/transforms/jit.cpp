@@ -15,9 +15,8 @@ namespace spmd::detail {
 namespace {
 
 using transforms::Signature;
-using transforms::SignatureHash;
 using transforms::signature_of;
-
+using transforms::SignatureHash;
 
 struct Entry {
   Program program;

@@ -22,20 +22,24 @@ std::string arg_path(const TreeDef& in_tree, int leaf) {
   return "argument ?";
 }
 
-[[noreturn]] void inconsistent_sizes(const detail::FlatCall& call, const std::vector<int>& axes, const char* who) {
+[[noreturn]] void inconsistent_sizes(const detail::FlatCall& call, const std::vector<int>& axes,
+                                     const char* who) {
   std::map<int64_t, std::vector<int>> by_size;
   for (size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] != not_mapped) by_size[call.leaves[i].shape()[axes[i]]].push_back(static_cast<int>(i));
+    if (axes[i] != not_mapped)
+      by_size[call.leaves[i].shape()[axes[i]]].push_back(static_cast<int>(i));
   std::ostringstream msg;
   msg << who << " got inconsistent sizes for array axes to be mapped:";
   for (auto& [size, leaves] : by_size) {
     msg << "\n  * ";
-    if (leaves.size() == 1) msg << "one axis had size " << size << ": ";
-    else msg << leaves.size() << " axes had size " << size << ": ";
+    if (leaves.size() == 1)
+      msg << "one axis had size " << size << ": ";
+    else
+      msg << leaves.size() << " axes had size " << size << ": ";
     for (size_t k = 0; k < leaves.size(); ++k) {
       int i = leaves[k];
-      msg << (k ? ", " : "") << "axis " << axes[i] << " of " << arg_path(call.in_tree, i) << " of type "
-          << call.leaves[i].aval().str();
+      msg << (k ? ", " : "") << "axis " << axes[i] << " of " << arg_path(call.in_tree, i)
+          << " of type " << call.leaves[i].aval().str();
     }
   }
   throw Error(msg.str());
@@ -53,9 +57,10 @@ MappedAxes resolve_in_axes(const AxisSpec& in_axes, const detail::FlatCall& call
     const Array& x = call.leaves[i];
     int a = *spec[i];
     if (a < -x.ndim() || a >= x.ndim())
-      fail(who, " was requested to map its ", arg_path(call.in_tree, static_cast<int>(i)), " along axis ", a,
-           ", which implies that its rank should be at least ", (a < 0 ? -a : a + 1), ", but is only ", x.ndim(),
-           " (its shape is ", shape_str(x.shape()), ")");
+      fail(who, " was requested to map its ", arg_path(call.in_tree, static_cast<int>(i)),
+           " along axis ", a, ", which implies that its rank should be at least ",
+           (a < 0 ? -a : a + 1), ", but is only ", x.ndim(), " (its shape is ",
+           shape_str(x.shape()), ")");
     r.axes[i] = a < 0 ? a + x.ndim() : a;
     int64_t n = x.shape()[r.axes[i]];
     if (r.size && *r.size != n) consistent = false;
@@ -66,8 +71,8 @@ MappedAxes resolve_in_axes(const AxisSpec& in_axes, const detail::FlatCall& call
       for (size_t i = 0; i < r.axes.size(); ++i)
         if (r.axes[i] != not_mapped && call.leaves[i].shape()[r.axes[i]] != *axis_size)
           fail(who, " got axis_size=", *axis_size, " but axis ", r.axes[i], " of ",
-               arg_path(call.in_tree, static_cast<int>(i)), " of type ", call.leaves[i].aval().str(), " has size ",
-               call.leaves[i].shape()[r.axes[i]]);
+               arg_path(call.in_tree, static_cast<int>(i)), " of type ",
+               call.leaves[i].aval().str(), " has size ", call.leaves[i].shape()[r.axes[i]]);
     }
     inconsistent_sizes(call, r.axes, who);
   }
@@ -75,7 +80,8 @@ MappedAxes resolve_in_axes(const AxisSpec& in_axes, const detail::FlatCall& call
   return r;
 }
 
-std::vector<AbstractValue> unmapped_types(const detail::FlatCall& call, const std::vector<int>& axes) {
+std::vector<AbstractValue> unmapped_types(const detail::FlatCall& call,
+                                          const std::vector<int>& axes) {
   std::vector<AbstractValue> out;
   for (size_t i = 0; i < call.leaves.size(); ++i) {
     AbstractValue t = call.leaves[i].aval();

@@ -17,6 +17,7 @@ struct MappedAxes {
 MappedAxes resolve_in_axes(const AxisSpec& in_axes, const detail::FlatCall& call, const char* who,
                            std::optional<int64_t> axis_size = {});
 // The leaves' types with their mapped axis removed: what the per-example function sees.
-std::vector<AbstractValue> unmapped_types(const detail::FlatCall& call, const std::vector<int>& axes);
+std::vector<AbstractValue> unmapped_types(const detail::FlatCall& call,
+                                          const std::vector<int>& axes);
 
 }  // namespace spmd::transforms

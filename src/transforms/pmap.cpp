@@ -55,8 +55,10 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   int64_t global = n;
   if (runtime::transport() != nullptr && !inside_trace) {
     if (n != local_device_count() || !devices.empty())
-      fail("pmap across ", process_count(), " processes: expected a mapped axis equal to this process's local "
-           "device count ", local_device_count(), " (every process maps its own devices), got ", n);
+      fail("pmap across ", process_count(),
+           " processes: expected a mapped axis equal to this process's local "
+           "device count ",
+           local_device_count(), " (every process maps its own devices), got ", n);
     global = device_count();
   }
   if (devices.empty() && !inside_trace) {
@@ -97,14 +99,15 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
       }
       int rank = out_types[j].ndim() + 1;
       int a = *out_spec[j];
-      if (a < -rank || a >= rank) fail("pmap out_axes ", a, " is out of bounds for output ", j, " of rank ", rank);
+      if (a < -rank || a >= rank)
+        fail("pmap out_axes ", a, " is out of bounds for output ", j, " of rank ", rank);
       out_axes.push_back(a < 0 ? a + rank : a);
     }
     std::vector<int> in_all = axes;
     in_all.insert(in_all.end(), traced.captured.size(), not_mapped);
     captured = std::move(traced.captured);
-    prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)), spec.axis_name, n,
-                                            in_all, out_axes, devices, global);
+    prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)),
+                                            spec.axis_name, n, in_all, out_axes, devices, global);
     std::lock_guard lock(cache.mu);
     ++cache.traces;
     if (captured.empty()) cache.entries[sig] = PmapCache::Entry{prim, out_tree};

@@ -17,9 +17,12 @@ int TreeDef::num_leaves() const {
 
 std::string TreeDef::str() const {
   switch (kind) {
-    case Kind::Leaf: return "*";
-    case Kind::Static: return "static";
-    default: break;
+    case Kind::Leaf:
+      return "*";
+    case Kind::Static:
+      return "static";
+    default:
+      break;
   }
   std::string s = type_name + "(";
   for (size_t i = 0; i < children.size(); ++i) {
@@ -69,7 +72,8 @@ void AxisSpec::expand(const TreeDef& tree, const std::string& what, const std::s
        sequence_ ? " entries" : " keys", " but the value is ", tree.str());
 }
 
-std::vector<std::optional<int>> AxisSpec::per_leaf(const TreeDef& tree, const std::string& what) const {
+std::vector<std::optional<int>> AxisSpec::per_leaf(const TreeDef& tree,
+                                                   const std::string& what) const {
   std::vector<std::optional<int>> out;
   // One spec for all arguments, or one per argument (the arguments form a tuple).
   expand(tree, what, "", out);

@@ -10,7 +10,8 @@
 namespace spmd::detail {
 std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatCall& call,
                              TreeDef& out_tree) {
-  transforms::MappedAxes mapped = transforms::resolve_in_axes(spec.in_axes, call, "vmap", spec.axis_size);
+  transforms::MappedAxes mapped =
+      transforms::resolve_in_axes(spec.in_axes, call, "vmap", spec.axis_size);
   const std::vector<int>& axes = mapped.axes;
   const std::optional<int64_t> size = mapped.size;
   std::vector<AbstractValue> example = transforms::unmapped_types(call, axes);
@@ -26,7 +27,8 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
     args.push_back(c);
     dims.push_back(not_mapped);
   }
-  auto batched = transforms::batch_eval(traced.program, args, dims, BatchContext{*size, spec.axis_name});
+  auto batched =
+      transforms::batch_eval(traced.program, args, dims, BatchContext{*size, spec.axis_name});
 
   auto out_axes = spec.out_axes.per_leaf(out_tree, "vmap out_axes");
   std::vector<Array> outs;
@@ -36,7 +38,8 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
     if (!out_axes[i]) {
       if (d != not_mapped)
         fail("vmap has mapped output (output ", i, " of type ", v.aval().str(),
-             ") but out_axes is None for it; expected an output that does not depend on the mapped axis");
+             ") but out_axes is None for it; expected an output that does not depend on the mapped "
+             "axis");
       outs.push_back(v);
       continue;
     }

@@ -68,16 +68,20 @@ bool g_agreement_notice = false;  // the failure being added reports another pro
 class FailurePrinter : public ::testing::EmptyTestEventListener {
  public:
   explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestStart(const ::testing::TestInfo& t) override {
+    test_ = std::string(t.test_suite_name()) + "." + t.name();
+  }
+  // (GoogleTest holds its lock here: no calls back into UnitTest.)
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (!r.failed() || g_agreement_notice) return;
-    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::printf("[process %d] %s.%s: %s:%d: %s\n", rank_, t ? t->test_suite_name() : "?", t ? t->name() : "?",
-                r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
+    std::printf("[process %d] %s: %s:%d: %s\n", rank_, test_.c_str(), r.file_name() ? r.file_name() : "?",
+                r.line_number(), r.message());
     std::fflush(stdout);
   }
 
  private:
   int rank_;
+  std::string test_;
 };
 
 // Every test ends by telling the others whether it failed here.
@@ -177,7 +181,7 @@ int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 // ---- the global layout ----------------------------------------------------------------------------
 int global_count() { return device_count(); }
-int first_local() { return process_index() == 1 ? 0 : local_devices().at(0).id; }
+int first_local() { return local_devices().at(0).id; }
 
 // Global device d's input: distinct small values per device and element, exact in float32
 // (quarters), so sums in any order are exact.
@@ -532,6 +536,14 @@ TEST_P(Collectives, SeveralCollectivesInOnePmapStayInStep) {
     return replicate(stack(plus, 0), xs.size());
   };
   expect_collective(f, inputs({5}), dtype(), ref, dtype());
+}
+
+TEST_P(Collectives, PmapInsideJitSpansEveryProcess) {
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto f = jit(pmap([](const Array& x) { return psum(x, "i"); }, "i"));
+  std::vector<H> global = inputs({3});
+  Array got = f(to_array(local_rows(global, 0), dtype()));
+  expect_values(got, local_rows(ref(global), 0), dtype(), "jit(pmap)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Collectives, ::testing::Values(DType::Float32, DType::Int32),

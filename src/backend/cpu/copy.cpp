@@ -19,29 +19,30 @@ void strided_typed(const T* in, const std::vector<int64_t>& src_stride, const Sh
   if (total == 0) return;
   int64_t inner_n = out_shape[nd - 1], inner_s = src_stride[nd - 1];
   int64_t rows = total / inner_n;
-  parallel_for(rows, threads, 4096 / std::max<int64_t>(1, inner_n) + 1, [&](int64_t rb, int64_t re) {
-    std::vector<int64_t> idx(nd, 0);
-    // Decompose the first row index into a multi-index over the outer output axes.
-    int64_t r = rb, src = 0;
-    for (int i = nd - 2; i >= 0; --i) {
-      idx[i] = r % out_shape[i];
-      r /= out_shape[i];
-      src += idx[i] * src_stride[i];
-    }
-    for (int64_t row = rb; row < re; ++row) {
-      T* dst = out + row * inner_n;
-      if (inner_s == 1)
-        std::memcpy(dst, in + src, sizeof(T) * inner_n);
-      else
-        for (int64_t j = 0; j < inner_n; ++j) dst[j] = in[src + j * inner_s];
-      for (int i = nd - 2; i >= 0; --i) {
-        src += src_stride[i];
-        if (++idx[i] < out_shape[i]) break;
-        src -= src_stride[i] * out_shape[i];
-        idx[i] = 0;
-      }
-    }
-  });
+  parallel_for(rows, threads, 4096 / std::max<int64_t>(1, inner_n) + 1,
+               [&](int64_t rb, int64_t re) {
+                 std::vector<int64_t> idx(nd, 0);
+                 // Decompose the first row index into a multi-index over the outer output axes.
+                 int64_t r = rb, src = 0;
+                 for (int i = nd - 2; i >= 0; --i) {
+                   idx[i] = r % out_shape[i];
+                   r /= out_shape[i];
+                   src += idx[i] * src_stride[i];
+                 }
+                 for (int64_t row = rb; row < re; ++row) {
+                   T* dst = out + row * inner_n;
+                   if (inner_s == 1)
+                     std::memcpy(dst, in + src, sizeof(T) * inner_n);
+                   else
+                     for (int64_t j = 0; j < inner_n; ++j) dst[j] = in[src + j * inner_s];
+                   for (int i = nd - 2; i >= 0; --i) {
+                     src += src_stride[i];
+                     if (++idx[i] < out_shape[i]) break;
+                     src -= src_stride[i] * out_shape[i];
+                     idx[i] = 0;
+                   }
+                 }
+               });
 }
 
 }  // namespace
@@ -50,10 +51,18 @@ void strided_copy(const void* in, int64_t offset, const std::vector<int64_t>& sr
                   const Shape& out_shape, void* out, int itemsize, int threads) {
   const char* base = static_cast<const char*>(in) + offset * itemsize;
   switch (itemsize) {
-    case 1: return strided_typed(reinterpret_cast<const uint8_t*>(base), src_strides, out_shape, static_cast<uint8_t*>(out), threads);
-    case 2: return strided_typed(reinterpret_cast<const uint16_t*>(base), src_strides, out_shape, static_cast<uint16_t*>(out), threads);
-    case 4: return strided_typed(reinterpret_cast<const uint32_t*>(base), src_strides, out_shape, static_cast<uint32_t*>(out), threads);
-    default: return strided_typed(reinterpret_cast<const uint64_t*>(base), src_strides, out_shape, static_cast<uint64_t*>(out), threads);
+    case 1:
+      return strided_typed(reinterpret_cast<const uint8_t*>(base), src_strides, out_shape,
+                           static_cast<uint8_t*>(out), threads);
+    case 2:
+      return strided_typed(reinterpret_cast<const uint16_t*>(base), src_strides, out_shape,
+                           static_cast<uint16_t*>(out), threads);
+    case 4:
+      return strided_typed(reinterpret_cast<const uint32_t*>(base), src_strides, out_shape,
+                           static_cast<uint32_t*>(out), threads);
+    default:
+      return strided_typed(reinterpret_cast<const uint64_t*>(base), src_strides, out_shape,
+                           static_cast<uint64_t*>(out), threads);
   }
 }
 

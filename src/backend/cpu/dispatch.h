@@ -13,15 +13,23 @@ namespace spmd::cpu {
 template <class F>
 decltype(auto) visit(DType dt, F&& f) {
   switch (dt) {
-    case DType::Bool: return f.template operator()<bool>();
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::Int64: return f.template operator()<int64_t>();
-    case DType::UInt32: return f.template operator()<uint32_t>();
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    default: break;
+    case DType::Bool:
+      return f.template operator()<bool>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
+    case DType::UInt32:
+      return f.template operator()<uint32_t>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    default:
+      break;
   }
-  fail("no CPU kernels for dtype ", dtype_name(dt), "; expected one of bool, int32, int64, "
+  fail("no CPU kernels for dtype ", dtype_name(dt),
+       "; expected one of bool, int32, int64, "
        "uint32, float32, float64");
 }
 

@@ -14,8 +14,8 @@
 #include "runtime/client.h"
 #include "runtime/mesh.h"
 #include "runtime/process.h"
-#include "runtime/transport.h"
 #include "runtime/timeline.h"
+#include "runtime/transport.h"
 #include "spmd/error.h"
 
 namespace spmd::cpu {
@@ -30,11 +30,13 @@ std::shared_ptr<runtime::Buffer> to_front(const Buf& b, int axis) {
   std::vector<int> perm{axis};
   for (int k = 0; k < b.aval->ndim(); ++k)
     if (k != axis) perm.push_back(k);
-  transpose_copy(b.data, b.aval->shape, perm, out->data, itemsize(b.aval->dtype), hardware_threads());
+  transpose_copy(b.data, b.aval->shape, perm, out->data, itemsize(b.aval->dtype),
+                 hardware_threads());
   return out;
 }
 
-void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out, ExecContext&) {
+void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                 ExecContext&) {
   const auto& call = backend::as<prim::PmapCall>(p);
   const auto& compiled = call.compiled();
   const compile::Executable& exe = *compiled.executable;
@@ -46,11 +48,12 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   std::vector<int> devices = call.devices;
   if (devices.empty()) {
     if (replicas > available)
-      fail("compiling computation that requires ", replicas, " logical devices, but only ", available,
-           " devices are available (num_replicas=", replicas, ")");
+      fail("compiling computation that requires ", replicas, " logical devices, but only ",
+           available, " devices are available (num_replicas=", replicas, ")");
     for (int r = 0; r < replicas; ++r) devices.push_back(r);
   } else if (static_cast<int>(devices.size()) != replicas) {
-    fail("pmap: the mapped size times nested sizes is ", replicas, ", but ", devices.size(), " devices were given");
+    fail("pmap: the mapped size times nested sizes is ", replicas, ", but ", devices.size(),
+         " devices were given");
   }
 
   // Inputs: replica row r reads rows r of the mapped inputs.
@@ -143,7 +146,8 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       perm.push_back(k);
     }
     if (static_cast<int>(perm.size()) == a) perm.push_back(0);
-    transpose_copy(staged[j]->data, s, perm, out[j].data, itemsize(out_types[j].dtype), hardware_threads());
+    transpose_copy(staged[j]->data, s, perm, out[j].data, itemsize(out_types[j].dtype),
+                   hardware_threads());
   }
   runtime::Timeline::flush();
 }

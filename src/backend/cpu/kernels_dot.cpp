@@ -76,7 +76,8 @@ void gemm_loops(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
         const T* brow = b + k * N;
         for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<T>(c[i * N + j] + av * brow[j]);
       } else {
-        for (int64_t j = 0; j < N; ++j) c[i * N + j] = static_cast<T>(c[i * N + j] + av * b[j * K + k]);
+        for (int64_t j = 0; j < N; ++j)
+          c[i * N + j] = static_cast<T>(c[i * N + j] + av * b[j * K + k]);
       }
     }
 }
@@ -102,8 +103,8 @@ void gemm_blas(const float* a, bool ta, const float* b, bool tb, float* c, int64
               static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0f, c,
               static_cast<int>(N));
 }
-void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, int64_t M,
-               int64_t N, int64_t K) {
+void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, int64_t M, int64_t N,
+               int64_t K) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a,
               static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0, c,
@@ -113,7 +114,8 @@ void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, in
 // C (M x N, row-major) = op(A) op(B), split into row blocks (or column blocks when M is small)
 // computed by single-threaded BLAS calls on up to `threads` threads.
 template <class T>
-void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K, int threads) {
+void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K,
+                int threads) {
   static std::once_flag single;
   std::call_once(single, [] { openblas_set_num_threads(1); });
   int64_t work = M * N * K;
@@ -129,13 +131,15 @@ void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
       int64_t rows = hi - lo;
       if (ta) {
         if constexpr (std::is_same_v<T, float>)
-          cblas_sgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-                      static_cast<int>(N), static_cast<int>(K), 1.0f, ab, static_cast<int>(M), b,
-                      static_cast<int>(tb ? K : N), 0.0f, c + lo * N, static_cast<int>(N));
+          cblas_sgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans,
+                      static_cast<int>(rows), static_cast<int>(N), static_cast<int>(K), 1.0f, ab,
+                      static_cast<int>(M), b, static_cast<int>(tb ? K : N), 0.0f, c + lo * N,
+                      static_cast<int>(N));
         else
-          cblas_dgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-                      static_cast<int>(N), static_cast<int>(K), 1.0, ab, static_cast<int>(M), b,
-                      static_cast<int>(tb ? K : N), 0.0, c + lo * N, static_cast<int>(N));
+          cblas_dgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans,
+                      static_cast<int>(rows), static_cast<int>(N), static_cast<int>(K), 1.0, ab,
+                      static_cast<int>(M), b, static_cast<int>(tb ? K : N), 0.0, c + lo * N,
+                      static_cast<int>(N));
       } else {
         gemm_blas(ab, false, b, tb, c + lo * N, rows, N, K);
       }
@@ -159,7 +163,8 @@ void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
   });
 }
 
-std::vector<int> free_dims(int rank, const std::vector<int>& contract, const std::vector<int>& batch) {
+std::vector<int> free_dims(int rank, const std::vector<int>& contract,
+                           const std::vector<int>& batch) {
   std::vector<int> out;
   for (int i = 0; i < rank; ++i)
     if (std::find(contract.begin(), contract.end(), i) == contract.end() &&
@@ -199,10 +204,14 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
       // direct layouts of a (b) are the same memory, K contiguous elements per product.
       parallel_for(B, ctx.threads, grain, [&](int64_t lo, int64_t hi) {
         switch (K) {
-          case 2: return inner_products<2>(a, b, c, K, lo, hi);
-          case 3: return inner_products<3>(a, b, c, K, lo, hi);
-          case 4: return inner_products<4>(a, b, c, K, lo, hi);
-          default: return inner_products<0>(a, b, c, K, lo, hi);
+          case 2:
+            return inner_products<2>(a, b, c, K, lo, hi);
+          case 3:
+            return inner_products<3>(a, b, c, K, lo, hi);
+          case 4:
+            return inner_products<4>(a, b, c, K, lo, hi);
+          default:
+            return inner_products<0>(a, b, c, K, lo, hi);
         }
       });
       return;

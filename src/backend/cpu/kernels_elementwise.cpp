@@ -26,14 +26,14 @@ double erf_inv(double x) {
   if (w < 5.0) {
     w -= 2.5;
     p = 2.81022636e-08;
-    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
-                     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941})
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                     -0.00417768164, 0.246640727, 1.50140941})
       p = c + p * w;
   } else {
     w = std::sqrt(w) - 3.0;
     p = -0.000200214257;
-    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-                     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682})
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                     0.00943887047, 1.00167406, 2.83297682})
       p = c + p * w;
   }
   double y = p * x;
@@ -50,35 +50,60 @@ T unary_value(UnaryOp op, T x) {
     return op == UnaryOp::Not ? !x : x;
   } else if constexpr (std::is_integral_v<T>) {
     switch (op) {
-      case UnaryOp::Neg: return static_cast<T>(T(0) - x);
+      case UnaryOp::Neg:
+        return static_cast<T>(T(0) - x);
       case UnaryOp::Abs:
-        if constexpr (std::is_signed_v<T>) return x < 0 ? static_cast<T>(-x) : x;
-        else return x;
-      case UnaryOp::Sign: return static_cast<T>((T(0) < x) - (x < T(0)));
-      case UnaryOp::Not: return static_cast<T>(~x);
-      default: return x;
+        if constexpr (std::is_signed_v<T>)
+          return x < 0 ? static_cast<T>(-x) : x;
+        else
+          return x;
+      case UnaryOp::Sign:
+        return static_cast<T>((T(0) < x) - (x < T(0)));
+      case UnaryOp::Not:
+        return static_cast<T>(~x);
+      default:
+        return x;
     }
   } else {
     switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Exp: return std::exp(x);
-      case UnaryOp::Log: return std::log(x);
-      case UnaryOp::Log1p: return std::log1p(x);
-      case UnaryOp::Expm1: return std::expm1(x);
-      case UnaryOp::Sqrt: return std::sqrt(x);
-      case UnaryOp::Rsqrt: return T(1) / std::sqrt(x);
-      case UnaryOp::Tanh: return std::tanh(x);
-      case UnaryOp::Logistic: return T(1) / (T(1) + std::exp(-x));
-      case UnaryOp::Abs: return std::abs(x);
-      case UnaryOp::Sign: return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0)));
-      case UnaryOp::Sin: return std::sin(x);
-      case UnaryOp::Cos: return std::cos(x);
-      case UnaryOp::Floor: return std::floor(x);
-      case UnaryOp::Ceil: return std::ceil(x);
-      case UnaryOp::Round: return std::nearbyint(x);  // half to even in the default mode
-      case UnaryOp::Erf: return std::erf(x);
-      case UnaryOp::ErfInv: return static_cast<T>(erf_inv(x));
-      default: return x;
+      case UnaryOp::Neg:
+        return -x;
+      case UnaryOp::Exp:
+        return std::exp(x);
+      case UnaryOp::Log:
+        return std::log(x);
+      case UnaryOp::Log1p:
+        return std::log1p(x);
+      case UnaryOp::Expm1:
+        return std::expm1(x);
+      case UnaryOp::Sqrt:
+        return std::sqrt(x);
+      case UnaryOp::Rsqrt:
+        return T(1) / std::sqrt(x);
+      case UnaryOp::Tanh:
+        return std::tanh(x);
+      case UnaryOp::Logistic:
+        return T(1) / (T(1) + std::exp(-x));
+      case UnaryOp::Abs:
+        return std::abs(x);
+      case UnaryOp::Sign:
+        return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0)));
+      case UnaryOp::Sin:
+        return std::sin(x);
+      case UnaryOp::Cos:
+        return std::cos(x);
+      case UnaryOp::Floor:
+        return std::floor(x);
+      case UnaryOp::Ceil:
+        return std::ceil(x);
+      case UnaryOp::Round:
+        return std::nearbyint(x);  // half to even in the default mode
+      case UnaryOp::Erf:
+        return std::erf(x);
+      case UnaryOp::ErfInv:
+        return static_cast<T>(erf_inv(x));
+      default:
+        return x;
     }
   }
 }
@@ -92,8 +117,10 @@ void unary_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
       const T* x = in[0].as<T>();
       bool* y = out[0].as<bool>();
       for (int64_t i = 0; i < n; ++i) {
-        if constexpr (std::is_floating_point_v<T>) y[i] = std::isfinite(x[i]);
-        else y[i] = true;
+        if constexpr (std::is_floating_point_v<T>)
+          y[i] = std::isfinite(x[i]);
+        else
+          y[i] = true;
       }
     });
     return;
@@ -124,24 +151,36 @@ auto binary_value(BinaryOp op, T a, T b) {
     switch (op) {
       case BinaryOp::Add:
       case BinaryOp::Or:
-      case BinaryOp::Max: return a || b;
+      case BinaryOp::Max:
+        return a || b;
       case BinaryOp::Mul:
       case BinaryOp::And:
-      case BinaryOp::Min: return a && b;
+      case BinaryOp::Min:
+        return a && b;
       case BinaryOp::Xor:
-      case BinaryOp::Ne: return a != b;
-      case BinaryOp::Eq: return a == b;
-      case BinaryOp::Lt: return !a && b;
-      case BinaryOp::Le: return !a || b;
-      case BinaryOp::Gt: return a && !b;
-      case BinaryOp::Ge: return a || !b;
-      default: return false;
+      case BinaryOp::Ne:
+        return a != b;
+      case BinaryOp::Eq:
+        return a == b;
+      case BinaryOp::Lt:
+        return !a && b;
+      case BinaryOp::Le:
+        return !a || b;
+      case BinaryOp::Gt:
+        return a && !b;
+      case BinaryOp::Ge:
+        return a || !b;
+      default:
+        return false;
     }
   } else {
     switch (op) {
-      case BinaryOp::Add: return static_cast<T>(a + b);
-      case BinaryOp::Sub: return static_cast<T>(a - b);
-      case BinaryOp::Mul: return static_cast<T>(a * b);
+      case BinaryOp::Add:
+        return static_cast<T>(a + b);
+      case BinaryOp::Sub:
+        return static_cast<T>(a - b);
+      case BinaryOp::Mul:
+        return static_cast<T>(a * b);
       case BinaryOp::Div:
         if constexpr (std::is_integral_v<T>) {
           if (b == 0) return T(0);
@@ -181,17 +220,25 @@ auto binary_value(BinaryOp op, T a, T b) {
           if (a != a || b != b) return static_cast<T>(NAN);
         return a < b ? a : b;
       case BinaryOp::Atan2:
-        if constexpr (std::is_floating_point_v<T>) return static_cast<T>(std::atan2(a, b));
-        else return T(0);
+        if constexpr (std::is_floating_point_v<T>)
+          return static_cast<T>(std::atan2(a, b));
+        else
+          return T(0);
       case BinaryOp::And:
-        if constexpr (std::is_integral_v<T>) return static_cast<T>(a & b);
-        else return T(0);
+        if constexpr (std::is_integral_v<T>)
+          return static_cast<T>(a & b);
+        else
+          return T(0);
       case BinaryOp::Or:
-        if constexpr (std::is_integral_v<T>) return static_cast<T>(a | b);
-        else return T(0);
+        if constexpr (std::is_integral_v<T>)
+          return static_cast<T>(a | b);
+        else
+          return T(0);
       case BinaryOp::Xor:
-        if constexpr (std::is_integral_v<T>) return static_cast<T>(a ^ b);
-        else return T(0);
+        if constexpr (std::is_integral_v<T>)
+          return static_cast<T>(a ^ b);
+        else
+          return T(0);
       case BinaryOp::ShiftLeft:
         if constexpr (std::is_integral_v<T>) {
           using U = std::make_unsigned_t<T>;
@@ -208,7 +255,8 @@ auto binary_value(BinaryOp op, T a, T b) {
         } else {
           return T(0);
         }
-      default: return T(0);
+      default:
+        return T(0);
     }
   }
 }
@@ -216,12 +264,18 @@ auto binary_value(BinaryOp op, T a, T b) {
 template <class T>
 bool compare_value(BinaryOp op, T a, T b) {
   switch (op) {
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    default: return a >= b;
+    case BinaryOp::Eq:
+      return a == b;
+    case BinaryOp::Ne:
+      return a != b;
+    case BinaryOp::Lt:
+      return a < b;
+    case BinaryOp::Le:
+      return a <= b;
+    case BinaryOp::Gt:
+      return a > b;
+    default:
+      return a >= b;
   }
 }
 
@@ -255,22 +309,36 @@ void binary_kernel(const Primitive& p, std::span<const Buf> in, std::span<const 
       bool* y = out[0].as<bool>();
       auto cmp = [&](auto f) { apply_binary(a, sa, b, sb, y, n, ctx.threads, f); };
       switch (op) {
-        case BinaryOp::Eq: return cmp([](T u, T v) { return u == v; });
-        case BinaryOp::Ne: return cmp([](T u, T v) { return u != v; });
-        case BinaryOp::Lt: return cmp([](T u, T v) { return u < v; });
-        case BinaryOp::Le: return cmp([](T u, T v) { return u <= v; });
-        case BinaryOp::Gt: return cmp([](T u, T v) { return u > v; });
-        case BinaryOp::Ge: return cmp([](T u, T v) { return u >= v; });
-        default: return cmp([op](T u, T v) { return compare_value(op, u, v); });
+        case BinaryOp::Eq:
+          return cmp([](T u, T v) { return u == v; });
+        case BinaryOp::Ne:
+          return cmp([](T u, T v) { return u != v; });
+        case BinaryOp::Lt:
+          return cmp([](T u, T v) { return u < v; });
+        case BinaryOp::Le:
+          return cmp([](T u, T v) { return u <= v; });
+        case BinaryOp::Gt:
+          return cmp([](T u, T v) { return u > v; });
+        case BinaryOp::Ge:
+          return cmp([](T u, T v) { return u >= v; });
+        default:
+          return cmp([op](T u, T v) { return compare_value(op, u, v); });
       }
     }
     T* y = out[0].as<T>();
     if constexpr (!std::is_same_v<T, bool>) {
       switch (op) {
-        case BinaryOp::Add: return apply_binary(a, sa, b, sb, y, n, ctx.threads, [](T u, T v) { return static_cast<T>(u + v); });
-        case BinaryOp::Sub: return apply_binary(a, sa, b, sb, y, n, ctx.threads, [](T u, T v) { return static_cast<T>(u - v); });
-        case BinaryOp::Mul: return apply_binary(a, sa, b, sb, y, n, ctx.threads, [](T u, T v) { return static_cast<T>(u * v); });
-        default: break;
+        case BinaryOp::Add:
+          return apply_binary(a, sa, b, sb, y, n, ctx.threads,
+                              [](T u, T v) { return static_cast<T>(u + v); });
+        case BinaryOp::Sub:
+          return apply_binary(a, sa, b, sb, y, n, ctx.threads,
+                              [](T u, T v) { return static_cast<T>(u - v); });
+        case BinaryOp::Mul:
+          return apply_binary(a, sa, b, sb, y, n, ctx.threads,
+                              [](T u, T v) { return static_cast<T>(u * v); });
+        default:
+          break;
       }
       if constexpr (std::is_floating_point_v<T>) {
         if (op == BinaryOp::Div)

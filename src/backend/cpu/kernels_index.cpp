@@ -73,8 +73,7 @@ void scatter_add_kernel(const Primitive& p, std::span<const Buf> in, std::span<c
   });
 }
 
-void iota_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,
-                 ExecContext&) {
+void iota_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out, ExecContext&) {
   const auto& io = backend::as<prim::Iota>(p);
   AxisRun run = axis_run(io.shape, io.dimension, io.dimension + 1);
   visit(io.dtype, [&]<class T>() {
@@ -103,8 +102,7 @@ void argsort_kernel(const Primitive& p, std::span<const Buf> in, std::span<const
             if (va != va || vb != vb) return vb != vb && va == va;  // NaNs sort last
           return va < vb;
         });
-        for (int64_t m = 0; m < run.middle; ++m)
-          y[(o * run.middle + m) * run.inner + i] = order[m];
+        for (int64_t m = 0; m < run.middle; ++m) y[(o * run.middle + m) * run.inner + i] = order[m];
       }
   });
 }

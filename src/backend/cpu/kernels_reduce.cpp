@@ -22,15 +22,21 @@ template <class T>
 T identity(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Or: return T(0);
+    case ReduceOp::Or:
+      return T(0);
     case ReduceOp::Prod:
-    case ReduceOp::And: return T(1);
+    case ReduceOp::And:
+      return T(1);
     case ReduceOp::Max:
-      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::lowest();
+      if constexpr (std::is_floating_point_v<T>)
+        return -std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::lowest();
     case ReduceOp::Min:
-      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::max();
+      if constexpr (std::is_floating_point_v<T>)
+        return std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::max();
   }
   return T(0);
 }
@@ -40,8 +46,10 @@ struct Combine {
   ReduceOp op;
   T operator()(T a, T b) const {
     switch (op) {
-      case ReduceOp::Sum: return static_cast<T>(a + b);
-      case ReduceOp::Prod: return static_cast<T>(a * b);
+      case ReduceOp::Sum:
+        return static_cast<T>(a + b);
+      case ReduceOp::Prod:
+        return static_cast<T>(a * b);
       case ReduceOp::Max:
         if constexpr (std::is_floating_point_v<T>)
           if (b != b) return b;
@@ -50,8 +58,10 @@ struct Combine {
         if constexpr (std::is_floating_point_v<T>)
           if (b != b) return b;
         return b < a ? b : a;
-      case ReduceOp::And: return a && b;
-      case ReduceOp::Or: return a || b;
+      case ReduceOp::And:
+        return a && b;
+      case ReduceOp::Or:
+        return a || b;
     }
     return a;
   }
@@ -87,14 +97,29 @@ void sum_short_rows(const T* x, T* y, int64_t begin, int64_t end) {
 template <class T>
 bool sum_short_rows(const T* x, T* y, int64_t middle, int64_t begin, int64_t end) {
   switch (middle) {
-    case 1: sum_short_rows<1>(x, y, begin, end); return true;
-    case 2: sum_short_rows<2>(x, y, begin, end); return true;
-    case 3: sum_short_rows<3>(x, y, begin, end); return true;
-    case 4: sum_short_rows<4>(x, y, begin, end); return true;
-    case 5: sum_short_rows<5>(x, y, begin, end); return true;
-    case 6: sum_short_rows<6>(x, y, begin, end); return true;
-    case 7: sum_short_rows<7>(x, y, begin, end); return true;
-    default: return false;
+    case 1:
+      sum_short_rows<1>(x, y, begin, end);
+      return true;
+    case 2:
+      sum_short_rows<2>(x, y, begin, end);
+      return true;
+    case 3:
+      sum_short_rows<3>(x, y, begin, end);
+      return true;
+    case 4:
+      sum_short_rows<4>(x, y, begin, end);
+      return true;
+    case 5:
+      sum_short_rows<5>(x, y, begin, end);
+      return true;
+    case 6:
+      sum_short_rows<6>(x, y, begin, end);
+      return true;
+    case 7:
+      sum_short_rows<7>(x, y, begin, end);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -104,9 +129,8 @@ void reduce_run(const T* x, T* y, AxisRun r, ReduceOp op, int threads) {
   Combine<T> f{op};
   if constexpr (!std::is_same_v<T, bool>) {
     if (r.inner == 1 && op == ReduceOp::Sum && r.middle >= 1 && r.middle < 8) {
-      parallel_for(r.outer, threads, (1 << 15) / r.middle, [&](int64_t b, int64_t e) {
-        sum_short_rows(x, y, r.middle, b, e);
-      });
+      parallel_for(r.outer, threads, (1 << 15) / r.middle,
+                   [&](int64_t b, int64_t e) { sum_short_rows(x, y, r.middle, b, e); });
       return;
     }
   }
@@ -154,7 +178,8 @@ void reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<const 
   const void* src = in[0].data;
   Shape shape = a.shape;
   std::shared_ptr<runtime::Buffer> tmp;
-  bool contiguous = r.axes.empty() || r.axes.back() - r.axes.front() + 1 == static_cast<int>(r.axes.size());
+  bool contiguous =
+      r.axes.empty() || r.axes.back() - r.axes.front() + 1 == static_cast<int>(r.axes.size());
   int first = r.axes.empty() ? nd : r.axes.front();
   int last = r.axes.empty() ? nd : r.axes.back() + 1;
   if (!contiguous) {

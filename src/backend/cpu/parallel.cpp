@@ -58,8 +58,8 @@ int hardware_threads() {
 
 void parallel_for(int64_t n, int threads, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
-  int t = static_cast<int>(std::min<int64_t>(std::min(threads, hardware_threads()),
-                                             grain > 0 ? n / grain : n));
+  int t = static_cast<int>(
+      std::min<int64_t>(std::min(threads, hardware_threads()), grain > 0 ? n / grain : n));
   if (t <= 1) {
     if (n > 0) fn(0, n);
     return;
