@@ -254,6 +254,8 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     c->mesh_sizes = {global_size};
     Program lowered = lower_nested(*body, c->mesh_names, c->mesh_sizes);
     c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
+    for (const Equation& eq : c->executable->program().equations)
+      c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     compiled_ = std::move(c);
   });
   return *compiled_;

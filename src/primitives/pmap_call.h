@@ -45,6 +45,7 @@ class PmapCall : public Primitive {
     std::unique_ptr<compile::Executable> executable;
     std::vector<std::string> mesh_names;
     std::vector<int64_t> mesh_sizes;
+    bool communicates = false;  // the program has collectives (replicas depend on each other)
   };
   const Compiled& compiled() const;
 

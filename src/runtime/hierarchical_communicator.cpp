@@ -1,5 +1,6 @@
 #include "runtime/hierarchical_communicator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -17,11 +18,24 @@ const char* kind_name(int k) {
   return names[k];
 }
 
+// reduce_range over [begin, end) in cache-sized blocks: one pass over memory instead of one per
+// source. dst must not alias a source.
+constexpr int64_t kBlock = 8192;  // elements
+void reduce_blocked(const std::vector<const void*>& srcs, void* dst, int64_t begin, int64_t end,
+                    DType dtype, ReduceOp op) {
+  for (int64_t b = begin; b < end; b += kBlock)
+    reduce_range(srcs, 0, dst, b, std::min(end, b + kBlock), dtype, op);
+}
+
 // dst = srcs[0] (op) srcs[1] (op) ... elementwise, in order.
 void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t n, DType dtype,
                  ReduceOp op) {
-  reduce_range(srcs, 0, dst, 0, n, dtype, op);
+  reduce_blocked(srcs, dst, 0, n, dtype, op);
 }
+
+// Rendezvous keys of the inner steps of collective #seq (seq + k * kStep): every local member
+// meets at them in the same order, and they never collide with a collective's own key.
+constexpr uint64_t kStep = uint64_t{1} << 48;
 
 }  // namespace
 
@@ -78,26 +92,48 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
                                           ReduceOp op) {
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
+  const int L = static_cast<int>(r.out.size());
+  const int P = static_cast<int>(counts_.size());
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  // Every local member works on its own chunk of the elements in the two summing steps.
+  const int64_t begin = count * local_rank_ / L, end = count * (local_rank_ + 1) / L;
+  if (local_rank_ == 0) check_headers(0, dtype, count, seq);
+  // 1. This process's sum, into the last member's output (unused until step 3) or, for a single
+  //    member, a scratch buffer.
+  std::shared_ptr<Buffer> scratch;
+  if (L == 1) scratch = allocate(std::max<size_t>(bytes, 1));
+  void* partial = L > 1 ? r.out[L - 1] : scratch->data;
+  reduce_blocked(r.in, partial, begin, end, dtype, op);
+  local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
+  local_->depart(seq + kStep);
+  // 2. The leader exchanges the sum with the other processes' leaders.
+  std::vector<const void*> parts;  // every process's sum, in process order (the leader's)
+  std::vector<std::shared_ptr<Buffer>> others(P);
   if (local_rank_ == 0) {
-    check_headers(0, dtype, count, seq);
-    int P = static_cast<int>(counts_.size());
-    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-    auto partial = allocate(std::max<size_t>(bytes, 1));
-    reduce_into(partial->data, r.in, count, dtype, op);
-    std::vector<std::shared_ptr<Buffer>> others(P);
     std::vector<Message> sends, recvs;
     for (int p = 0; p < P; ++p) {
       if (p == me_) continue;
       others[p] = allocate(std::max<size_t>(bytes, 1));
-      sends.push_back({p, partial->data, bytes});
+      sends.push_back({p, partial, bytes});
       recvs.push_back({p, others[p]->data, bytes});
     }
     transport_->exchange(sends, recvs, "all_reduce #" + std::to_string(seq));
-    std::vector<const void*> parts;
-    for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? partial->data : others[p]->data);
-    reduce_into(out, parts, count, dtype, op);
-    for (size_t m = 1; m < r.out.size(); ++m) std::memcpy(r.out[m], out, bytes);
+    for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? partial : others[p]->data);
   }
+  // 3. Every member combines its chunk of the sums (process order: the same result everywhere)
+  //    into the first output and copies it to the others. The leader publishes the parts here.
+  auto& r3 =
+      local_->arrive(seq + 2 * kStep, local_rank_, local_rank_ == 0 ? &parts : nullptr, nullptr);
+  const auto& all = *static_cast<const std::vector<const void*>*>(r3.in[0]);
+  const size_t item = itemsize(dtype);
+  for (int64_t b = begin; b < end; b += kBlock) {
+    int64_t e = std::min(end, b + kBlock);
+    reduce_range(all, 0, r.out[0], b, e, dtype, op);
+    for (int m = 1; m < L; ++m)  // copied while the block is in cache
+      std::memcpy(static_cast<char*>(r.out[m]) + b * item,
+                  static_cast<const char*>(r.out[0]) + b * item, (e - b) * item);
+  }
+  local_->depart(seq + 2 * kStep);
   local_->depart(seq);
 }
 

@@ -1,21 +1,25 @@
 // A multi-process run that goes wrong on purpose, for the fault tests (run_fault.cmake):
 //   exit      process 1 calls std::exit(3) after a few pmap(psum) steps while the others go on;
-//   mismatch  process 0 runs psum while the others run all_gather.
+//   stuck     process 1 stops answering (sleeps 40 s) there instead;
+//   mismatch  process 0 runs psum while the others run all_gather;
+//   shapes    process 0 runs psum of 1024 floats per device, the others of 512.
 // Every process that catches spmd::Error prints "process <p>: error: <message>" and exits 1;
 // reaching the end without an error prints "no error" and exits 0 (the checks then fail).
 #include <spmd/spmd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 using namespace spmd;
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "exit" && mode != "mismatch") {
-    std::fprintf(stderr, "usage: %s exit|mismatch\n", argv[0]);
+  if (mode != "exit" && mode != "stuck" && mode != "mismatch" && mode != "shapes") {
+    std::fprintf(stderr, "usage: %s exit|stuck|mismatch|shapes\n", argv[0]);
     return 2;
   }
   distributed::initialize();
@@ -25,8 +29,13 @@ int main(int argc, char** argv) {
     if (process_count() < 2) fail("expected a run of at least 2 processes, got ", process_count());
     Array x = ones({local, 1024}, float32);
     auto step = pmap([](const Array& v) { return psum(v, "i"); }, "i");
-    if (mode == "exit") {
+    if (mode == "exit" || mode == "stuck") {
       for (int i = 0; i < 50; ++i) {
+        if (me == 1 && i == 5 && mode == "stuck") {
+          std::printf("process 1: stuck at step %d\n", i);
+          std::fflush(stdout);
+          std::this_thread::sleep_for(std::chrono::seconds(40));
+        }
         if (me == 1 && i == 5) {
           std::printf("process 1: leaving with std::exit(3) at step %d\n", i);
           std::fflush(stdout);
@@ -34,6 +43,8 @@ int main(int argc, char** argv) {
         }
         x = step(x) / static_cast<float>(device_count());
       }
+    } else if (mode == "shapes") {
+      x = step(me == 0 ? x : ones({local, 512}, float32));
     } else {
       auto gather = pmap([](const Array& v) { return all_gather(v, "i"); }, "i");
       if (me == 0) {

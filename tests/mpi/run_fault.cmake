@@ -1,9 +1,11 @@
 # Runs mpi_fault under mpirun and checks that the run fails fast with the right message in every
-# surviving process. cmake -DMPIEXEC=... -DNP_FLAG=-n -DPROGRAM=... -DMODE=exit|mismatch -P run_fault.cmake
+# surviving process. cmake -DMPIEXEC=... -DNP_FLAG=-n -DPROGRAM=... -DMODE=exit|stuck|mismatch|shapes -P run_fault.cmake
 #   exit:     3 processes; process 1 calls std::exit(3) mid-run. Processes 0 and 2 must each print
 #             an spmd::Error naming process 1, and mpirun must exit non-zero.
+#   stuck:    the same, but process 1 stops answering instead: reported after the timeout.
 #   mismatch: 3 processes; process 0 runs psum, 1 and 2 all_gather. Every process must print
 #             "processes reached different collectives" instead of deadlocking.
+#   shapes:   3 processes; process 0 runs psum of 1024 floats per device, 1 and 2 of 512: the same.
 # SPMD_COLLECTIVE_TIMEOUT is 10 s; the whole run must end within 60 s.
 set(np 3)
 string(TIMESTAMP start "%s")
@@ -25,16 +27,23 @@ endif()
 if(all MATCHES "no error")
   message(FATAL_ERROR "a process finished without an error")
 endif()
-if(MODE STREQUAL "exit")
-  if(NOT all MATCHES "process 1: leaving")
+if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
+  if(NOT all MATCHES "process 1: (leaving|stuck)")
     message(FATAL_ERROR "process 1 did not reach its exit (the run failed before the fault)")
   endif()
+  # An exit is announced, so the others report it at once ("lost process 1"); a process that
+  # stops answering is reported when the collective timeout runs out ("process(es) 1").
+  if(MODE STREQUAL "exit")
+    set(naming "lost process 1[^0-9]")
+  else()
+    set(naming "timed out after 10 s waiting for process\\(es\\) 1[^0-9]")
+  endif()
   foreach(p 0 2)
-    if(NOT all MATCHES "process ${p}: error: [^\n]*(lost process 1[^0-9]|process\\(es\\) 1[^0-9])")
-      message(FATAL_ERROR "process ${p} did not print an error naming the lost process 1")
+    if(NOT all MATCHES "process ${p}: error: [^\n]*${naming}")
+      message(FATAL_ERROR "process ${p} did not print an error naming process 1 (expected /${naming}/)")
     endif()
   endforeach()
-elseif(MODE STREQUAL "mismatch")
+elseif(MODE STREQUAL "mismatch" OR MODE STREQUAL "shapes")
   foreach(p 0 1 2)
     if(NOT all MATCHES "process ${p}: error: [^\n]*processes reached different collectives")
       message(FATAL_ERROR "process ${p} did not report that the processes reached different collectives")
