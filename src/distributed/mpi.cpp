@@ -1,7 +1,9 @@
 // The distributed layer over MPI (OpenMPI): process discovery, the device layout exchange, and
 // the Transport the hierarchical communicator sends through. Only the collectives' leaders call
 // MPI, with non-blocking point-to-point messages polled against a deadline, so a lost process
-// turns into an error naming it instead of a hang; a failing process tells the others.
+// turns into an error naming it instead of a hang; a failing process tells the others, and so
+// does one that exits (at exit every process says it is leaving and waits for the others to say
+// the same, so one that leaves in the middle of the program is reported at once).
 // Only the C API: OpenMPI would otherwise pull in its removed C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -240,7 +242,8 @@ bool g_initialized = false;
 
 void at_exit() {
   if (!g_initialized) return;
-  if (g_transport && std::uncaught_exceptions() == 0 && !g_transport->failed()) {
+  // Alone (one process) or after a clean run: leave together and finalize.
+  if (!g_transport || (std::uncaught_exceptions() == 0 && !g_transport->failed())) {
     shutdown();
     return;
   }

@@ -1,5 +1,6 @@
 #include "runtime/in_process_communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -90,13 +91,16 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
   // This member reduces its chunk of the elements and writes it into every member's output.
   int n = size();
   int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
-  if (end > begin) {
-    size_t item = itemsize(dtype);
-    reduce_range(r.in, 0, r.out[rank_], begin, end, dtype, op);
+  // Block by block, so each reduced block is copied to the others while it is still in cache.
+  constexpr int64_t kBlock = 8192;
+  size_t item = itemsize(dtype);
+  for (int64_t lo = begin; lo < end; lo += kBlock) {
+    int64_t hi = std::min(end, lo + kBlock);
+    reduce_range(r.in, 0, r.out[rank_], lo, hi, dtype, op);
     for (int m = 0; m < n; ++m)
       if (m != rank_)
-        std::memcpy(static_cast<char*>(r.out[m]) + begin * item,
-                    static_cast<char*>(r.out[rank_]) + begin * item, (end - begin) * item);
+        std::memcpy(static_cast<char*>(r.out[m]) + lo * item,
+                    static_cast<char*>(r.out[rank_]) + lo * item, (hi - lo) * item);
   }
   rv_->depart(seq);
 }
