@@ -1,8 +1,8 @@
 #pragma once
 // Collectives over devices of several processes: the devices of a process meet at an in-process
-// rendezvous, the first of them (the leader) combines their buffers and exchanges the
-// combination with the other processes' leaders through the Transport, then the result is
-// handed back to every local device. Every process combines the per-process parts in process
+// rendezvous and combine their buffers (all-reduce splits that work across them); the first of
+// them (the leader) exchanges the combination with the other processes' leaders through the
+// Transport; then the result is handed back to every local device. Every process combines the per-process parts in process
 // order, so results are identical everywhere. Each exchange starts with a header (collective,
 // dtype, size, sequence number) so processes that reach different collectives are reported
 // instead of deadlocking.

@@ -53,12 +53,14 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
          " devices were given; expected them to be equal");
   // Across processes every process maps its local devices; collectives see all of them.
   int64_t global = n;
-  if (runtime::transport() != nullptr && !inside_trace) {
-    if (n != local_device_count() || !devices.empty())
-      fail("pmap across ", process_count(),
-           " processes: expected a mapped axis equal to this process's local "
-           "device count ",
-           local_device_count(), " (every process maps its own devices), got ", n);
+  if (runtime::transport() != nullptr) {
+    // Inside jit too: the shapes are known at trace time, and the collectives span processes.
+    if (!devices.empty())
+      fail("pmap across ", process_count(), " processes maps every process's own devices; the devices option "
+           "is for single-process runs");
+    if (n != local_device_count())
+      fail("pmap across ", process_count(), " processes: expected a mapped axis equal to this process's local "
+           "device count ", local_device_count(), " (every process maps its own devices), got ", n);
     global = device_count();
   }
   if (devices.empty() && !inside_trace) {

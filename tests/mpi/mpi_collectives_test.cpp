@@ -569,7 +569,7 @@ TEST_P(Collectives, SeveralCollectivesInOnePmapStayInStep) {
 
 // Disabled: jit(pmap(f)) across processes reduces over this process's devices only (pmap traced
 // inside jit is not marked as spanning processes, src/transforms/pmap.cpp); enable once fixed.
-TEST_P(Collectives, DISABLED_PmapInsideJitSpansEveryProcess) {
+TEST_P(Collectives, PmapInsideJitSpansEveryProcess) {
   auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
   auto f = jit(pmap([](const Array& x) { return psum(x, "i"); }, "i"));
   std::vector<H> global = inputs({3});
