@@ -20,7 +20,11 @@ struct Recorder {
   std::vector<Event> events;
   std::string path;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_write{};
+  size_t written = 0;  // events in the file at the last write
 };
+
+void write_file(Recorder* r);
 
 Recorder* recorder() {
   static Recorder* r = [] {
@@ -28,6 +32,11 @@ Recorder* recorder() {
     if (!path || !*path) return static_cast<Recorder*>(nullptr);
     auto* rec = new Recorder();
     rec->path = path;
+    std::atexit([] {
+      Recorder* r = recorder();
+      std::lock_guard lock(r->mu);
+      write_file(r);
+    });
     return rec;
   }();
   return r;
@@ -60,6 +69,17 @@ void Timeline::flush() {
   Recorder* r = recorder();
   if (!r) return;
   std::lock_guard lock(r->mu);
+  // The whole file is rewritten (it must stay valid JSON): at most once a second, and at exit.
+  auto now = std::chrono::steady_clock::now();
+  if (r->written > 0 && now - r->last_write < std::chrono::seconds(1)) return;
+  write_file(r);
+}
+
+namespace {
+void write_file(Recorder* r) {
+  if (r->events.size() == r->written && r->written > 0) return;
+  r->last_write = std::chrono::steady_clock::now();
+  r->written = r->events.size();
   std::ofstream out(r->path);
   out << "{\"traceEvents\":[\n";
   bool first = true;
@@ -78,5 +98,7 @@ void Timeline::flush() {
         first = false;
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";
 }
+
+}  // namespace
 
 }  // namespace spmd::runtime
