@@ -75,23 +75,33 @@ Array all_gather(const Array& x, const AxisName& axis_name, int axis, bool tiled
   return reshape(moved, s);
 }
 
+namespace {
+// Axis d of x as `size` blocks on a new leading axis. Untiled, axis d must have the axis size and
+// moves to the front; tiled, it must be divisible by it and is split.
+Array blocks_to_front(const Array& x, int d, int64_t size, bool tiled, const char* op,
+                      const char* what) {
+  int64_t n = x.shape()[d];
+  if (!tiled) {
+    if (n != size)
+      fail(op, ": expected ", what, " ", d, " of ", shape_str(x.shape()),
+           " to equal the axis size ", size, ", got ", n);
+    return moveaxis(x, d, 0);
+  }
+  if (n % size != 0)
+    fail(op, ": expected ", what, " ", d, " of ", shape_str(x.shape()),
+         " to be divisible by the axis size ", size, ", got ", n);
+  Shape s = x.shape();
+  s[d] = n / size;
+  s.insert(s.begin() + d, size);
+  return moveaxis(reshape(x, s), d, 0);
+}
+}  // namespace
+
 Array psum_scatter(const Array& x, const AxisName& axis_name, int scatter_dimension, bool tiled) {
   Group g = resolve(axis_name);
   int d = normalize_axis(scatter_dimension, x.ndim(), "psum_scatter");
-  int64_t n = x.shape()[d];
-  if (!tiled) {
-    if (n != g.size)
-      fail("psum_scatter: expected dimension ", d, " of ", shape_str(x.shape()),
-           " to equal the axis size ", g.size, ", got ", n);
-    return collective<prim::ReduceScatter>(g, moveaxis(x, d, 0));
-  }
-  if (n % g.size != 0)
-    fail("psum_scatter: expected dimension ", d, " of ", shape_str(x.shape()),
-         " to be divisible by the axis size ", g.size, ", got ", n);
-  Shape s = x.shape();
-  s[d] = n / g.size;
-  s.insert(s.begin() + d, g.size);
-  return collective<prim::ReduceScatter>(g, moveaxis(reshape(x, s), d, 0));
+  return collective<prim::ReduceScatter>(
+      g, blocks_to_front(x, d, g.size, tiled, "psum_scatter", "dimension"));
 }
 
 Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int concat_axis,
@@ -99,23 +109,12 @@ Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int 
   Group g = resolve(axis_name);
   int sa = normalize_axis(split_axis, x.ndim(), "all_to_all");
   int ca = normalize_axis(concat_axis, x.ndim(), "all_to_all");
-  int64_t n = x.shape()[sa];
-  if (!tiled) {
-    if (n != g.size)
-      fail("all_to_all: expected split axis ", sa, " of ", shape_str(x.shape()),
-           " to equal the axis size ", g.size, ", got ", n);
-    Array received = collective<prim::AllToAll>(g, moveaxis(x, sa, 0));  // (source, rest...)
-    return moveaxis(received, 0, ca);
-  }
-  if (n % g.size != 0)
-    fail("all_to_all: expected split axis ", sa, " of ", shape_str(x.shape()),
-         " to be divisible by the axis size ", g.size, ", got ", n);
-  Shape s = x.shape();
-  s[sa] = n / g.size;
-  s.insert(s.begin() + sa, g.size);
-  Array received = collective<prim::AllToAll>(g, moveaxis(reshape(x, s), sa, 0));
-  // received: (source, x with split axis shrunk); concatenate the sources along concat_axis.
+  // received: (source, x with the split axis removed or shrunk)
+  Array received = collective<prim::AllToAll>(
+      g, blocks_to_front(x, sa, g.size, tiled, "all_to_all", "split axis"));
   Array moved = moveaxis(received, 0, ca);
+  if (!tiled) return moved;
+  // Tiled: concatenate the sources along concat_axis.
   Shape out = moved.shape();
   out.erase(out.begin() + ca);
   out[ca] *= g.size;

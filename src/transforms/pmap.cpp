@@ -56,11 +56,14 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   if (runtime::transport() != nullptr) {
     // Inside jit too: the shapes are known at trace time, and the collectives span processes.
     if (!devices.empty())
-      fail("pmap across ", process_count(), " processes maps every process's own devices; the devices option "
+      fail("pmap across ", process_count(),
+           " processes maps every process's own devices; the devices option "
            "is for single-process runs");
     if (n != local_device_count())
-      fail("pmap across ", process_count(), " processes: expected a mapped axis equal to this process's local "
-           "device count ", local_device_count(), " (every process maps its own devices), got ", n);
+      fail("pmap across ", process_count(),
+           " processes: expected a mapped axis equal to this process's local "
+           "device count ",
+           local_device_count(), " (every process maps its own devices), got ", n);
     global = device_count();
   }
   if (devices.empty() && !inside_trace) {

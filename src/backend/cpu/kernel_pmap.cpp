@@ -110,30 +110,30 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   }
   int threads = std::max(1, hardware_threads() / replicas);
   auto replica = [&](int r) {
-        runtime::Timeline::set_track(devices[r]);
-        runtime::Timeline::Span span("compute");
-        int64_t row = r / inner;
-        bool writer = r % inner == 0;
-        std::vector<void*> ins(in.size()), outs(out.size());
-        for (size_t i = 0; i < in.size(); ++i)
-          ins[i] = const_cast<char*>(in_base[i] + in_stride[i] * row);
-        size_t offset = 0;
-        for (size_t j = 0; j < out.size(); ++j) {
-          bool mapped = call.out_axes[j] != not_mapped;
-          if (writer && (mapped || row == 0)) {
-            outs[j] = out_base[j] + out_stride[j] * row;
-          } else {
-            if (!scratch[r]) scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64));
-            outs[j] = static_cast<char*>(scratch[r]->data) + offset;
-          }
-          offset += (out_types[j].nbytes() + 63) / 64 * 64;
-        }
-        auto axes = mesh.axes_for(static_cast<int>(base + r));
-        ExecContext ctx;
-        ctx.device = devices[r];
-        ctx.axes = axes.get();
-        ctx.threads = threads;
-        exe.run_into(ins, outs, ctx);
+    runtime::Timeline::set_track(devices[r]);
+    runtime::Timeline::Span span("compute");
+    int64_t row = r / inner;
+    bool writer = r % inner == 0;
+    std::vector<void*> ins(in.size()), outs(out.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      ins[i] = const_cast<char*>(in_base[i] + in_stride[i] * row);
+    size_t offset = 0;
+    for (size_t j = 0; j < out.size(); ++j) {
+      bool mapped = call.out_axes[j] != not_mapped;
+      if (writer && (mapped || row == 0)) {
+        outs[j] = out_base[j] + out_stride[j] * row;
+      } else {
+        if (!scratch[r]) scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64));
+        outs[j] = static_cast<char*>(scratch[r]->data) + offset;
+      }
+      offset += (out_types[j].nbytes() + 63) / 64 * 64;
+    }
+    auto axes = mesh.axes_for(static_cast<int>(base + r));
+    ExecContext ctx;
+    ctx.device = devices[r];
+    ctx.axes = axes.get();
+    ctx.threads = threads;
+    exe.run_into(ins, outs, ctx);
   };
   // Replicas that never communicate and touch little data run one after the other on this
   // thread: waking 8 device threads costs ~50 µs here (an idle virtual CPU's wake-up), far more
@@ -141,8 +141,8 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   size_t bytes = 0;
   for (const Buf& b : in) bytes += b.aval->nbytes();
   for (const Buf& b : out) bytes += b.aval->nbytes();
-  if (!compiled.communicates && base == 0 && call.global_size == call.size && bytes <= kInlineBytes &&
-      !runtime::on_worker_thread()) {
+  if (!compiled.communicates && base == 0 && call.global_size == call.size &&
+      bytes <= kInlineBytes && !runtime::on_worker_thread()) {
     for (int r = 0; r < replicas; ++r) replica(r);
   } else {
     runtime::Client::get().run_on_devices(devices, replica, [run] {
