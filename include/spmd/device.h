@@ -16,6 +16,12 @@ struct Device {
 };
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
+// Every device has a worker thread; a multi-device computation (pmap) runs one replica on each
+// device's thread concurrently. Single-device work — eager ops and jit calls — runs
+// synchronously on the calling thread (the data already lives in host memory, and handing it
+// to another thread would cost more than most ops), and a pmap whose replicas never communicate
+// and touch little data runs its replicas there one after another, for the same reason.
+//
 // The number of emulated CPU devices comes from, in order: set_cpu_device_count(), the
 // environment variable SPMD_CPU_DEVICES, XLA_FLAGS=--xla_force_host_platform_device_count=N,
 // and otherwise 1. It is fixed at first use; changing it afterwards throws spmd::Error.
