@@ -157,7 +157,7 @@ int run(const Options& opt) {
               << ndev << " devices (" << process_count() << " process"
               << (process_count() > 1 ? "es" : "") << "), batch " << opt.batch_size << " ("
               << per_device << " per device), " << optimizer.name() << " lr=" << opt.learning_rate
-              << "\n";
+              << std::endl;
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
     Array perm =
