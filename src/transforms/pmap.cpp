@@ -73,16 +73,13 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
            " devices are available (num_replicas=", n, ")");
   }
 
-  transforms::Signature sig = transforms::signature_of(call);
-  for (int a : axes) sig.hash = sig.hash * 31 + static_cast<size_t>(a + 1);
+  transforms::Signature sig = transforms::signature_of(call, axes);
   std::shared_ptr<prim::PmapCall> prim;
   std::vector<Array> captured;
   {
     std::lock_guard lock(cache.mu);
     auto it = cache.entries.find(sig);
-    // Equal signatures with different in_axes hash apart but compare equal: check the axes too.
-    if (it != cache.entries.end() && it->second.call->in_axes.size() >= axes.size() &&
-        std::equal(axes.begin(), axes.end(), it->second.call->in_axes.begin())) {
+    if (it != cache.entries.end()) {
       prim = it->second.call;
       out_tree = it->second.out_tree;
     }

@@ -5,14 +5,17 @@
 namespace spmd::transforms {
 
 bool Signature::operator==(const Signature& o) const {
-  if (hash != o.hash || avals != o.avals || statics.size() != o.statics.size()) return false;
+  if (hash != o.hash || avals != o.avals || mapped_axes != o.mapped_axes ||
+      statics.size() != o.statics.size())
+    return false;
   for (size_t i = 0; i < statics.size(); ++i)
     if (!statics[i]->equals(*o.statics[i])) return false;
   return in_tree == o.in_tree;
 }
 
-Signature signature_of(const detail::FlatCall& call) {
-  Signature s{{}, call.in_tree, call.statics, call.in_tree.hash()};
+Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axes) {
+  Signature s{{}, call.in_tree, call.statics, std::move(mapped_axes), call.in_tree.hash()};
+  for (int a : s.mapped_axes) s.hash = s.hash * 31 + static_cast<size_t>(a + 1);
   s.avals.reserve(call.leaves.size());
   for (const Array& a : call.leaves) {
     if (!a.valid()) fail("expected an array argument, got an empty (default-constructed) Array");

@@ -11,6 +11,7 @@ struct Signature {
   std::vector<AbstractValue> avals;
   TreeDef in_tree;
   detail::Statics statics;
+  std::vector<int> mapped_axes;  // pmap: the resolved in_axes (part of what was traced)
   size_t hash = 0;
   bool operator==(const Signature& o) const;
 };
@@ -19,6 +20,6 @@ struct SignatureHash {
   size_t operator()(const Signature& s) const { return s.hash; }
 };
 
-Signature signature_of(const detail::FlatCall& call);
+Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axes = {});
 
 }  // namespace spmd::transforms
