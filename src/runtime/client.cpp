@@ -168,6 +168,13 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
 
 bool on_worker_thread() { return t_on_worker; }
 
+void check_device_count(int64_t replicas) {
+  int available = Client::get().local_device_count();
+  if (replicas > available)
+    fail("compiling computation that requires ", replicas, " logical devices, but only ", available,
+         " devices are available (num_replicas=", replicas, ")");
+}
+
 }  // namespace spmd::runtime
 
 namespace spmd {

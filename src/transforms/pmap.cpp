@@ -66,12 +66,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
            local_device_count(), " (every process maps its own devices), got ", n);
     global = device_count();
   }
-  if (devices.empty() && !inside_trace) {
-    int available = runtime::Client::get().local_device_count();
-    if (n > available)
-      fail("compiling computation that requires ", n, " logical devices, but only ", available,
-           " devices are available (num_replicas=", n, ")");
-  }
+  if (devices.empty() && !inside_trace) runtime::check_device_count(n);
 
   transforms::Signature sig = transforms::signature_of(call, axes);
   std::shared_ptr<prim::PmapCall> prim;

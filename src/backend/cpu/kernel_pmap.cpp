@@ -48,12 +48,9 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   int64_t inner = 1;
   for (size_t k = 1; k < compiled.mesh_sizes.size(); ++k) inner *= compiled.mesh_sizes[k];
   int replicas = static_cast<int>(outer * inner);
-  int available = runtime::Client::get().local_device_count();
   std::vector<int> devices = call.devices;
   if (devices.empty()) {
-    if (replicas > available)
-      fail("compiling computation that requires ", replicas, " logical devices, but only ",
-           available, " devices are available (num_replicas=", replicas, ")");
+    runtime::check_device_count(replicas);
     for (int r = 0; r < replicas; ++r) devices.push_back(r);
   } else if (static_cast<int>(devices.size()) != replicas) {
     fail("pmap: the mapped size times nested sizes is ", replicas, ", but ", devices.size(),
