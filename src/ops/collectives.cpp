@@ -43,6 +43,12 @@ Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis
   // As jax.lax: psum counts bools as int32; pmax / pmin keep them bool.
   bool count = op == prim::CollectiveReduce::Sum && x.dtype() == DType::Bool;
   Array in = count ? astype(x, DType::Int32) : x;
+  // Over one pmap replica the reduction is the value itself: no copy. (Under vmap the rule must
+  // still run: it marks the result as the same for every batch element.)
+  bool pmap_only = true;
+  for (const auto& n : g.names)
+    pmap_only = pmap_only && transforms::lookup_axis(n).kind == transforms::AxisKind::Pmap;
+  if (g.size == 1 && pmap_only) return in;
   return bind1(std::make_shared<prim::AllReduce>(op, g.names, g.sizes), {in});
 }
 
