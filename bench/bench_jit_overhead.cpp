@@ -9,29 +9,14 @@
 #include <functional>
 #include <vector>
 
+#include "bench_util.h"
 #include "spmd/spmd.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Median over `batches` of the mean time of one call within a batch of `calls` calls, in µs.
-double per_call_us(const std::function<void()>& fn, int batches, int calls) {
-  std::vector<double> t;
-  for (int b = 0; b < batches; ++b) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / calls);
-  }
-  return median(t);
-}
-
+using spmd::bench::Clock;
+using spmd::bench::median;
+using spmd::bench::per_call_us;
 spmd::Array f(const spmd::Array& x) { return x * 2 + 1; }
 
 bool check(const spmd::Array& y, const char* what) {

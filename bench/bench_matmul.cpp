@@ -23,24 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "spmd/spmd.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_of(const std::function<void()>& fn) {
-  auto t0 = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
+using spmd::bench::median;
+using spmd::bench::seconds_of;
 std::vector<float> random_matrix(int64_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

@@ -19,17 +19,13 @@
 #include <functional>
 #include <vector>
 
+#include "bench_util.h"
 #include "spmd/spmd.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using spmd::bench::Clock;
+using spmd::bench::median;
 
 // Milliseconds of fn in the slowest process, after a barrier.
 double timed_ms(const std::function<void()>& fn) {

@@ -24,26 +24,16 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.h"
 #include "spmd/spmd.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using spmd::Array;
+using spmd::bench::median;
+using spmd::bench::ms_of;
 
 constexpr int kDevices = 8;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double ms_of(const std::function<void()>& fn) {
-  auto t0 = Clock::now();
-  fn();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // Small integers in [-8, 8] as floats: every sum of 8 of them is exact, so results compare
 // bit for bit whatever the order of the additions.

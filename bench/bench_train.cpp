@@ -29,12 +29,14 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.h"
 #include "spmd/spmd.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using spmd::Array;
+using spmd::bench::median;
+using spmd::bench::seconds_of;
 namespace nn = spmd::nn;
 
 constexpr int64_t kBatch = 128, kIn = 784, kHidden = 1024, kClasses = 10;
@@ -43,18 +45,6 @@ constexpr int kBatches = 4;  // distinct random batches, cycled
 // Multiply-adds per sample in the three weight matrices; a training step does 3 products of
 // each (forward, gradient of the weights, gradient of the inputs): 6 FLOPs per multiply-add.
 constexpr double kFlopsPerSample = 6.0 * (kIn * kHidden + kHidden * kHidden + kHidden * kClasses);
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double seconds_of(const std::function<void()>& fn) {
-  auto t0 = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // ---- the spmd training step, as in examples/mnist_data_parallel.cpp ---------------------------
 

@@ -12,22 +12,15 @@
 #include <vector>
 
 #include "spmd/spmd.h"
+#include "test_util.h"
 
 namespace {
+
+using spmd::test_util::error_of;
 
 using spmd::Array;
 using spmd::DType;
 using spmd::Shape;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const spmd::Error& e) {
-    return e.what();
-  }
-  return "<no spmd::Error thrown>";
-}
 
 // ---- construction and metadata ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collective_reference.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
@@ -27,96 +28,20 @@ static void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
 
 namespace {
 
+using test_util::add;
+using test_util::concat;
+using test_util::H;
+using test_util::norm;
+using test_util::permuted;
+using test_util::reduce;
+using test_util::replicate;
+using test_util::slice;
+using test_util::stack;
+using test_util::take;
+using test_util::to_array;
+using test_util::zeros_of;
+
 using ::testing::HasSubstr;
-
-// ---- a host tensor for the references (row-major doubles) -------------------------------------
-struct H {
-  Shape shape;
-  std::vector<double> v;
-};
-
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-// Sizes before axis and from axis + skip on.
-std::pair<int64_t, int64_t> outer_inner(const Shape& s, int axis, int skip) {
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[d];
-  for (int d = axis + skip; d < static_cast<int>(s.size()); ++d) inner *= s[d];
-  return {outer, inner};
-}
-
-// x[..., i, ...] along axis (the axis removed).
-H take(const H& x, int axis, int64_t i) {
-  auto [outer, inner] = outer_inner(x.shape, axis, 1);
-  int64_t n = x.shape[axis];
-  H out{x.shape, {}};
-  out.shape.erase(out.shape.begin() + axis);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < inner; ++k) out.v.push_back(x.v[(o * n + i) * inner + k]);
-  return out;
-}
-
-// The xs stacked on a new axis.
-H stack(const std::vector<H>& xs, int axis) {
-  const Shape& s = xs.at(0).shape;
-  auto [outer, inner] = outer_inner(s, axis, 0);
-  int64_t n = static_cast<int64_t>(xs.size());
-  H out{s, std::vector<double>(static_cast<size_t>(outer * n * inner))};
-  out.shape.insert(out.shape.begin() + axis, n);
-  for (int64_t j = 0; j < n; ++j) {
-    EXPECT_EQ(xs[j].shape, s);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < inner; ++k) out.v[(o * n + j) * inner + k] = xs[j].v[o * inner + k];
-  }
-  return out;
-}
-
-// The xs joined along an existing axis (a stack whose new axis merges with the next one).
-H concat(const std::vector<H>& xs, int axis) {
-  H out = stack(xs, axis);
-  out.shape[axis + 1] *= out.shape[axis];
-  out.shape.erase(out.shape.begin() + axis);
-  return out;
-}
-
-// x[..., begin:end, ...] along axis.
-H slice(const H& x, int axis, int64_t begin, int64_t end) {
-  std::vector<H> rows;
-  for (int64_t i = begin; i < end; ++i) rows.push_back(take(x, axis, i));
-  return stack(rows, axis);
-}
-
-H zeros_of(const Shape& s) { return H{s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)}; }
-
-H combine(const H& a, const H& b, const std::function<double(double, double)>& op) {
-  EXPECT_EQ(a.shape, b.shape);
-  H out = a;
-  for (size_t i = 0; i < out.v.size(); ++i) out.v[i] = op(a.v[i], b.v[i]);
-  return out;
-}
-
-// Sum (or max, min) over the members, in member order.
-H reduce(const std::vector<H>& xs, const std::function<double(double, double)>& op) {
-  H acc = xs.at(0);
-  for (size_t m = 1; m < xs.size(); ++m) acc = combine(acc, xs[m], op);
-  return acc;
-}
-double add(double a, double b) { return a + b; }
-
-Array to_array(const H& h, DType dtype) {
-  if (dtype == DType::Int32) {
-    std::vector<int32_t> v;
-    for (double d : h.v) v.push_back(static_cast<int32_t>(d));
-    return Array(v, h.shape);
-  }
-  std::vector<float> v;
-  for (double d : h.v) v.push_back(static_cast<float>(d));
-  return Array(v, h.shape);
-}
 
 H from_array(const Array& a) { return H{a.shape(), a.to_vector<double>()}; }
 
@@ -151,8 +76,6 @@ void expect_values(const Array& got, const H& want, DType dtype, const std::stri
 using Fn = std::function<Array(const Array&)>;
 // Per-replica outputs from every replica's input.
 using Reference = std::function<std::vector<H>(const std::vector<H>&)>;
-
-int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
 // Runs f under pmap and under vmap with the replicas' inputs stacked on in_axis, and checks both
 // against the reference outputs stacked on out_axis (none: the one replicated value).
@@ -189,8 +112,6 @@ class Collectives : public ::testing::TestWithParam<std::tuple<int, DType>> {
     return random_inputs(n(), shape, dtype(), seed);
   }
 };
-
-std::vector<H> replicate(const H& h, size_t n) { return std::vector<H>(n, h); }
 
 // ---- all-reduce -------------------------------------------------------------------------------
 TEST_P(Collectives, PsumIsTheSumOverReplicas) {
@@ -418,13 +339,6 @@ TEST_P(Collectives, AllToAllWithInAxesOneAndOutAxesOne) {
   };
   expect_collective([](const Array& x) { return all_to_all(x, "i", 0, 1); }, inputs({n(), 3}),
                     dtype(), ref, dtype(), 1, 1);
-}
-
-// ---- ppermute, pshuffle -----------------------------------------------------------------------
-std::vector<H> permuted(const std::vector<H>& xs, const std::vector<std::pair<int, int>>& perm) {
-  std::vector<H> out(xs.size(), zeros_of(xs[0].shape));
-  for (auto [s, d] : perm) out[d] = xs[s];
-  return out;
 }
 
 TEST_P(Collectives, PpermuteShiftsRingwise) {

@@ -11,8 +11,12 @@
 #include <string>
 
 #include "spmd/spmd.h"
+#include "test_util.h"
 
 namespace {
+
+using spmd::test_util::error_of;
+using spmd::test_util::expect_contains;
 
 using spmd::Array;
 using spmd::Device;
@@ -21,20 +25,6 @@ using spmd::Device;
 void clear_env() {
   unsetenv("SPMD_CPU_DEVICES");
   unsetenv("XLA_FLAGS");
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const spmd::Error& e) {
-    return e.what();
-  }
-  return "<no spmd::Error thrown>";
-}
-
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
 TEST(DeviceCount, DefaultIsOneDevice) {

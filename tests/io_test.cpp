@@ -16,8 +16,12 @@
 #include <vector>
 
 #include "spmd/spmd.h"
+#include "test_util.h"
 
 namespace {
+
+using spmd::test_util::error_of;
+using spmd::test_util::expect_contains;
 
 using spmd::Array;
 using spmd::DType;
@@ -38,20 +42,6 @@ struct ScratchDir {
 std::string tmp(const std::string& name) {
   static ScratchDir dir;
   return (dir.path / name).string();
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const spmd::Error& e) {
-    return e.what();
-  }
-  return "<no spmd::Error thrown>";
-}
-
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
 // Runs a Python script (with numpy imported as np) and returns what it printed.

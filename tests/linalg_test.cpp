@@ -14,6 +14,7 @@
 #include "spmd/error.h"
 #include "spmd/lax.h"
 #include "spmd/ops.h"
+#include "test_util.h"
 
 namespace spmd {
 
@@ -21,6 +22,9 @@ namespace spmd {
 static void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
 
 namespace {
+
+using test_util::ravel_index;
+using test_util::unravel;
 
 // Values as `dtype` holds them: small integers for int32, uniform in [-1, 1) for floats.
 std::vector<double> random_values(int64_t n, DType dtype, unsigned seed) {
@@ -47,21 +51,6 @@ struct Operand {
 Operand operand(const Shape& shape, DType dtype, unsigned seed) {
   auto v = random_values(shape_size(shape), dtype, seed);
   return {v, shape, astype(Array(v, shape), dtype)};
-}
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-
-int64_t ravel_index(const std::vector<int64_t>& idx, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
-  return flat;
 }
 
 // Float32 sums of k products of values in [-1, 1) are good to about k ulps.

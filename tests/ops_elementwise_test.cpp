@@ -11,6 +11,7 @@
 
 #include "spmd/error.h"
 #include "spmd/ops.h"
+#include "test_util.h"
 
 namespace spmd {
 
@@ -19,16 +20,12 @@ static void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
 
 namespace {
 
+using test_util::held;
+using test_util::make;
+using test_util::uniform;
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> uniform(size_t n, double lo, double hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<int64_t> uniform_int(size_t n, int64_t lo, int64_t hi, unsigned seed) {
   std::mt19937 rng(seed);
@@ -36,14 +33,6 @@ std::vector<int64_t> uniform_int(size_t n, int64_t lo, int64_t hi, unsigned seed
   std::vector<int64_t> v(n);
   for (int64_t& x : v) x = dist(rng);
   return v;
-}
-
-// The values as `dtype`, and as the doubles that dtype holds (the reference's inputs).
-Array make(const std::vector<double>& v, const Shape& shape, DType dtype) {
-  return astype(Array(v, shape), dtype);
-}
-std::vector<double> held(const std::vector<double>& v, DType dtype) {
-  return make(v, {static_cast<int64_t>(v.size())}, dtype).to_vector<double>();
 }
 
 // |got - want| <= atol + rtol * |want|; NaN must meet NaN, infinities must match exactly.

@@ -12,21 +12,19 @@
 
 #include "spmd/error.h"
 #include "spmd/ops.h"
+#include "test_util.h"
 
 namespace spmd {
 namespace {
 
+using test_util::held;
+using test_util::make;
+using test_util::uniform;
+using test_util::unravel;
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const Shape kShape = {3, 4, 5};
-
-std::vector<double> uniform(size_t n, double lo, double hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<double> uniform_int(size_t n, int lo, int hi, unsigned seed) {
   std::mt19937 rng(seed);
@@ -34,14 +32,6 @@ std::vector<double> uniform_int(size_t n, int lo, int hi, unsigned seed) {
   std::vector<double> v(n);
   for (double& x : v) x = dist(rng);
   return v;
-}
-
-// The values stored as `dtype` and read back: the exact inputs the reference sees.
-Array make(const std::vector<double>& v, const Shape& shape, DType dtype) {
-  return astype(Array(v, shape), dtype);
-}
-std::vector<double> held(const std::vector<double>& v, DType dtype) {
-  return make(v, {static_cast<int64_t>(v.size())}, dtype).to_vector<double>();
 }
 
 void expect_close(const Array& got, const std::vector<double>& want, double rtol, double atol,
@@ -56,15 +46,6 @@ void expect_close(const Array& got, const std::vector<double>& want, double rtol
     else
       EXPECT_NEAR(g[i], want[i], atol + rtol * std::abs(want[i])) << what << " at " << i;
   }
-}
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
 }
 
 // The input's values grouped by output element, for a reduction over the axes marked in

@@ -14,17 +14,14 @@
 
 #include "spmd/error.h"
 #include "spmd/ops.h"
+#include "test_util.h"
 
 namespace spmd {
 namespace {
 
-std::vector<double> uniform(size_t n, double lo, double hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
-}
+using test_util::ravel_index;
+using test_util::uniform;
+using test_util::unravel;
 
 // 0, 1, 2, ... as float64: every element distinct, so a misplaced element shows.
 std::vector<double> counting(int64_t n) {
@@ -34,21 +31,6 @@ std::vector<double> counting(int64_t n) {
 }
 
 Array counting_array(const Shape& shape) { return Array(counting(shape_size(shape)), shape); }
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-
-int64_t ravel_index(const std::vector<int64_t>& idx, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
-  return flat;
-}
 
 // Builds the expected array element by element: value(out_index) for every index of `shape`.
 std::vector<double> build(const Shape& shape,

@@ -16,8 +16,12 @@
 
 #include "primitives/primitives.h"
 #include "spmd/spmd.h"
+#include "test_util.h"
 
 namespace {
+
+using spmd::test_util::error_of;
+using spmd::test_util::expect_contains;
 
 using spmd::Array;
 using spmd::DType;
@@ -25,20 +29,6 @@ using spmd::Shape;
 namespace random = spmd::random;
 
 constexpr int64_t kSamples = 100000;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const spmd::Error& e) {
-    return e.what();
-  }
-  return "<no spmd::Error thrown>";
-}
-
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
-}
 
 std::vector<uint32_t> u32(const Array& a) { return a.to_vector<uint32_t>(); }
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "collective_reference.h"
 #include "spmd/collectives.h"
 #include "spmd/device.h"
 #include "spmd/distributed.h"
@@ -34,6 +35,19 @@ namespace spmd {
 static void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
 
 namespace {
+
+using test_util::add;
+using test_util::concat;
+using test_util::H;
+using test_util::norm;
+using test_util::permuted;
+using test_util::reduce;
+using test_util::replicate;
+using test_util::slice;
+using test_util::stack;
+using test_util::take;
+using test_util::to_array;
+using test_util::zeros_of;
 
 // ---- the processes ------------------------------------------------------------------------------
 bool mpi_running() {
@@ -98,88 +112,6 @@ class AcrossProcesses : public ::testing::Test {
   }
 };
 
-// ---- host arrays for the references (row-major doubles) -----------------------------------------
-struct H {
-  Shape shape;
-  std::vector<double> v;
-};
-
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-std::pair<int64_t, int64_t> outer_inner(const Shape& s, int axis, int skip) {
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= s[d];
-  for (int d = axis + skip; d < static_cast<int>(s.size()); ++d) inner *= s[d];
-  return {outer, inner};
-}
-
-// x[..., i, ...] along axis (the axis removed).
-H take(const H& x, int axis, int64_t i) {
-  auto [outer, inner] = outer_inner(x.shape, axis, 1);
-  int64_t n = x.shape[axis];
-  H out{x.shape, {}};
-  out.shape.erase(out.shape.begin() + axis);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < inner; ++k) out.v.push_back(x.v[(o * n + i) * inner + k]);
-  return out;
-}
-
-// The xs stacked on a new axis.
-H stack(const std::vector<H>& xs, int axis) {
-  const Shape& s = xs.at(0).shape;
-  auto [outer, inner] = outer_inner(s, axis, 0);
-  int64_t n = static_cast<int64_t>(xs.size());
-  H out{s, std::vector<double>(static_cast<size_t>(outer * n * inner))};
-  out.shape.insert(out.shape.begin() + axis, n);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < inner; ++k) out.v[(o * n + j) * inner + k] = xs[j].v[o * inner + k];
-  return out;
-}
-
-// The xs joined along an existing axis.
-H concat(const std::vector<H>& xs, int axis) {
-  H out = stack(xs, axis);
-  out.shape[axis + 1] *= out.shape[axis];
-  out.shape.erase(out.shape.begin() + axis);
-  return out;
-}
-
-// x[..., begin:end, ...] along axis.
-H slice(const H& x, int axis, int64_t begin, int64_t end) {
-  std::vector<H> rows;
-  for (int64_t i = begin; i < end; ++i) rows.push_back(take(x, axis, i));
-  return stack(rows, axis);
-}
-
-H zeros_of(const Shape& s) { return H{s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)}; }
-
-// Elementwise a (op) b over the members, in member order.
-H reduce(const std::vector<H>& xs, const std::function<double(double, double)>& op) {
-  H acc = xs.at(0);
-  for (size_t m = 1; m < xs.size(); ++m)
-    for (size_t i = 0; i < acc.v.size(); ++i) acc.v[i] = op(acc.v[i], xs[m].v[i]);
-  return acc;
-}
-double add(double a, double b) { return a + b; }
-
-Array to_array(const H& h, DType dtype) {
-  if (dtype == DType::Int32) {
-    std::vector<int32_t> v;
-    for (double d : h.v) v.push_back(static_cast<int32_t>(d));
-    return Array(v, h.shape);
-  }
-  std::vector<float> v;
-  for (double d : h.v) v.push_back(static_cast<float>(d));
-  return Array(v, h.shape);
-}
-
-int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
-
 // ---- the global layout
 // ----------------------------------------------------------------------------
 int global_count() { return device_count(); }
@@ -243,15 +175,6 @@ void expect_collective(const Fn& f, const std::vector<H>& global, DType dtype, c
     for (const H& w : want) ASSERT_EQ(w.v, want[0].v) << "the reference is not replicated";
     expect_values(got, want[0], out_dtype, "pmap with out_axes none");
   }
-}
-
-std::vector<H> replicate(const H& h, size_t n) { return std::vector<H>(n, h); }
-
-// Out[d] = x[s] for every (s, d) pair; zeros elsewhere.
-std::vector<H> permuted(const std::vector<H>& xs, const std::vector<std::pair<int, int>>& perm) {
-  std::vector<H> out(xs.size(), zeros_of(xs[0].shape));
-  for (auto [s, d] : perm) out[d] = xs[s];
-  return out;
 }
 
 // ---- the processes and their devices

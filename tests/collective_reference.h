@@ -1,0 +1,123 @@
+// Plain-loop references for the collective tests (tests/collectives_test.cpp and
+// tests/mpi/mpi_collectives_test.cpp): host tensors of doubles, row-major, and the index
+// operations the expected results are built from, independent of the library's kernels.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "spmd/array.h"
+
+namespace spmd::test_util {
+
+// A host tensor (row-major doubles).
+struct H {
+  Shape shape;
+  std::vector<double> v;
+};
+
+inline int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Sizes before axis and from axis + skip on.
+inline std::pair<int64_t, int64_t> outer_inner(const Shape& s, int axis, int skip) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + skip; d < static_cast<int>(s.size()); ++d) inner *= s[d];
+  return {outer, inner};
+}
+
+// x[..., i, ...] along axis (the axis removed).
+inline H take(const H& x, int axis, int64_t i) {
+  auto [outer, inner] = outer_inner(x.shape, axis, 1);
+  int64_t n = x.shape[axis];
+  H out{x.shape, {}};
+  out.shape.erase(out.shape.begin() + axis);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) out.v.push_back(x.v[(o * n + i) * inner + k]);
+  return out;
+}
+
+// The xs stacked on a new axis.
+inline H stack(const std::vector<H>& xs, int axis) {
+  const Shape& s = xs.at(0).shape;
+  auto [outer, inner] = outer_inner(s, axis, 0);
+  int64_t n = static_cast<int64_t>(xs.size());
+  H out{s, std::vector<double>(static_cast<size_t>(outer * n * inner))};
+  out.shape.insert(out.shape.begin() + axis, n);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(xs[j].shape, s);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) out.v[(o * n + j) * inner + k] = xs[j].v[o * inner + k];
+  }
+  return out;
+}
+
+// The xs joined along an existing axis (a stack whose new axis merges with the next one).
+inline H concat(const std::vector<H>& xs, int axis) {
+  H out = stack(xs, axis);
+  out.shape[axis + 1] *= out.shape[axis];
+  out.shape.erase(out.shape.begin() + axis);
+  return out;
+}
+
+// x[..., begin:end, ...] along axis.
+inline H slice(const H& x, int axis, int64_t begin, int64_t end) {
+  std::vector<H> rows;
+  for (int64_t i = begin; i < end; ++i) rows.push_back(take(x, axis, i));
+  return stack(rows, axis);
+}
+
+inline H zeros_of(const Shape& s) {
+  return H{s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)};
+}
+
+// Elementwise a (op) b.
+inline H combine(const H& a, const H& b, const std::function<double(double, double)>& op) {
+  EXPECT_EQ(a.shape, b.shape);
+  H out = a;
+  for (size_t i = 0; i < out.v.size(); ++i) out.v[i] = op(a.v[i], b.v[i]);
+  return out;
+}
+
+// Sum (or max, min) over the members, in member order.
+inline H reduce(const std::vector<H>& xs, const std::function<double(double, double)>& op) {
+  H acc = xs.at(0);
+  for (size_t m = 1; m < xs.size(); ++m) acc = combine(acc, xs[m], op);
+  return acc;
+}
+inline double add(double a, double b) { return a + b; }
+
+// The values as an int32 or float32 Array.
+inline Array to_array(const H& h, DType dtype) {
+  if (dtype == DType::Int32) {
+    std::vector<int32_t> v;
+    for (double d : h.v) v.push_back(static_cast<int32_t>(d));
+    return Array(v, h.shape);
+  }
+  std::vector<float> v;
+  for (double d : h.v) v.push_back(static_cast<float>(d));
+  return Array(v, h.shape);
+}
+
+// A negative axis counted from the end of `rank` axes.
+inline int norm(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+inline std::vector<H> replicate(const H& h, size_t n) { return std::vector<H>(n, h); }
+
+// Out[d] = x[s] for every (s, d) pair; zeros elsewhere.
+inline std::vector<H> permuted(const std::vector<H>& xs,
+                               const std::vector<std::pair<int, int>>& perm) {
+  std::vector<H> out(xs.size(), zeros_of(xs[0].shape));
+  for (auto [s, d] : perm) out[d] = xs[s];
+  return out;
+}
+
+}  // namespace spmd::test_util

@@ -1,0 +1,65 @@
+// Helpers shared by several test files: seeded random inputs, values as a dtype holds them,
+// flat/multi-index conversion, and catching spmd::Error's message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spmd/array.h"
+#include "spmd/error.h"
+#include "spmd/ops.h"
+
+namespace spmd::test_util {
+
+// n doubles uniform in [lo, hi) from std::mt19937(seed).
+inline std::vector<double> uniform(size_t n, double lo, double hi, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
+// The values stored as `dtype`, and read back: the exact inputs the reference sees.
+inline Array make(const std::vector<double>& v, const Shape& shape, DType dtype) {
+  return astype(Array(v, shape), dtype);
+}
+inline std::vector<double> held(const std::vector<double>& v, DType dtype) {
+  return make(v, {static_cast<int64_t>(v.size())}, dtype).to_vector<double>();
+}
+
+// The multi-index of a row-major flat index, and back.
+inline std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+inline int64_t ravel_index(const std::vector<int64_t>& idx, const Shape& shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
+  return flat;
+}
+
+// The message of the spmd::Error that f throws, or "<no spmd::Error thrown>".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const spmd::Error& e) {
+    return e.what();
+  }
+  return "<no spmd::Error thrown>";
+}
+
+inline void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+}  // namespace spmd::test_util
