@@ -41,11 +41,12 @@ constexpr uint64_t kStep = uint64_t{1} << 48;
 
 HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> local,
                                                    int local_rank, Transport* transport,
-                                                   std::vector<int> counts)
+                                                   std::vector<int> counts, std::string axis)
     : local_(std::move(local)),
       local_rank_(local_rank),
       transport_(transport),
-      counts_(std::move(counts)) {
+      counts_(std::move(counts)),
+      axis_(std::move(axis)) {
   me_ = transport_->rank();
   int acc = 0;
   for (int c : counts_) {
@@ -63,25 +64,30 @@ int HierarchicalCommunicator::process_of(int member) const {
 
 void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t count, uint64_t seq) {
   int P = static_cast<int>(counts_.size());
-  int64_t mine[4] = {kind, static_cast<int64_t>(dtype), count, static_cast<int64_t>(seq)};
-  std::vector<std::array<int64_t, 4>> theirs(P);
+  int64_t axis_hash = static_cast<int64_t>(std::hash<std::string>()(axis_) & 0x7fffffffffffffffull);
+  int64_t mine[5] = {kind, static_cast<int64_t>(dtype), count, static_cast<int64_t>(seq),
+                     axis_hash};
+  std::vector<std::array<int64_t, 5>> theirs(P);
   std::vector<Message> sends, recvs;
   for (int p = 0; p < P; ++p) {
     if (p == me_) continue;
     sends.push_back({p, mine, sizeof mine});
-    recvs.push_back({p, theirs[p].data(), sizeof(int64_t) * 4});
+    recvs.push_back({p, theirs[p].data(), sizeof(int64_t) * 5});
   }
   transport_->exchange(sends, recvs, std::string(kind_name(kind)) + " #" + std::to_string(seq));
   for (int p = 0; p < P; ++p) {
     if (p == me_) continue;
     const auto& h = theirs[p];
-    if (h[0] == mine[0] && h[1] == mine[1] && h[2] == mine[2] && h[3] == mine[3]) continue;
+    if (h[0] == mine[0] && h[1] == mine[1] && h[2] == mine[2] && h[3] == mine[3] && h[4] == mine[4])
+      continue;
     std::string message = detail::concat(
         "processes reached different collectives: process ", p, " reached ",
         kind_name(static_cast<int>(h[0])), " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])),
         " (collective #", h[3], ") while process ", me_, " reached ", kind_name(kind), " of ",
-        count, " ", dtype_name(dtype), " (collective #", seq,
-        "); every process must run the same pmaps in the same order with the same shapes");
+        count, " ", dtype_name(dtype), " (collective #", seq, ")",
+        h[4] != mine[4] ? " over a different axis name than this process's '" + axis_ + "'"
+                        : std::string(),
+        "; every process must run the same pmaps in the same order with the same shapes and axes");
     // Every process finds the difference itself; the notice covers one that is still waiting.
     transport_->announce_failure(message);
     fail(message);

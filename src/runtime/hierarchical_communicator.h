@@ -2,11 +2,12 @@
 // Collectives over devices of several processes: the devices of a process meet at an in-process
 // rendezvous and combine their buffers (all-reduce splits that work across them); the first of
 // them (the leader) exchanges the combination with the other processes' leaders through the
-// Transport; then the result is handed back to every local device. Every process combines the per-process parts in process
-// order, so results are identical everywhere. Each exchange starts with a header (collective,
-// dtype, size, sequence number) so processes that reach different collectives are reported
-// instead of deadlocking.
+// Transport; then the result is handed back to every local device. Every process combines the
+// per-process parts in process order, so results are identical everywhere. Each exchange starts
+// with a header (collective, dtype, size, sequence number) so processes that reach different
+// collectives are reported instead of deadlocking.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/communicator.h"
@@ -17,9 +18,10 @@ namespace spmd::runtime {
 
 class HierarchicalCommunicator : public Communicator {
  public:
-  // counts[p]: group members on process p (members are ordered process by process).
+  // counts[p]: group members on process p (members are ordered process by process); axis: the
+  // axis name(s) the group spans, compared across processes with every collective.
   HierarchicalCommunicator(std::shared_ptr<Rendezvous> local, int local_rank, Transport* transport,
-                           std::vector<int> counts);
+                           std::vector<int> counts, std::string axis = {});
   int rank() const override { return base_[me_] + local_rank_; }
   int size() const override { return total_; }
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
@@ -38,6 +40,7 @@ class HierarchicalCommunicator : public Communicator {
   Transport* transport_;
   std::vector<int> counts_, base_;
   int me_, total_;
+  std::string axis_;
   uint64_t seq_ = 0;
 };
 

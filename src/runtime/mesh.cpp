@@ -42,7 +42,8 @@ class MeshAxes : public backend::ReplicaAxes {
       for (int p = 0; p < mesh_->process(); ++p) base += counts[p];
       int local_rank = index(names) - base;
       auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1),
-                                                             local_rank, transport(), counts);
+                                                             local_rank, transport(), counts,
+                                                             key.substr(0, key.size() - 1));
       return *(comms_[key] = std::move(comm));
     }
     // The group: replicas sharing this replica's coordinates on every axis not named.
