@@ -29,6 +29,8 @@ using backend::Buf;
 using backend::ExecContext;
 
 constexpr int64_t kBlasMinWork = 32 * 32 * 32;
+// From here on a multi-threaded call lets OpenBLAS thread the product itself.
+constexpr int64_t kBlasThreadsMinWork = int64_t{512} * 1024 * 1024;
 // A stack of products each at most this big runs its products in parallel, each on one thread,
 // rather than one after the other, each split over the threads.
 constexpr int64_t kBatchParallelMaxWork = 128 * 128 * 128;
@@ -123,6 +125,17 @@ void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
   int t = static_cast<int>(std::min<int64_t>(threads, work / (kBlasMinWork * 4)));
   if (t <= 1) {
     gemm_blas(a, ta, b, tb, c, M, N, K);
+    return;
+  }
+  if (work >= kBlasThreadsMinWork) {
+    // Large products: OpenBLAS's own threads share one packed copy of the operands, where our
+    // split packs them once per thread. Its workers spin for a while after the call, which only
+    // products this large amortise. One such call at a time: the thread count is global.
+    static std::mutex mu;
+    std::lock_guard lock(mu);
+    openblas_set_num_threads(t);
+    gemm_blas(a, ta, b, tb, c, M, N, K);
+    openblas_set_num_threads(1);
     return;
   }
   if (M >= 16 * t) {
