@@ -3,7 +3,8 @@
 // for integers and tiny products.
 //
 // OpenBLAS runs single-threaded (openblas_set_num_threads(1)); a call that may use several
-// threads splits the product into row (or column) blocks on the library's pool instead. Why:
+// threads splits the product into row (or column) blocks on the library's pool instead, except
+// very large products, where OpenBLAS's threads (sharing one packed operand) pay off. Why:
 // OpenBLAS's own workers yield-spin between calls, stealing the cores from device threads and
 // elementwise kernels (measured ~11% of a training step), and its pool is process-global, so
 // concurrent device threads would contend for it. Single-threaded OpenBLAS is faster than
