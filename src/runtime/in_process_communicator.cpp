@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/parallel.h"
 #include "runtime/client.h"
 #include "runtime/reduce_buffers.h"
 #include "runtime/timeline.h"
@@ -88,9 +89,12 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
   auto& r = rv_->arrive(seq, rank_, in, out);
-  // This member reduces its chunk of the elements and writes it into every member's output.
+  // The first members (as many as there are cores: more threads would only take turns on
+  // them) each reduce a chunk of the elements and write it into every member's output.
   int n = size();
-  int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
+  int workers = std::min(n, cpu::hardware_threads());
+  int64_t begin = rank_ < workers ? count * rank_ / workers : 0;
+  int64_t end = rank_ < workers ? count * (rank_ + 1) / workers : 0;
   // Block by block, so each reduced block is copied to the others while it is still in cache.
   constexpr int64_t kBlock = 8192;
   size_t item = itemsize(dtype);
