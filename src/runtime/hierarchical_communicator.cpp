@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/parallel.h"
 #include "runtime/allocator.h"
 #include "runtime/reduce_buffers.h"
 #include "spmd/error.h"
@@ -101,8 +102,11 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   const int L = static_cast<int>(r.out.size());
   const int P = static_cast<int>(counts_.size());
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-  // Every local member works on its own chunk of the elements in the two summing steps.
-  const int64_t begin = count * local_rank_ / L, end = count * (local_rank_ + 1) / L;
+  // The first local members (as many as there are cores) each work on a chunk of the elements
+  // in the two summing steps; more threads would only take turns on the cores.
+  const int W = std::min(L, cpu::hardware_threads());
+  const int64_t begin = local_rank_ < W ? count * local_rank_ / W : 0;
+  const int64_t end = local_rank_ < W ? count * (local_rank_ + 1) / W : 0;
   if (local_rank_ == 0) check_headers(0, dtype, count, seq);
   // 1. This process's sum, into the last member's output (unused until step 3) or, for a single
   //    member, a scratch buffer.
