@@ -4,7 +4,9 @@
 //       leaders do, the baseline (target: spmd within 1.2x of it), and
 //   (c) for information, a hand-written hierarchical psum: each process sums its 4 device
 //       buffers, MPI_Allreduce of the sum, and a copy of the result into the 4 device outputs.
-// Every time is the slowest process's, measured between barriers; prints medians and ratios.
+// Every time is the slowest process's, measured between barriers. The three run in turn within
+// each repetition, so a change in the machine's load affects them alike; prints the medians and
+// the median of the per-repetition ratios.
 // Run under MPI (scripts/bench.sh mpi_psum does this):
 //   SPMD_CPU_DEVICES=4 mpirun -np 2 build/bench/bench_mpi_psum [elements] [reps]
 #define OMPI_SKIP_MPICXX 1
@@ -38,19 +40,30 @@ double timed_ms(const std::function<void()>& fn) {
   return slowest;
 }
 
-// Warm-up runs, then the median of reps.
-double median_ms(int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < 2; ++i) timed_ms(fn);
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) t.push_back(timed_ms(fn));
-  return median(t);
+// Two warm-up rounds, then reps rounds; each round times every fn once, in turn.
+std::vector<std::vector<double>> interleaved_ms(int reps,
+                                                const std::vector<std::function<void()>>& fns) {
+  std::vector<std::vector<double>> t(fns.size());
+  for (int i = -2; i < reps; ++i)
+    for (size_t f = 0; f < fns.size(); ++f) {
+      double ms = timed_ms(fns[f]);
+      if (i >= 0) t[f].push_back(ms);
+    }
+  return t;
+}
+
+// Median over repetitions of a[i] / b[i].
+double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size(); ++i) r.push_back(a[i] / b[i]);
+  return median(r);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : int64_t{16} << 20;
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 11;
   spmd::distributed::initialize();
   const int me = spmd::process_index(), procs = spmd::process_count();
   const int64_t local = spmd::local_device_count();
@@ -64,8 +77,8 @@ int main(int argc, char** argv) {
   const bool leader = me == 0;
   if (leader)
     std::printf(
-        "psum of %lld float32 per device, %d processes x %lld devices, median of %d runs (slowest "
-        "process)\n",
+        "psum of %lld float32 per device, %d processes x %lld devices, median of %d rounds "
+        "(slowest process; ratios: median of the rounds' ratios)\n",
         static_cast<long long>(n), procs, static_cast<long long>(local), reps);
 
   // (a) spmd: every device of this process contributes (global device index + 1).
@@ -77,29 +90,20 @@ int main(int argc, char** argv) {
   host = {};
   auto psum = spmd::pmap([](const spmd::Array& v) { return spmd::psum(v, "i"); }, "i");
   spmd::Array y;
-  double spmd_ms = median_ms(reps, [&] { y = psum(x); });
-  // Check: every element is 1 + 2 + ... + device_count().
-  const double want = 0.5 * spmd::device_count() * (spmd::device_count() + 1);
-  for (spmd::Array v : {y[0][0], y[local - 1][n - 1]})
-    if (v.item<double>() != want) {
-      std::fprintf(stderr, "process %d: psum gave %g, expected %g\n", me, v.item<double>(), want);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  x = y = spmd::Array();
+  auto run_spmd = [&] { y = psum(x); };
 
   // (b) raw MPI_Allreduce of one buffer per process.
   std::vector<float> send(static_cast<size_t>(n), 1.0f), recv(static_cast<size_t>(n));
-  double raw_ms = median_ms(reps, [&] {
+  auto run_raw = [&] {
     MPI_Allreduce(send.data(), recv.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                   MPI_COMM_WORLD);
-  });
-  if (recv[0] != static_cast<float>(procs)) MPI_Abort(MPI_COMM_WORLD, 1);
+  };
 
   // (c) hand-written hierarchical: sum the local buffers, allreduce, copy to every device.
   std::vector<std::vector<float>> in(static_cast<size_t>(local), send),
       out(static_cast<size_t>(local), recv);
   std::vector<float> partial(static_cast<size_t>(n));
-  double hier_ms = median_ms(reps, [&] {
+  auto run_hier = [&] {
     float* p = partial.data();
     std::memcpy(p, in[0].data(), n * sizeof(float));
     for (int64_t d = 1; d < local; ++d) {
@@ -109,19 +113,30 @@ int main(int argc, char** argv) {
     MPI_Allreduce(p, out[0].data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     for (int64_t d = 1; d < local; ++d)
       std::memcpy(out[d].data(), out[0].data(), n * sizeof(float));
-  });
+  };
+
+  auto t = interleaved_ms(reps, {run_spmd, run_raw, run_hier});
+  // Checks: every spmd element is 1 + 2 + ... + device_count(); the others sum ones.
+  const double want = 0.5 * spmd::device_count() * (spmd::device_count() + 1);
+  for (spmd::Array v : {y[0][0], y[local - 1][n - 1]})
+    if (v.item<double>() != want) {
+      std::fprintf(stderr, "process %d: psum gave %g, expected %g\n", me, v.item<double>(), want);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  if (recv[0] != static_cast<float>(procs)) MPI_Abort(MPI_COMM_WORLD, 1);
   if (out[local - 1][0] != static_cast<float>(procs * local)) MPI_Abort(MPI_COMM_WORLD, 1);
 
   if (leader) {
+    const auto &spmd_t = t[0], &raw_t = t[1], &hier_t = t[2];
     std::printf("%-58s %10s %8s\n", "", "median ms", "ratio");
     std::printf("%-58s %10.2f %8s\n", "(b) raw MPI_Allreduce of one buffer per process (baseline)",
-                raw_ms, "1.00");
-    std::printf("%-58s %10.2f %8.2f\n", "(a) spmd pmap psum over every process's devices", spmd_ms,
-                spmd_ms / raw_ms);
+                median(raw_t), "1.00");
+    std::printf("%-58s %10.2f %8.2f\n", "(a) spmd pmap psum over every process's devices",
+                median(spmd_t), median_ratio(spmd_t, raw_t));
     std::printf("%-58s %10.2f %8.2f\n", "(c) hand-written: local sum + MPI_Allreduce + copies",
-                hier_ms, hier_ms / raw_ms);
+                median(hier_t), median_ratio(hier_t, raw_t));
     std::printf("spmd / raw MPI_Allreduce = %.2f (target <= 1.2); spmd / hand-written = %.2f\n",
-                spmd_ms / raw_ms, spmd_ms / hier_ms);
+                median_ratio(spmd_t, raw_t), median_ratio(spmd_t, hier_t));
   }
   return 0;
 }

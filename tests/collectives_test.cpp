@@ -133,6 +133,14 @@ TEST_P(Collectives, PsumWithOutAxesNoneReturnsTheSumOnce) {
                     dtype(), 0, std::nullopt);
 }
 
+TEST_P(Collectives, PsumOfOutputsLargerThanTheCache) {
+  // 33 MiB of outputs in all: they are written with non-temporal stores, a block at a time.
+  if (n() == 1) GTEST_SKIP() << "one replica: psum is a copy";
+  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  expect_collective([](const Array& x) { return psum(x, "i"); },
+                    inputs({(int64_t{33} << 20) / (4 * n()) + 3}), dtype(), ref, dtype());
+}
+
 TEST_P(Collectives, PsumOfAScalarPerReplica) {
   auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
   expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({}), dtype(), ref, dtype());

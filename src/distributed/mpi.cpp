@@ -1,6 +1,7 @@
 // The distributed layer over MPI (OpenMPI): process discovery, the device layout exchange, and
-// the Transport the hierarchical communicator sends through. Only the collectives' leaders call
-// MPI, with non-blocking point-to-point messages polled against a deadline, so a lost process
+// the Transport the hierarchical communicator sends through. Only the threads that carry a
+// collective's messages (its leader, and an all-reduce's workers) call MPI, one at a time, with
+// non-blocking point-to-point messages polled against a deadline, so a lost process
 // turns into an error naming it instead of a hang; a failing process tells the others, and so
 // does one that exits (at exit every process says it is leaving and waits for the others to say
 // the same, so one that leaves in the middle of the program is reported at once).
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,12 +33,13 @@
 namespace spmd::distributed {
 namespace {
 
-constexpr int kDataTag = 7;
-constexpr int kFailureTag = 13;  // "this process failed: <reason>"
-constexpr int kLeaveTag = 14;    // "this process is leaving" (sent at exit)
+constexpr int kFailureTag = 1;  // "this process failed: <reason>"
+constexpr int kLeaveTag = 2;    // "this process is leaving" (sent at exit)
+constexpr int kDataTag = 16;    // + the message's channel (< runtime::kChannels; MPI allows 32767)
 // How long an exchange keeps waiting for a peer that has announced it is leaving: the messages
 // it sent before leaving are already on their way, so a short wait tells "finished" from "lost".
 constexpr std::chrono::milliseconds kLeaveGrace{2000};
+constexpr std::chrono::microseconds kSpin{200};
 
 bool launched_by_mpi() {
   for (const char* v :
@@ -57,53 +60,82 @@ class MpiTransport : public runtime::Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void exchange(const std::vector<runtime::Message>& sends,
-                const std::vector<runtime::Message>& recvs, const std::string& what) override {
+  Ticket post(const std::vector<runtime::Message>& sends,
+              const std::vector<runtime::Message>& recvs) override {
     std::lock_guard lock(mu_);
-    std::vector<MPI_Request> reqs;
-    std::vector<int> peers;  // of each request
-    for (auto& m : recvs) {
-      reqs.emplace_back();
-      peers.push_back(m.peer);
-      MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD,
-                &reqs.back());
-    }
-    for (auto& m : sends) {
-      reqs.emplace_back();
-      peers.push_back(m.peer);
-      MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, kDataTag, MPI_COMM_WORLD,
-                &reqs.back());
-    }
+    Pending p;
+    p.nrecvs = recvs.size();
+    auto add = [&](const runtime::Message& m, bool receive) {
+      p.reqs.emplace_back();
+      p.peers.push_back(m.peer);
+      int tag = kDataTag + m.channel;
+      if (receive)
+        MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, tag, MPI_COMM_WORLD,
+                  &p.reqs.back());
+      else
+        MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, tag, MPI_COMM_WORLD,
+                  &p.reqs.back());
+    };
+    for (auto& m : recvs) add(m, true);
+    for (auto& m : sends) add(m, false);
+    Ticket t = next_ticket_++;
+    pending_.emplace(t, std::move(p));
+    return t;
+  }
+
+  void progress() override {
+    std::lock_guard lock(mu_);
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  }
+
+  void wait(Ticket ticket, const std::string& what) override {
     const auto timeout = runtime::collective_timeout();
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout;
     std::optional<std::chrono::steady_clock::time_point> grace_end;
     auto pause = std::chrono::microseconds(1);
     for (;;) {
-      int done = 0;
-      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) return;
-      check_notices(what, reqs, recvs.size());
-      auto now = std::chrono::steady_clock::now();
-      if (!grace_end) {
-        for (int p : peers)
-          if (left_[p]) grace_end = now + std::min<std::chrono::milliseconds>(kLeaveGrace, timeout);
+      {
+        std::lock_guard lock(mu_);
+        auto it = pending_.find(ticket);
+        if (it == pending_.end())  // withdrawn by another thread's failure
+          fail(what, ": stopped after a failure in another exchange of this process");
+        Pending& p = it->second;
+        int done = 0;
+        MPI_Testall(static_cast<int>(p.reqs.size()), p.reqs.data(), &done, MPI_STATUSES_IGNORE);
+        if (done) {
+          pending_.erase(it);
+          return;
+        }
+        check_notices(what);
+        auto now = std::chrono::steady_clock::now();
+        if (!grace_end) {
+          for (int peer : p.peers)
+            if (left_[peer])
+              grace_end = now + std::min<std::chrono::milliseconds>(kLeaveGrace, timeout);
+        }
+        if (grace_end && now > *grace_end) {
+          std::vector<int> lost;
+          for (int peer : pending_peers(p))
+            if (left_[peer]) lost.push_back(peer);
+          if (!lost.empty())
+            lose(detail::concat(what, ": lost process ", join(lost),
+                                " (it exited before finishing this collective)"));
+        }
+        if (now > deadline) {
+          std::vector<int> missing = pending_peers(p);
+          lose(detail::concat(
+              what, ": timed out after ", std::chrono::duration<double>(timeout).count(),
+              " s waiting for process(es) ", missing.empty() ? std::string("?") : join(missing),
+              " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
+        }
       }
-      if (grace_end && now > *grace_end) {
-        std::vector<int> lost;
-        for (int p : pending_peers(reqs, peers))
-          if (left_[p]) lost.push_back(p);
-        if (!lost.empty())
-          lose(reqs, recvs.size(),
-               detail::concat(what, ": lost process ", join(lost),
-                              " (it exited before finishing this collective)"));
-      }
-      if (now > deadline) {
-        std::vector<int> missing = pending_peers(reqs, peers);
-        lose(reqs, recvs.size(),
-             detail::concat(
-                 what, ": timed out after ", std::chrono::duration<double>(timeout).count(),
-                 " s waiting for process(es) ", missing.empty() ? std::string("?") : join(missing),
-                 " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
+      // Yield for the first moments (a pipelined all-reduce waits for each chunk, and a sleep
+      // lasts ~60 us here however short it is asked to be), then sleep longer and longer.
+      if (std::chrono::steady_clock::now() - start < kSpin) {
+        std::this_thread::yield();
+        continue;
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(500));
@@ -169,29 +201,36 @@ class MpiTransport : public runtime::Transport {
   bool failed() const { return failed_; }
 
  private:
+  // An exchange in flight: its requests (receives first), and the peer of each.
+  struct Pending {
+    std::vector<MPI_Request> reqs;
+    std::vector<int> peers;
+    size_t nrecvs = 0;
+  };
+
   // Peers whose messages in this exchange are not complete (completed requests become null).
-  static std::vector<int> pending_peers(std::vector<MPI_Request>& reqs,
-                                        const std::vector<int>& peers) {
+  static std::vector<int> pending_peers(Pending& p) {
     std::vector<int> out;
-    for (size_t i = 0; i < reqs.size(); ++i) {
+    for (size_t i = 0; i < p.reqs.size(); ++i) {
       int flag = 0;
-      MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
-      if (!flag && std::find(out.begin(), out.end(), peers[i]) == out.end())
-        out.push_back(peers[i]);
+      MPI_Test(&p.reqs[i], &flag, MPI_STATUS_IGNORE);
+      if (!flag && std::find(out.begin(), out.end(), p.peers[i]) == out.end())
+        out.push_back(p.peers[i]);
     }
     std::sort(out.begin(), out.end());
     return out;
   }
 
-  // Gives up on an exchange: withdraws its pending receives (their buffers are about to go),
+  // Gives up (mu_ held): withdraws every exchange in flight (their buffers are about to go),
   // tells the other processes why, and throws.
-  [[noreturn]] void lose(std::vector<MPI_Request>& reqs, size_t nrecvs,
-                         const std::string& message) {
-    for (size_t i = 0; i < nrecvs; ++i) {
-      if (reqs[i] == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&reqs[i]);
-      MPI_Request_free(&reqs[i]);
-    }
+  [[noreturn]] void lose(const std::string& message) {
+    for (auto& [ticket, p] : pending_)
+      for (size_t i = 0; i < p.reqs.size(); ++i) {
+        if (p.reqs[i] == MPI_REQUEST_NULL) continue;
+        if (i < p.nrecvs) MPI_Cancel(&p.reqs[i]);
+        MPI_Request_free(&p.reqs[i]);
+      }
+    pending_.clear();
     failed_ = true;
     announce_failure(message);
     fail(message, "; this process stops too");
@@ -219,19 +258,21 @@ class MpiTransport : public runtime::Transport {
   }
 
   // Records processes that left; a failure notice from another process ends this exchange.
-  void check_notices(const std::string& what, std::vector<MPI_Request>& reqs, size_t nrecvs) {
+  void check_notices(const std::string& what) {
     receive_leaves();
     int flag = 0;
     MPI_Status st;
     MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
     if (!flag) return;
     std::string msg = receive_notice(st);
-    lose(reqs, nrecvs, detail::concat(what, ": process ", st.MPI_SOURCE, " failed (", msg, ")"));
+    lose(detail::concat(what, ": process ", st.MPI_SOURCE, " failed (", msg, ")"));
   }
 
   int rank_, size_;
   std::mutex mu_, notice_mu_;
-  std::vector<bool> left_;  // processes that announced they are leaving (guarded by mu_)
+  std::vector<bool> left_;             // processes that announced they are leaving (guarded by mu_)
+  std::map<Ticket, Pending> pending_;  // guarded by mu_
+  Ticket next_ticket_ = 0;
   bool announced_ = false;
   std::atomic<bool> failed_{false};
   std::string notice_;
@@ -272,7 +313,13 @@ bool initialize() {
   int local = local_device_count();
   std::vector<int> counts(size);
   MPI_Allgather(&local, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  runtime::set_process_layout(rank, counts);
+  // Processes on this host share its cores.
+  MPI_Comm host;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int on_host = 1;
+  MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  runtime::set_process_layout(rank, counts, on_host);
   g_transport = new MpiTransport(rank, size);
   runtime::set_transport(g_transport);
   return true;

@@ -4,9 +4,11 @@
 #include <array>
 #include <cstring>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
 #include "runtime/allocator.h"
+#include "runtime/process.h"
 #include "runtime/reduce_buffers.h"
 #include "spmd/error.h"
 
@@ -95,55 +97,88 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
   }
 }
 
+// A cross-process all-reduce runs as a pipeline over chunks of the buffer: sum the local
+// members' chunk, post it to the other processes, and combine the chunk posted kLag chunks
+// earlier, whose messages have had time to arrive. A chunk's partial sum and the chunks received
+// for it stay in cache until they are combined, so the inputs are read once and the outputs
+// written once (the unchunked version made three passes over memory and took ~1.4x a plain
+// MPI_Allreduce of one buffer; this one ~1.0x, bench_mpi_psum). Chunks are the same on every
+// process whatever its worker count: each is a message channel of its own. Every process sends
+// its partial sums to every other one, which suits a few processes; a ring would suit many.
+constexpr int64_t kChunkBytes = int64_t{1} << 19;
+constexpr int kLag = 2;
+constexpr int64_t kStreamBytes = int64_t{32} << 20;
+
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp op) {
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   const int L = static_cast<int>(r.out.size());
   const int P = static_cast<int>(counts_.size());
-  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-  // The first local members (as many as there are cores) each work on a chunk of the elements
-  // in the two summing steps; more threads would only take turns on the cores.
-  const int W = std::min(L, cpu::hardware_threads());
-  const int64_t begin = local_rank_ < W ? count * local_rank_ / W : 0;
-  const int64_t end = local_rank_ < W ? count * (local_rank_ + 1) / W : 0;
+  const int64_t item = static_cast<int64_t>(itemsize(dtype));
+  // Workers: the first local members, as many as this process has cores (the processes on a
+  // host share its cores); more threads would only take turns on them.
+  const int W = std::min(L, std::max(1, cpu::hardware_threads() / processes_on_host()));
+  const int64_t chunk =
+      std::max<int64_t>({1, kChunkBytes / item, (count + kChannels - 1) / kChannels});
+  const int64_t chunks = (count + chunk - 1) / chunk;
   if (local_rank_ == 0) check_headers(0, dtype, count, seq);
-  // 1. This process's sum, into the last member's output (unused until step 3) or, for a single
-  //    member, a scratch buffer.
-  std::shared_ptr<Buffer> scratch;
-  if (L == 1) scratch = allocate(std::max<size_t>(bytes, 1));
-  void* partial = L > 1 ? r.out[L - 1] : scratch->data;
-  reduce_blocked(r.in, partial, begin, end, dtype, op);
-  local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
-  local_->depart(seq + kStep);
-  // 2. The leader exchanges the sum with the other processes' leaders.
-  std::vector<const void*> parts;  // every process's sum, in process order (the leader's)
-  std::vector<std::shared_ptr<Buffer>> others(P);
-  if (local_rank_ == 0) {
-    std::vector<Message> sends, recvs;
-    for (int p = 0; p < P; ++p) {
-      if (p == me_) continue;
-      others[p] = allocate(std::max<size_t>(bytes, 1));
-      sends.push_back({p, partial, bytes});
-      recvs.push_back({p, others[p]->data, bytes});
+  if (W > 1) {  // no worker sends before the headers have matched
+    local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
+    local_->depart(seq + kStep);
+  }
+  if (local_rank_ < W) {
+    const int64_t c0 = chunks * local_rank_ / W, c1 = chunks * (local_rank_ + 1) / W;
+    // A ring of kLag + 1 rows of chunk slots, small enough to stay in cache: in a chunk's row,
+    // slot p (p != this process) receives process p's partial sum, slot me_ holds this
+    // process's (a lone member's partial is its input), and slot P the combined chunk.
+    const int64_t row = (P + 1) * chunk * item;
+    auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, (kLag + 1) * row)));
+    auto slot = [&](int64_t c, int p) {
+      return static_cast<char*>(ring->data) + (c % (kLag + 1)) * row + p * chunk * item;
+    };
+    auto partial = [&](int64_t c) {
+      return L > 1 ? slot(c, me_) : static_cast<const char*>(r.in[0]) + c * chunk * item;
+    };
+    char* out0 = static_cast<char*>(r.out[0]);
+    // Outputs far larger than the cache are written with non-temporal stores.
+    const bool stream = L * count * item >= kStreamBytes;
+    std::vector<Transport::Ticket> tickets(static_cast<size_t>(c1 - c0));
+    const std::string what = "all_reduce #" + std::to_string(seq);
+    auto combine = [&](int64_t c) {
+      transport_->wait(tickets[c - c0], what);
+      const int64_t b = c * chunk, n = std::min(count, b + chunk) - b;
+      std::vector<const void*> parts;  // in process order: the same result everywhere
+      for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? partial(c) : slot(c, p));
+      if (stream) {  // combined in cache, then streamed to every output
+        char* sum = slot(c, P);
+        reduce_range(parts, 0, sum, 0, n, dtype, op);
+        for (int m = 0; m < L; ++m)
+          cpu::stream_copy(static_cast<char*>(r.out[m]) + b * item, sum, n * item);
+        return;
+      }
+      reduce_range(parts, 0, out0 + b * item, 0, n, dtype, op);
+      for (int m = 1; m < L; ++m)
+        std::memcpy(static_cast<char*>(r.out[m]) + b * item, out0 + b * item, n * item);
+    };
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c * chunk, e = std::min(count, b + chunk);
+      if (L > 1) reduce_range(r.in, b, slot(c, me_), 0, e - b, dtype, op);
+      std::vector<Message> sends, recvs;
+      for (int p = 0; p < P; ++p) {
+        if (p == me_) continue;
+        const size_t bytes = static_cast<size_t>((e - b) * item);
+        sends.push_back({p, const_cast<char*>(partial(c)), bytes, static_cast<int>(c)});
+        recvs.push_back({p, slot(c, p), bytes, static_cast<int>(c)});
+      }
+      tickets[c - c0] = transport_->post(sends, recvs);
+      if (c - kLag >= c0)
+        combine(c - kLag);
+      else
+        transport_->progress();
     }
-    transport_->exchange(sends, recvs, "all_reduce #" + std::to_string(seq));
-    for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? partial : others[p]->data);
+    for (int64_t c = std::max(c0, c1 - kLag); c < c1; ++c) combine(c);
   }
-  // 3. Every member combines its chunk of the sums (process order: the same result everywhere)
-  //    into the first output and copies it to the others. The leader publishes the parts here.
-  auto& r3 =
-      local_->arrive(seq + 2 * kStep, local_rank_, local_rank_ == 0 ? &parts : nullptr, nullptr);
-  const auto& all = *static_cast<const std::vector<const void*>*>(r3.in[0]);
-  const size_t item = itemsize(dtype);
-  for (int64_t b = begin; b < end; b += kBlock) {
-    int64_t e = std::min(end, b + kBlock);
-    reduce_range(all, 0, r.out[0], b, e, dtype, op);
-    for (int m = 1; m < L; ++m)  // copied while the block is in cache
-      std::memcpy(static_cast<char*>(r.out[m]) + b * item,
-                  static_cast<const char*>(r.out[0]) + b * item, (e - b) * item);
-  }
-  local_->depart(seq + 2 * kStep);
   local_->depart(seq);
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // Collectives over devices of several processes: the devices of a process meet at an in-process
-// rendezvous and combine their buffers (all-reduce splits that work across them); the first of
-// them (the leader) exchanges the combination with the other processes' leaders through the
-// Transport; then the result is handed back to every local device. Every process combines the
+// rendezvous and combine their buffers; the first of them (the leader) exchanges the combination
+// with the other processes' leaders through the Transport; then the result is handed back to
+// every local device. All-reduce, the collective of data-parallel training, is pipelined
+// instead: chunk by chunk, its workers (one per core) sum the local buffers, post the sum to the
+// other processes and combine what arrived, so compute and messages overlap. Every process combines the
 // per-process parts in process order, so results are identical everywhere. Each exchange starts
 // with a header (collective, dtype, size, sequence number) so processes that reach different
 // collectives are reported instead of deadlocking.

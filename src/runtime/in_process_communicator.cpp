@@ -5,8 +5,10 @@
 #include <cstring>
 #include <functional>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/parallel.h"
+#include "runtime/allocator.h"
 #include "runtime/client.h"
 #include "runtime/reduce_buffers.h"
 #include "runtime/timeline.h"
@@ -96,10 +98,21 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
   int64_t begin = rank_ < workers ? count * rank_ / workers : 0;
   int64_t end = rank_ < workers ? count * (rank_ + 1) / workers : 0;
   // Block by block, so each reduced block is copied to the others while it is still in cache.
+  // Outputs far larger than the cache are written with non-temporal stores from a block-sized
+  // scratch, so they are not read in before being overwritten.
   constexpr int64_t kBlock = 8192;
-  size_t item = itemsize(dtype);
+  constexpr int64_t kStreamBytes = int64_t{32} << 20;
+  const int64_t item = static_cast<int64_t>(itemsize(dtype));
+  const bool stream = n * count * item >= kStreamBytes && rank_ < workers;
+  std::shared_ptr<Buffer> scratch = stream ? allocate(kBlock * item) : nullptr;
   for (int64_t lo = begin; lo < end; lo += kBlock) {
     int64_t hi = std::min(end, lo + kBlock);
+    if (stream) {
+      reduce_range(r.in, lo, scratch->data, 0, hi - lo, dtype, op);
+      for (int m = 0; m < n; ++m)
+        cpu::stream_copy(static_cast<char*>(r.out[m]) + lo * item, scratch->data, (hi - lo) * item);
+      continue;
+    }
     reduce_range(r.in, 0, r.out[rank_], lo, hi, dtype, op);
     for (int m = 0; m < n; ++m)
       if (m != rank_)

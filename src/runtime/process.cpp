@@ -10,12 +10,19 @@ namespace {
 std::mutex g_mu;
 int g_index = 0;
 std::vector<int> g_counts;  // empty: one process
+int g_on_host = 1;
 }  // namespace
 
-void set_process_layout(int index, std::vector<int> local_counts) {
+void set_process_layout(int index, std::vector<int> local_counts, int on_host) {
   std::lock_guard lock(g_mu);
   g_index = index;
   g_counts = std::move(local_counts);
+  g_on_host = on_host;
+}
+
+int processes_on_host() {
+  std::lock_guard lock(g_mu);
+  return g_on_host;
 }
 
 int this_process() {

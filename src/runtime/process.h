@@ -14,7 +14,10 @@ std::vector<Device> global_devices();
 // Local device count of every process (one entry when single-process).
 std::vector<int> process_device_counts();
 
+// How many processes of the program run on this host (they share its cores); 1 when alone.
+int processes_on_host();
+
 // Set by the distributed layer after it has exchanged every process's local device count.
-void set_process_layout(int index, std::vector<int> local_counts);
+void set_process_layout(int index, std::vector<int> local_counts, int on_host = 1);
 
 }  // namespace spmd::runtime

@@ -13,18 +13,33 @@ struct Message {
   int peer;
   void* data;
   size_t bytes;
+  // Messages between two processes on the same channel arrive in the order they were posted;
+  // messages on different channels are independent (a pipelined collective gives each of its
+  // chunks a channel, so threads may post them in any order). At most kChannels.
+  int channel = 0;
 };
+constexpr int kChannels = 16384;
 
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Posts every send and receive and waits for all of them. Throws spmd::Error naming the
-  // processes whose messages did not arrive within the collective timeout, or the process that
-  // announced a failure.
-  virtual void exchange(const std::vector<Message>& sends, const std::vector<Message>& recvs,
-                        const std::string& what) = 0;
+  // An exchange in flight: post() starts it and returns at once, wait() finishes it.
+  using Ticket = uint64_t;
+  // Posts every send and receive (their buffers must stay valid until wait returns).
+  virtual Ticket post(const std::vector<Message>& sends, const std::vector<Message>& recvs) = 0;
+  // Waits for every message of the exchange. Throws spmd::Error naming the processes whose
+  // messages did not arrive within the collective timeout, or the process that announced a
+  // failure; then every exchange still in flight is withdrawn (this process stops).
+  virtual void wait(Ticket ticket, const std::string& what) = 0;
+  // Lets messages in flight make progress (a large message moves only while some thread is
+  // inside the transport); returns at once.
+  virtual void progress() = 0;
+  void exchange(const std::vector<Message>& sends, const std::vector<Message>& recvs,
+                const std::string& what) {
+    wait(post(sends, recvs), what);
+  }
   // Tells every other process that this one failed (best effort, never blocks).
   virtual void announce_failure(const std::string& reason) = 0;
 };

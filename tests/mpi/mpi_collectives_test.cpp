@@ -268,6 +268,19 @@ TEST_P(Collectives, PsumOfALargeArray) {
                     dtype());
 }
 
+TEST_P(Collectives, PsumAndPmaxOfAnArrayOfManyChunks) {
+  // The cross-process all-reduce is pipelined in chunks of 512 KiB: here 17, the last one
+  // ragged; with 4 devices per process the outputs (32 MiB and more) are written with
+  // non-temporal stores, with 2 through the cache.
+  const std::vector<H> xs = inputs({2100001});
+  auto sum_ref = [](const std::vector<H>& v) { return replicate(reduce(v, add), v.size()); };
+  auto max_ref = [](const std::vector<H>& v) {
+    return replicate(reduce(v, [](double a, double b) { return std::max(a, b); }), v.size());
+  };
+  expect_collective([](const Array& x) { return psum(x, "i"); }, xs, dtype(), sum_ref, dtype());
+  expect_collective([](const Array& x) { return pmax(x, "i"); }, xs, dtype(), max_ref, dtype());
+}
+
 TEST_P(Collectives, PmeanIsTheMeanOverEveryProcesssDevices) {
   auto ref = [](const std::vector<H>& xs) {
     H s = reduce(xs, add);

@@ -1,5 +1,6 @@
 #pragma once
 // Strided copies shared by the layout kernels: transposition and axis-run views.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +16,11 @@ void strided_copy(const void* in, int64_t offset, const std::vector<int64_t>& sr
 // out = transpose(in, perm): out.shape[i] = in_shape[perm[i]].
 void transpose_copy(const void* in, const Shape& in_shape, const std::vector<int>& perm, void* out,
                     int itemsize, int threads = 1);
+
+// dst = src with non-temporal stores where the CPU has them (x86-64), so the destination is not
+// read into the cache before being overwritten: for copies into buffers much larger than the
+// cache, such as a collective's outputs on every device. Falls back to memcpy elsewhere.
+void stream_copy(void* dst, const void* src, size_t bytes);
 
 // (outer, middle, inner) sizes of shape around the axes [first, last).
 struct AxisRun {

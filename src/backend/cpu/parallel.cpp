@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "spmd/error.h"
 
 namespace spmd::cpu {
 namespace {
@@ -52,8 +55,16 @@ Pool& pool() {
 }  // namespace
 
 int hardware_threads() {
-  static int n = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(n);
+  static int n = [] {
+    if (const char* env = std::getenv("SPMD_CPU_THREADS")) {
+      char* end = nullptr;
+      long v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && v > 0 && v <= 4096) return static_cast<int>(v);
+      fail("SPMD_CPU_THREADS: expected a thread count from 1 to 4096, got '", env, "'");
+    }
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return n;
 }
 
 void parallel_for(int64_t n, int threads, int64_t grain,

@@ -7,7 +7,8 @@
 
 namespace spmd::cpu {
 
-// Number of hardware threads (at least 1).
+// Number of threads the library's CPU work may use (at least 1): SPMD_CPU_THREADS when set (a
+// container's CPU quota, or several processes sharing a machine), else the hardware threads.
 int hardware_threads();
 // Runs fn(begin, end) over chunks of [0, n), on up to `threads` threads, when n is at least
 // `grain` per thread; otherwise inline.
