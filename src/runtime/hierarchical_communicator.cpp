@@ -120,7 +120,7 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   // host share its cores); more threads would only take turns on them.
   const int W = std::min(L, std::max(1, cpu::hardware_threads() / processes_on_host()));
   const int64_t chunk =
-      std::max<int64_t>({1, kChunkBytes / item, (count + kChannels - 1) / kChannels});
+      std::max<int64_t>({1, kChunkBytes / item, (count + kChannels - 2) / (kChannels - 1)});
   const int64_t chunks = (count + chunk - 1) / chunk;
   if (local_rank_ == 0) check_headers(0, dtype, count, seq);
   if (W > 1) {  // no worker sends before the headers have matched
@@ -168,8 +168,9 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
       for (int p = 0; p < P; ++p) {
         if (p == me_) continue;
         const size_t bytes = static_cast<size_t>((e - b) * item);
-        sends.push_back({p, const_cast<char*>(partial(c)), bytes, static_cast<int>(c)});
-        recvs.push_back({p, slot(c, p), bytes, static_cast<int>(c)});
+        const int channel = static_cast<int>(c) + 1;  // channel 0: headers and other collectives
+        sends.push_back({p, const_cast<char*>(partial(c)), bytes, channel});
+        recvs.push_back({p, slot(c, p), bytes, channel});
       }
       tickets[c - c0] = transport_->post(sends, recvs);
       if (c - kLag >= c0)
