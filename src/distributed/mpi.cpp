@@ -89,7 +89,7 @@ class MpiTransport : public runtime::Transport {
     MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
   }
 
-  void wait(Ticket ticket, const std::string& what) override {
+  void wait_for(Ticket ticket, const std::string& what) override {
     const auto timeout = runtime::collective_timeout();
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + timeout;

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/process.h"
+
 namespace spmd::runtime {
 namespace {
 
@@ -80,21 +82,30 @@ void write_file(Recorder* r) {
   if (r->events.size() == r->written && r->written > 0) return;
   r->last_write = std::chrono::steady_clock::now();
   r->written = r->events.size();
-  std::ofstream out(r->path);
+  // Each process of a multi-process program writes its own file, trace.json -> trace.p1.json
+  // (chrome://tracing and Perfetto open several at once: the pid is the process index).
+  const int process = this_process(), first_device = first_global_device_id();
+  std::string path = r->path;
+  if (process_total() > 1) {
+    size_t dot = path.rfind('.'), slash = path.rfind('/');
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = path.size();
+    path.insert(dot, ".p" + std::to_string(process));
+  }
+  std::ofstream out(path);
   out << "{\"traceEvents\":[\n";
   bool first = true;
   std::vector<int> tracks;
   for (const Event& e : r->events) {
     if (std::find(tracks.begin(), tracks.end(), e.track) == tracks.end()) tracks.push_back(e.track);
-    out << (first ? "" : ",\n") << "{\"name\":\"" << e.name
-        << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.track << ",\"ts\":" << e.start_us
-        << ",\"dur\":" << e.dur_us << "}";
+    out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"ph\":\"X\",\"pid\":" << process
+        << ",\"tid\":" << e.track << ",\"ts\":" << e.start_us << ",\"dur\":" << e.dur_us << "}";
     first = false;
   }
   for (int t : tracks)
-    out << (first ? "" : ",\n") << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << t
-        << ",\"args\":{\"name\":\""
-        << (t < 0 ? std::string("host") : "CpuDevice(id=" + std::to_string(t) + ")") << "\"}}",
+    out << (first ? "" : ",\n") << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << process
+        << ",\"tid\":" << t << ",\"args\":{\"name\":\""
+        << (t < 0 ? std::string("host") : "CpuDevice(id=" + std::to_string(first_device + t) + ")")
+        << "\"}}",
         first = false;
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";
 }

@@ -1,7 +1,8 @@
 #pragma once
 // A per-device timeline in Chrome's trace-event format (Perfetto, chrome://tracing). Enabled by
-// SPMD_TRACE=path.json: multi-device runs record one track per device with compute spans and
-// collective waits, so a user can see why scaling is sublinear. Disabled, a Span costs one
+// SPMD_TRACE=path.json: multi-device runs record one track per device with compute spans,
+// collective waits (for the other devices of the process) and, across processes, exchange waits
+// (for other processes' messages), so a user can see why scaling is sublinear. Disabled, a Span costs one
 // branch.
 #include <chrono>
 #include <string>

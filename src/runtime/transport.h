@@ -29,10 +29,11 @@ class Transport {
   using Ticket = uint64_t;
   // Posts every send and receive (their buffers must stay valid until wait returns).
   virtual Ticket post(const std::vector<Message>& sends, const std::vector<Message>& recvs) = 0;
-  // Waits for every message of the exchange. Throws spmd::Error naming the processes whose
-  // messages did not arrive within the collective timeout, or the process that announced a
-  // failure; then every exchange still in flight is withdrawn (this process stops).
-  virtual void wait(Ticket ticket, const std::string& what) = 0;
+  // Waits for every message of the exchange, recorded as an "exchange wait" span on the
+  // SPMD_TRACE timeline. Throws spmd::Error naming the processes whose messages did not arrive
+  // within the collective timeout, or the process that announced a failure; then every exchange
+  // still in flight is withdrawn (this process stops).
+  void wait(Ticket ticket, const std::string& what);
   // Lets messages in flight make progress (a large message moves only while some thread is
   // inside the transport); returns at once.
   virtual void progress() = 0;
@@ -42,6 +43,10 @@ class Transport {
   }
   // Tells every other process that this one failed (best effort, never blocks).
   virtual void announce_failure(const std::string& reason) = 0;
+
+ protected:
+  // What wait does, without the timeline.
+  virtual void wait_for(Ticket ticket, const std::string& what) = 0;
 };
 
 // The transport of this process, or nullptr when it runs alone.
