@@ -97,14 +97,16 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
   }
 }
 
-// A cross-process all-reduce runs as a pipeline over chunks of the buffer: sum the local
-// members' chunk, post it to the other processes, and combine the chunk posted kLag chunks
-// earlier, whose messages have had time to arrive. A chunk's partial sum and the chunks received
-// for it stay in cache until they are combined, so the inputs are read once and the outputs
-// written once (the unchunked version made three passes over memory and took ~1.4x a plain
-// MPI_Allreduce of one buffer; this one ~1.0x, bench_mpi_psum). Chunks are the same on every
-// process whatever its worker count: each is a message channel of its own. Every process sends
-// its partial sums to every other one, which suits a few processes; a ring would suit many.
+// A cross-process all-reduce runs as a pipeline over chunks of the buffer. For each chunk: sum
+// the local members' chunk; reduce-scatter between the processes (process q receives piece q of
+// every other process's sum and combines it); all-gather the combined pieces; write the chunk
+// to every output. The three steps of consecutive chunks overlap, kLag chunks apart, so a
+// chunk's messages have had time to arrive when they are needed. A chunk's partial sums and
+// received pieces stay in cache throughout: the inputs are read once and the outputs written
+// once (an unchunked version made three passes over memory and took ~1.4x a plain
+// MPI_Allreduce of one buffer; this one ~1.0x, bench_mpi_psum). Each process sends 2 (P - 1) / P
+// of the buffer, as a ring all-reduce does. Chunks are the same on every process whatever its
+// worker count: each step of each chunk is a message channel of its own.
 constexpr int64_t kChunkBytes = int64_t{1} << 19;
 constexpr int kLag = 2;
 constexpr int64_t kStreamBytes = int64_t{32} << 20;
@@ -119,8 +121,10 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   // Workers: the first local members, as many as this process has cores (the processes on a
   // host share its cores); more threads would only take turns on them.
   const int W = std::min(L, std::max(1, cpu::hardware_threads() / processes_on_host()));
+  // Channel 0 is for headers and the other collectives; chunk c uses 2c + 1 and 2c + 2.
+  const int64_t max_chunks = (kChannels - 1) / 2;
   const int64_t chunk =
-      std::max<int64_t>({1, kChunkBytes / item, (count + kChannels - 2) / (kChannels - 1)});
+      std::max<int64_t>({1, kChunkBytes / item, (count + max_chunks - 1) / max_chunks});
   const int64_t chunks = (count + chunk - 1) / chunk;
   if (local_rank_ == 0) check_headers(0, dtype, count, seq);
   if (W > 1) {  // no worker sends before the headers have matched
@@ -129,56 +133,86 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   }
   if (local_rank_ < W) {
     const int64_t c0 = chunks * local_rank_ / W, c1 = chunks * (local_rank_ + 1) / W;
-    // A ring of kLag + 1 rows of chunk slots, small enough to stay in cache: in a chunk's row,
-    // slot p (p != this process) receives process p's partial sum, slot me_ holds this
-    // process's (a lone member's partial is its input), and slot P the combined chunk.
+    // A ring of 2 kLag + 1 rows of chunk slots, small enough to stay in cache: in a chunk's
+    // row, slot p (p != this process) receives process p's piece of its partial sum, slot me_
+    // holds this process's partial sum (a lone member's partial is its input), and slot P the
+    // combined chunk. Pieces sit at their offsets within the chunk.
+    const int rows = 2 * kLag + 1;
     const int64_t row = (P + 1) * chunk * item;
-    auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, (kLag + 1) * row)));
+    auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, rows * row)));
     auto slot = [&](int64_t c, int p) {
-      return static_cast<char*>(ring->data) + (c % (kLag + 1)) * row + p * chunk * item;
+      return static_cast<char*>(ring->data) + (c % rows) * row + p * chunk * item;
     };
     auto partial = [&](int64_t c) {
       return L > 1 ? slot(c, me_) : static_cast<const char*>(r.in[0]) + c * chunk * item;
     };
-    char* out0 = static_cast<char*>(r.out[0]);
+    auto size_of = [&](int64_t c) { return std::min(count, (c + 1) * chunk) - c * chunk; };
+    // Piece q of chunk c: elements [lo, hi) of the chunk.
+    auto piece = [&](int64_t c, int q) {
+      int64_t n = size_of(c);
+      return std::pair<int64_t, int64_t>{n * q / P, n * (q + 1) / P};
+    };
     // Outputs far larger than the cache are written with non-temporal stores.
     const bool stream = L * count * item >= kStreamBytes;
-    std::vector<Transport::Ticket> tickets(static_cast<size_t>(c1 - c0));
+    std::vector<Transport::Ticket> scattered(static_cast<size_t>(c1 - c0)),
+        gathered(static_cast<size_t>(c1 - c0));
     const std::string what = "all_reduce #" + std::to_string(seq);
-    auto combine = [&](int64_t c) {
-      transport_->wait(tickets[c - c0], what);
-      const int64_t b = c * chunk, n = std::min(count, b + chunk) - b;
-      std::vector<const void*> parts;  // in process order: the same result everywhere
-      for (int p = 0; p < P; ++p) parts.push_back(p == me_ ? partial(c) : slot(c, p));
-      if (stream) {  // combined in cache, then streamed to every output
-        char* sum = slot(c, P);
-        reduce_range(parts, 0, sum, 0, n, dtype, op);
-        for (int m = 0; m < L; ++m)
-          cpu::stream_copy(static_cast<char*>(r.out[m]) + b * item, sum, n * item);
-        return;
-      }
-      reduce_range(parts, 0, out0 + b * item, 0, n, dtype, op);
-      for (int m = 1; m < L; ++m)
-        std::memcpy(static_cast<char*>(r.out[m]) + b * item, out0 + b * item, n * item);
-    };
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t b = c * chunk, e = std::min(count, b + chunk);
-      if (L > 1) reduce_range(r.in, b, slot(c, me_), 0, e - b, dtype, op);
+    // 1. This process's sum of the chunk; its pieces go to their processes.
+    auto scatter = [&](int64_t c) {
+      const int64_t b = c * chunk;
+      if (L > 1) reduce_range(r.in, static_cast<size_t>(b), slot(c, me_), 0, size_of(c), dtype, op);
+      auto [lo, hi] = piece(c, me_);
       std::vector<Message> sends, recvs;
-      for (int p = 0; p < P; ++p) {
-        if (p == me_) continue;
-        const size_t bytes = static_cast<size_t>((e - b) * item);
-        const int channel = static_cast<int>(c) + 1;  // channel 0: headers and other collectives
-        sends.push_back({p, const_cast<char*>(partial(c)), bytes, channel});
-        recvs.push_back({p, slot(c, p), bytes, channel});
+      for (int q = 0; q < P; ++q) {
+        if (q == me_) continue;
+        auto [qlo, qhi] = piece(c, q);
+        const int channel = static_cast<int>(2 * c + 1);
+        sends.push_back({q, const_cast<char*>(partial(c)) + qlo * item,
+                         static_cast<size_t>((qhi - qlo) * item), channel});
+        recvs.push_back(
+            {q, slot(c, q) + lo * item, static_cast<size_t>((hi - lo) * item), channel});
       }
-      tickets[c - c0] = transport_->post(sends, recvs);
-      if (c - kLag >= c0)
-        combine(c - kLag);
+      scattered[c - c0] = transport_->post(sends, recvs);
+    };
+    // 2. This process's piece of the result, combined in process order (the same bits on every
+    //    process), goes to every other process.
+    auto gather = [&](int64_t c) {
+      transport_->wait(scattered[c - c0], what);
+      auto [lo, hi] = piece(c, me_);
+      std::vector<const void*> parts;
+      for (int p = 0; p < P; ++p) parts.push_back((p == me_ ? partial(c) : slot(c, p)) + lo * item);
+      char* sum = slot(c, P);
+      reduce_range(parts, 0, sum + lo * item, 0, hi - lo, dtype, op);
+      std::vector<Message> sends, recvs;
+      for (int q = 0; q < P; ++q) {
+        if (q == me_) continue;
+        auto [qlo, qhi] = piece(c, q);
+        const int channel = static_cast<int>(2 * c + 2);
+        sends.push_back({q, sum + lo * item, static_cast<size_t>((hi - lo) * item), channel});
+        recvs.push_back({q, sum + qlo * item, static_cast<size_t>((qhi - qlo) * item), channel});
+      }
+      gathered[c - c0] = transport_->post(sends, recvs);
+    };
+    // 3. The whole chunk of the result, to every local output.
+    auto write = [&](int64_t c) {
+      transport_->wait(gathered[c - c0], what);
+      const size_t offset = static_cast<size_t>(c * chunk * item), bytes = size_of(c) * item;
+      for (int m = 0; m < L; ++m) {
+        char* o = static_cast<char*>(r.out[m]) + offset;
+        if (stream)
+          cpu::stream_copy(o, slot(c, P), bytes);
+        else
+          std::memcpy(o, slot(c, P), bytes);
+      }
+    };
+    for (int64_t c = c0; c < c1 + 2 * kLag; ++c) {
+      if (c < c1) scatter(c);
+      if (c - kLag >= c0 && c - kLag < c1) gather(c - kLag);
+      if (c - 2 * kLag >= c0 && c - 2 * kLag < c1)
+        write(c - 2 * kLag);
       else
         transport_->progress();
     }
-    for (int64_t c = std::max(c0, c1 - kLag); c < c1; ++c) combine(c);
   }
   local_->depart(seq);
 }
