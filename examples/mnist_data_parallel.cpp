@@ -104,12 +104,19 @@ int run(const Options& opt) {
   nn::MLP params = nn::mlp_init(random::fold_in(key, 0), {features, 1024, 1024, 10});
   // Replicated update: every device holds the whole optimiser state and applies the whole update
   // (the book's formulation). Sharded: each device holds and updates 1/N of it (ZeRO-1).
-  if (opt.sharded_update && process_count() > 1 && !opt.checkpoint.empty())
-    fail(
-        "--sharded-update with --checkpoint runs in one process only (each process holds a part of "
-        "the state)");
   nn::OptState state =
       opt.sharded_update ? optimizer.init_sharded(params, ndev) : optimizer.init(params);
+  // A sharded state is saved as every global device's part, stacked (the same file whatever the
+  // number of processes); each process loads its devices' rows.
+  auto stacked = [&](const nn::OptState& one) {
+    return tree_map(
+        [&](const Array& a) {
+          Shape s = a.shape();
+          s.insert(s.begin(), ndev);
+          return zeros(s, a.dtype());
+        },
+        one);
+  };
   nn::OptState rstate;
   int start_epoch = 0;
   int64_t step = 0;
@@ -117,7 +124,11 @@ int run(const Options& opt) {
     nn::Checkpoint c = nn::load_checkpoint(opt.checkpoint);
     params = nn::get_tree(c, "params", params);
     if (opt.sharded_update)
-      rstate = nn::get_tree(c, "opt_state", nn::replicate(state, devs));
+      rstate = tree_map(
+          [&](const Array& a) {
+            return slice(a, {Range{first, first + nlocal}});
+          },
+          nn::get_tree(c, "opt_state", stacked(state)));
     else
       state = nn::get_tree(c, "opt_state", state);
     key = c.arrays.at("key");
@@ -146,6 +157,15 @@ int run(const Options& opt) {
                                psum(value.second, "batch"));
       },
       "batch");
+  // Every global device's part of a sharded state, stacked, from each device's part.
+  auto gather = pmap(
+      [](const nn::OptState& s) {
+        return tree_map([](const Array& a) { return all_gather(a, "batch"); }, s);
+      },
+      "batch");
+  auto gather_parts = [&](const nn::OptState& parts) {
+    return tree_map([](const Array& a) { return a[0]; }, gather(parts));
+  };
   auto evaluate = jit([](const nn::MLP& p, const Array& x, const Array& y) {
     return nn::correct_count(nn::mlp_apply(p, x), y);
   });
@@ -193,14 +213,18 @@ int run(const Options& opt) {
                   static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
                   static_cast<double>(seen) / seconds, seconds);
     std::fflush(stdout);
-    if (leader && !opt.checkpoint.empty()) {
-      nn::Checkpoint c;
-      nn::put_tree(c, "params", host);
-      nn::put_tree(c, "opt_state", opt.sharded_update ? rstate : nn::unreplicate(rstate));
-      c.arrays["key"] = key;
-      c.ints["epoch"] = epoch + 1;
-      c.ints["step"] = step;
-      nn::save_checkpoint(opt.checkpoint, c);
+    if (!opt.checkpoint.empty()) {
+      // Every process takes part in gathering a sharded state; the first one writes.
+      nn::OptState saved = opt.sharded_update ? gather_parts(rstate) : nn::unreplicate(rstate);
+      if (leader) {
+        nn::Checkpoint c;
+        nn::put_tree(c, "params", host);
+        nn::put_tree(c, "opt_state", saved);
+        c.arrays["key"] = key;
+        c.ints["epoch"] = epoch + 1;
+        c.ints["step"] = step;
+        nn::save_checkpoint(opt.checkpoint, c);
+      }
     }
   }
   return 0;

@@ -21,21 +21,6 @@ const char* kind_name(int k) {
   return names[k];
 }
 
-// reduce_range over [begin, end) in cache-sized blocks: one pass over memory instead of one per
-// source. dst must not alias a source.
-constexpr int64_t kBlock = 8192;  // elements
-void reduce_blocked(const std::vector<const void*>& srcs, void* dst, int64_t begin, int64_t end,
-                    DType dtype, ReduceOp op) {
-  for (int64_t b = begin; b < end; b += kBlock)
-    reduce_range(srcs, 0, dst, b, std::min(end, b + kBlock), dtype, op);
-}
-
-// dst = srcs[0] (op) srcs[1] (op) ... elementwise, in order.
-void reduce_into(void* dst, const std::vector<const void*>& srcs, int64_t n, DType dtype,
-                 ReduceOp op) {
-  reduce_blocked(srcs, dst, 0, n, dtype, op);
-}
-
 // Rendezvous keys of the inner steps of collective #seq (seq + k * kStep): every local member
 // meets at them in the same order, and they never collide with a collective's own key.
 constexpr uint64_t kStep = uint64_t{1} << 48;
@@ -97,18 +82,20 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
   }
 }
 
-// A cross-process all-reduce runs as a pipeline over chunks of the buffer. For each chunk: sum
-// the local members' chunk; reduce-scatter between the processes (process q receives piece q of
-// every other process's sum and combines it); all-gather the combined pieces; write the chunk
-// to every output. The three steps of consecutive chunks overlap, kLag chunks apart, so a
-// chunk's messages have had time to arrive when they are needed. A chunk's partial sums and
-// received pieces stay in cache throughout: the inputs are read once and the outputs written
-// once (an unchunked version made three passes over memory and took ~1.4x a plain
-// MPI_Allreduce of one buffer; this one ~1.0x, bench_mpi_psum). Each process sends 2 (P - 1) / P
-// of the buffer, as a ring all-reduce does. Chunks are the same on every process whatever its
-// worker count: each step of each chunk is a message channel of its own.
+// A cross-process all-reduce runs as a pipeline over chunks of the buffer, along the chain of
+// processes: process 0 sums its devices' chunk and passes it on; process p adds its devices'
+// chunks to the running sum it receives, one device after the other, and passes it on; the last
+// process's sum is the result, handed back down the chain, and each process writes it to its
+// devices' outputs. Every element is thus summed device after device in global order, exactly
+// as one process with every device sums it: results are bit-identical whatever the number of
+// processes (a training run under mpirun ends with the same parameters as in one process).
+// Consecutive chunks are in flight at once, so every process works while messages travel, and
+// a chunk's sums stay in cache from one step to the next: the inputs are read once and the
+// outputs written once (an unchunked version made three passes over memory and took ~1.4x a
+// plain MPI_Allreduce of one buffer; this one ~0.9x, bench_mpi_psum). Each process sends at most
+// twice the buffer whatever the number of processes. Chunks are the same on every process
+// whatever its worker count: each direction of each chunk is a message channel of its own.
 constexpr int64_t kChunkBytes = int64_t{1} << 19;
-constexpr int kLag = 2;
 constexpr int64_t kStreamBytes = int64_t{32} << 20;
 
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
@@ -121,7 +108,8 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   // Workers: the first local members, as many as this process has cores (the processes on a
   // host share its cores); more threads would only take turns on them.
   const int W = std::min(L, std::max(1, cpu::hardware_threads() / processes_on_host()));
-  // Channel 0 is for headers and the other collectives; chunk c uses 2c + 1 and 2c + 2.
+  // Channel 0 is for headers and the other collectives; chunk c uses 2c + 1 (up the chain) and
+  // 2c + 2 (down).
   const int64_t max_chunks = (kChannels - 1) / 2;
   const int64_t chunk =
       std::max<int64_t>({1, kChunkBytes / item, (count + max_chunks - 1) / max_chunks});
@@ -133,85 +121,85 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   }
   if (local_rank_ < W) {
     const int64_t c0 = chunks * local_rank_ / W, c1 = chunks * (local_rank_ + 1) / W;
-    // A ring of 2 kLag + 1 rows of chunk slots, small enough to stay in cache: in a chunk's
-    // row, slot p (p != this process) receives process p's piece of its partial sum, slot me_
-    // holds this process's partial sum (a lone member's partial is its input), and slot P the
-    // combined chunk. Pieces sit at their offsets within the chunk.
-    const int rows = 2 * kLag + 1;
-    const int64_t row = (P + 1) * chunk * item;
+    const bool first = me_ == 0, last = me_ == P - 1;
+    // Chunk c goes up at iteration c and comes back down at iteration c + down_lag: at once on
+    // the last process, two iterations later on each process before it (one hop each way, as
+    // each process runs about one iteration behind the one before it). Waiting any less would
+    // make neighbours take turns instead of working at once.
+    const int64_t down_lag = 2 * (P - 1 - me_), rows = 2 * P;
+    // A ring of rows of three chunk slots: the running sum received from the previous process,
+    // this process's running sum, and the result received from the next process.
+    const int64_t row = 3 * chunk * item;
     auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, rows * row)));
-    auto slot = [&](int64_t c, int p) {
-      return static_cast<char*>(ring->data) + (c % rows) * row + p * chunk * item;
+    auto slot = [&](int64_t c, int k) {
+      return static_cast<char*>(ring->data) + (c % rows) * row + k * chunk * item;
     };
-    auto partial = [&](int64_t c) {
-      return L > 1 ? slot(c, me_) : static_cast<const char*>(r.in[0]) + c * chunk * item;
+    const bool alone = first && L == 1;  // process 0's lone input is its running sum
+    auto running = [&](int64_t c) -> char* {
+      return alone ? const_cast<char*>(static_cast<const char*>(r.in[0])) + c * chunk * item
+                   : slot(c, 1);
     };
+    auto result = [&](int64_t c) { return last ? running(c) : slot(c, 2); };
     auto size_of = [&](int64_t c) { return std::min(count, (c + 1) * chunk) - c * chunk; };
-    // Piece q of chunk c: elements [lo, hi) of the chunk.
-    auto piece = [&](int64_t c, int q) {
-      int64_t n = size_of(c);
-      return std::pair<int64_t, int64_t>{n * q / P, n * (q + 1) / P};
-    };
+    auto bytes_of = [&](int64_t c) { return static_cast<size_t>(size_of(c) * item); };
     // Outputs far larger than the cache are written with non-temporal stores.
     const bool stream = L * count * item >= kStreamBytes;
-    std::vector<Transport::Ticket> scattered(static_cast<size_t>(c1 - c0)),
-        gathered(static_cast<size_t>(c1 - c0));
+    const size_t n = static_cast<size_t>(c1 - c0);
+    std::vector<Transport::Ticket> up_recv(n), down_recv(n), up_send(n), down_send(n);
     const std::string what = "all_reduce #" + std::to_string(seq);
-    // 1. This process's sum of the chunk; its pieces go to their processes.
-    auto scatter = [&](int64_t c) {
-      const int64_t b = c * chunk;
-      if (L > 1) reduce_range(r.in, static_cast<size_t>(b), slot(c, me_), 0, size_of(c), dtype, op);
-      auto [lo, hi] = piece(c, me_);
-      std::vector<Message> sends, recvs;
-      for (int q = 0; q < P; ++q) {
-        if (q == me_) continue;
-        auto [qlo, qhi] = piece(c, q);
-        const int channel = static_cast<int>(2 * c + 1);
-        sends.push_back({q, const_cast<char*>(partial(c)) + qlo * item,
-                         static_cast<size_t>((qhi - qlo) * item), channel});
-        recvs.push_back(
-            {q, slot(c, q) + lo * item, static_cast<size_t>((hi - lo) * item), channel});
+    auto up = [&](int64_t c) { return static_cast<int>(2 * c + 1); };
+    auto down = [&](int64_t c) { return static_cast<int>(2 * c + 2); };
+    // Chunk c enters: its row's previous chunk has finished sending; post its receives.
+    auto enter = [&](int64_t c) {
+      if (c - rows >= c0) {
+        if (!last) transport_->wait(up_send[c - rows - c0], what);
+        if (!first) transport_->wait(down_send[c - rows - c0], what);
       }
-      scattered[c - c0] = transport_->post(sends, recvs);
+      if (!first)
+        up_recv[c - c0] = transport_->post({}, {{me_ - 1, slot(c, 0), bytes_of(c), up(c)}});
+      if (!last)
+        down_recv[c - c0] = transport_->post({}, {{me_ + 1, slot(c, 2), bytes_of(c), down(c)}});
     };
-    // 2. This process's piece of the result, combined in process order (the same bits on every
-    //    process), goes to every other process.
-    auto gather = [&](int64_t c) {
-      transport_->wait(scattered[c - c0], what);
-      auto [lo, hi] = piece(c, me_);
-      std::vector<const void*> parts;
-      for (int p = 0; p < P; ++p) parts.push_back((p == me_ ? partial(c) : slot(c, p)) + lo * item);
-      char* sum = slot(c, P);
-      reduce_range(parts, 0, sum + lo * item, 0, hi - lo, dtype, op);
-      std::vector<Message> sends, recvs;
-      for (int q = 0; q < P; ++q) {
-        if (q == me_) continue;
-        auto [qlo, qhi] = piece(c, q);
-        const int channel = static_cast<int>(2 * c + 2);
-        sends.push_back({q, sum + lo * item, static_cast<size_t>((hi - lo) * item), channel});
-        recvs.push_back({q, sum + qlo * item, static_cast<size_t>((qhi - qlo) * item), channel});
+    // Up: the running sum plus this process's devices, one after the other; on to the next.
+    auto go_up = [&](int64_t c) {
+      std::vector<const void*> terms;
+      if (!first) {
+        transport_->wait(up_recv[c - c0], what);
+        terms.push_back(slot(c, 0));
       }
-      gathered[c - c0] = transport_->post(sends, recvs);
+      for (int l = 0; l < L; ++l)
+        terms.push_back(static_cast<const char*>(r.in[l]) + c * chunk * item);
+      if (!alone) reduce_range(terms, 0, slot(c, 1), 0, size_of(c), dtype, op);
+      if (!last)
+        up_send[c - c0] = transport_->post({{me_ + 1, running(c), bytes_of(c), up(c)}}, {});
     };
-    // 3. The whole chunk of the result, to every local output.
-    auto write = [&](int64_t c) {
-      transport_->wait(gathered[c - c0], what);
-      const size_t offset = static_cast<size_t>(c * chunk * item), bytes = size_of(c) * item;
+    // Down: the result, on to the previous process and into every local output.
+    auto go_down = [&](int64_t c) {
+      if (!last) transport_->wait(down_recv[c - c0], what);
+      if (!first)
+        down_send[c - c0] = transport_->post({{me_ - 1, result(c), bytes_of(c), down(c)}}, {});
+      const size_t offset = static_cast<size_t>(c * chunk * item);
       for (int m = 0; m < L; ++m) {
         char* o = static_cast<char*>(r.out[m]) + offset;
         if (stream)
-          cpu::stream_copy(o, slot(c, P), bytes);
+          cpu::stream_copy(o, result(c), bytes_of(c));
         else
-          std::memcpy(o, slot(c, P), bytes);
+          std::memcpy(o, result(c), bytes_of(c));
       }
     };
-    for (int64_t c = c0; c < c1 + 2 * kLag; ++c) {
-      if (c < c1) scatter(c);
-      if (c - kLag >= c0 && c - kLag < c1) gather(c - kLag);
-      if (c - 2 * kLag >= c0 && c - 2 * kLag < c1)
-        write(c - 2 * kLag);
+    for (int64_t t = c0; t < c1 + down_lag; ++t) {
+      if (t < c1) {
+        enter(t);
+        go_up(t);
+      }
+      if (t - down_lag >= c0 && t - down_lag < c1)
+        go_down(t - down_lag);
       else
         transport_->progress();
+    }
+    for (int64_t c = std::max(c0, c1 - rows); c < c1; ++c) {
+      if (!last) transport_->wait(up_send[c - c0], what);
+      if (!first) transport_->wait(down_send[c - c0], what);
     }
   }
   local_->depart(seq);
@@ -240,33 +228,13 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
 
 void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                               ReduceOp op) {
-  uint64_t seq = seq_++;
-  auto& r = local_->arrive(seq, local_rank_, in, out);
-  if (local_rank_ == 0) {
-    check_headers(2, dtype, count, seq);
-    int P = static_cast<int>(counts_.size());
-    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-    auto partial = allocate(std::max<size_t>(total_ * bytes, 1));
-    reduce_into(partial->data, r.in, count * total_, dtype, op);
-    std::vector<std::shared_ptr<Buffer>> others(P);
-    std::vector<Message> sends, recvs;
-    char* part = static_cast<char*>(partial->data);
-    for (int p = 0; p < P; ++p) {
-      if (p == me_) continue;
-      others[p] = allocate(std::max<size_t>(counts_[me_] * bytes, 1));
-      sends.push_back({p, part + base_[p] * bytes, counts_[p] * bytes});
-      recvs.push_back({p, others[p]->data, counts_[me_] * bytes});
-    }
-    transport_->exchange(sends, recvs, "reduce_scatter #" + std::to_string(seq));
-    std::vector<const void*> parts;
-    for (int p = 0; p < P; ++p)
-      parts.push_back(p == me_ ? part + base_[me_] * bytes : others[p]->data);
-    auto mine = allocate(std::max<size_t>(counts_[me_] * bytes, 1));
-    reduce_into(mine->data, parts, count * counts_[me_], dtype, op);
-    for (size_t l = 0; l < r.out.size(); ++l)
-      std::memcpy(r.out[l], static_cast<char*>(mine->data) + l * bytes, bytes);
-  }
-  local_->depart(seq);
+  // The whole reduction along the chain, then this member's block: the same bits as one
+  // process with every device gives (a sharded optimiser update under mpirun matches it), for
+  // total times the block's traffic.
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  auto whole = allocate(std::max<size_t>(bytes * total_, 1));
+  all_reduce(in, whole->data, count * total_, dtype, op);
+  std::memcpy(out, static_cast<const char*>(whole->data) + rank() * bytes, bytes);
 }
 
 void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t count, DType dtype) {

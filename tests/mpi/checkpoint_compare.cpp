@@ -1,8 +1,9 @@
-// Compares the parameters of two training checkpoints (spmd::nn::save_checkpoint files):
+// Compares two training checkpoints (spmd::nn::save_checkpoint files):
 //   checkpoint_compare A B [tolerance]
-// Every "params/<i>" array must exist in both with the same shape and dtype, and differ by at
-// most tolerance (default 1e-5) relative to the array's largest magnitude. Prints the worst
-// difference; exits 0 when they match, 1 when they do not, 2 on bad input.
+// Both must hold parameters ("params/<i>") and the same arrays (parameters, optimiser state,
+// random key) with the same shapes and dtypes, each differing by at most tolerance (default
+// 1e-5) relative to the array's largest magnitude. Prints the worst difference; exits 0 when
+// they match, 1 when they do not, 2 on bad input.
 #include <spmd/spmd.h>
 
 #include <algorithm>
@@ -28,12 +29,14 @@ int main(int argc, char** argv) {
       fail("the checkpoints hold ", n, " and ", b.ints.at("params/#"), " parameter arrays");
     if (a.ints.at("step") != b.ints.at("step"))
       fail("the checkpoints are at steps ", a.ints.at("step"), " and ", b.ints.at("step"));
+    if (a.arrays.size() != b.arrays.size())
+      fail("the checkpoints hold ", a.arrays.size(), " and ", b.arrays.size(), " arrays");
     bool ok = true;
     double worst = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      std::string name = "params/" + std::to_string(i);
-      const Array& x = a.arrays.at(name);
-      const Array& y = b.arrays.at(name);
+    for (const auto& [name, x] : a.arrays) {
+      auto other = b.arrays.find(name);
+      if (other == b.arrays.end()) fail(name, ": in ", argv[1], " but not in ", argv[2]);
+      const Array& y = other->second;
       if (x.shape() != y.shape() || x.dtype() != y.dtype())
         fail(name, ": ", shape_str(x.shape()), " ", dtype_name(x.dtype()), " against ",
              shape_str(y.shape()), " ", dtype_name(y.dtype()));
