@@ -3,8 +3,10 @@
 // rendezvous and combine their buffers; the first of them (the leader) exchanges the combination
 // with the other processes' leaders through the Transport; then the result is handed back to
 // every local device. All-reduce, the collective of data-parallel training, is pipelined
-// instead: chunk by chunk, its workers (one per core) sum the local buffers, post the sum to the
-// other processes and combine what arrived, so compute and messages overlap. Every process combines the
+// instead: chunk by chunk, its workers (one per core) add the local buffers to the running sum
+// passed along the chain of processes, and the result comes back down the chain, so compute and
+// messages overlap and the sums are those of one process (bit-identical); psum_scatter takes
+// its block of that. Every process combines the
 // per-process parts in process order, so results are identical everywhere. Each exchange starts
 // with a header (collective, dtype, size, sequence number) so processes that reach different
 // collectives are reported instead of deadlocking.
