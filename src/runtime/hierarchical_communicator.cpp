@@ -129,10 +129,10 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
     const int64_t down_lag = 2 * (P - 1 - me_), rows = 2 * P;
     // A ring of rows of three chunk slots: the running sum received from the previous process,
     // this process's running sum, and the result received from the next process.
-    const int64_t row = 3 * chunk * item;
+    const int64_t slot_bytes = std::min(chunk, count) * item, row = 3 * slot_bytes;
     auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, rows * row)));
     auto slot = [&](int64_t c, int k) {
-      return static_cast<char*>(ring->data) + (c % rows) * row + k * chunk * item;
+      return static_cast<char*>(ring->data) + (c % rows) * row + k * slot_bytes;
     };
     const bool alone = first && L == 1;  // process 0's lone input is its running sum
     auto running = [&](int64_t c) -> char* {
