@@ -96,7 +96,6 @@ void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t coun
 // twice the buffer whatever the number of processes. Chunks are the same on every process
 // whatever its worker count: each direction of each chunk is a message channel of its own.
 constexpr int64_t kChunkBytes = int64_t{1} << 19;
-constexpr int64_t kStreamBytes = int64_t{32} << 20;
 
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp op) {
@@ -143,7 +142,7 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
     auto size_of = [&](int64_t c) { return std::min(count, (c + 1) * chunk) - c * chunk; };
     auto bytes_of = [&](int64_t c) { return static_cast<size_t>(size_of(c) * item); };
     // Outputs far larger than the cache are written with non-temporal stores.
-    const bool stream = L * count * item >= kStreamBytes;
+    const bool stream = L * count * item >= cpu::kStreamCopyBytes;
     const size_t n = static_cast<size_t>(c1 - c0);
     std::vector<Transport::Ticket> up_recv(n), down_recv(n), up_send(n), down_send(n);
     const std::string what = "all_reduce #" + std::to_string(seq);

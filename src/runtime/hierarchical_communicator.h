@@ -1,15 +1,14 @@
 #pragma once
 // Collectives over devices of several processes: the devices of a process meet at an in-process
 // rendezvous and combine their buffers; the first of them (the leader) exchanges the combination
-// with the other processes' leaders through the Transport; then the result is handed back to
-// every local device. All-reduce, the collective of data-parallel training, is pipelined
-// instead: chunk by chunk, its workers (one per core) add the local buffers to the running sum
-// passed along the chain of processes, and the result comes back down the chain, so compute and
+// with the other processes' leaders through the Transport, combining the per-process parts in
+// process order so results are identical everywhere; then the result is handed back to every
+// local device. All-reduce, the collective of data-parallel training, is pipelined instead:
+// chunk by chunk, its workers (one per core) add the local buffers to the running sum passed
+// along the chain of processes, and the result comes back down the chain, so compute and
 // messages overlap and the sums are those of one process (bit-identical); psum_scatter takes
-// its block of that. Every process combines the
-// per-process parts in process order, so results are identical everywhere. Each exchange starts
-// with a header (collective, dtype, size, sequence number) so processes that reach different
-// collectives are reported instead of deadlocking.
+// its block of that. Each exchange starts with a header (collective, dtype, size, sequence
+// number) so processes that reach different collectives are reported instead of deadlocking.
 #include <memory>
 #include <string>
 #include <vector>

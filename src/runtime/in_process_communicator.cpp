@@ -101,9 +101,8 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
   // Outputs far larger than the cache are written with non-temporal stores from a block-sized
   // scratch, so they are not read in before being overwritten.
   constexpr int64_t kBlock = 8192;
-  constexpr int64_t kStreamBytes = int64_t{32} << 20;
   const int64_t item = static_cast<int64_t>(itemsize(dtype));
-  const bool stream = n * count * item >= kStreamBytes && rank_ < workers;
+  const bool stream = n * count * item >= cpu::kStreamCopyBytes && rank_ < workers;
   std::shared_ptr<Buffer> scratch = stream ? allocate(kBlock * item) : nullptr;
   for (int64_t lo = begin; lo < end; lo += kBlock) {
     int64_t hi = std::min(end, lo + kBlock);

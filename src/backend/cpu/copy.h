@@ -21,6 +21,9 @@ void transpose_copy(const void* in, const Shape& in_shape, const std::vector<int
 // read into the cache before being overwritten: for copies into buffers much larger than the
 // cache, such as a collective's outputs on every device. Falls back to memcpy elsewhere.
 void stream_copy(void* dst, const void* src, size_t bytes);
+// Bytes written in all (a collective's outputs on every local device) from which they are
+// streamed: about the last-level cache of the machines measured (32 MiB here).
+constexpr int64_t kStreamCopyBytes = int64_t{32} << 20;
 
 // (outer, middle, inner) sizes of shape around the axes [first, last).
 struct AxisRun {
