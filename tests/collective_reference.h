@@ -120,4 +120,42 @@ inline std::vector<H> permuted(const std::vector<H>& xs,
   return out;
 }
 
+// ---- what a collective gives every replica, from every replica's value -------------------------
+
+// psum: the sum over the replicas, on every replica.
+inline std::vector<H> psum_ref(const std::vector<H>& xs) {
+  return replicate(reduce(xs, add), xs.size());
+}
+
+// Replica r's piece of x along axis: index r (the axis removed) or, tiled, the r-th run of
+// `tile` elements (the axis kept).
+inline H piece(const H& x, int axis, size_t r, int64_t tile) {
+  if (tile == 0) return take(x, axis, static_cast<int64_t>(r));
+  return slice(x, axis, tile * static_cast<int64_t>(r), tile * static_cast<int64_t>(r + 1));
+}
+
+// psum_scatter: replica r gets the sum over the replicas of their piece r along dim.
+inline std::vector<H> psum_scatter_ref(const std::vector<H>& xs, int dim, int64_t tile = 0) {
+  std::vector<H> out;
+  for (size_t r = 0; r < xs.size(); ++r) {
+    std::vector<H> parts;
+    for (const H& x : xs) parts.push_back(piece(x, dim, r, tile));
+    out.push_back(reduce(parts, add));
+  }
+  return out;
+}
+
+// all_to_all: replica r gets every replica's piece r along split, in replica order, stacked on
+// concat_axis (untiled) or concatenated along it (tiled).
+inline std::vector<H> all_to_all_ref(const std::vector<H>& xs, int split, int concat_axis,
+                                     int64_t tile = 0) {
+  std::vector<H> out;
+  for (size_t r = 0; r < xs.size(); ++r) {
+    std::vector<H> pieces;
+    for (const H& x : xs) pieces.push_back(piece(x, split, r, tile));
+    out.push_back(tile == 0 ? stack(pieces, concat_axis) : concat(pieces, concat_axis));
+  }
+  return out;
+}
+
 }  // namespace spmd::test_util

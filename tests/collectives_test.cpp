@@ -29,10 +29,13 @@ static void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
 namespace {
 
 using test_util::add;
+using test_util::all_to_all_ref;
 using test_util::concat;
 using test_util::H;
 using test_util::norm;
 using test_util::permuted;
+using test_util::psum_ref;
+using test_util::psum_scatter_ref;
 using test_util::reduce;
 using test_util::replicate;
 using test_util::slice;
@@ -115,20 +118,20 @@ class Collectives : public ::testing::TestWithParam<std::tuple<int, DType>> {
 
 // ---- all-reduce -------------------------------------------------------------------------------
 TEST_P(Collectives, PsumIsTheSumOverReplicas) {
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref,
                     dtype());
 }
 
 TEST_P(Collectives, PsumWithInAxesOneAndOutAxesOne) {
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   auto f = [](const Array& x) { return psum(x, "i"); };
   expect_collective(f, inputs({3, 2}), dtype(), ref, dtype(), 1, 1);
   expect_collective(f, inputs({3, 2}), dtype(), ref, dtype(), -1, -1);
 }
 
 TEST_P(Collectives, PsumWithOutAxesNoneReturnsTheSumOnce) {
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({3, 2}), dtype(), ref,
                     dtype(), 0, std::nullopt);
 }
@@ -136,13 +139,13 @@ TEST_P(Collectives, PsumWithOutAxesNoneReturnsTheSumOnce) {
 TEST_P(Collectives, PsumOfOutputsLargerThanTheCache) {
   // 33 MiB of outputs in all: they are written with non-temporal stores, a block at a time (one
   // replica: a copy).
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   expect_collective([](const Array& x) { return psum(x, "i"); },
                     inputs({(int64_t{33} << 20) / (4 * n()) + 3}), dtype(), ref, dtype());
 }
 
 TEST_P(Collectives, PsumOfAScalarPerReplica) {
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({}), dtype(), ref, dtype());
 }
 
@@ -242,15 +245,7 @@ TEST_P(Collectives, PsumScatterGivesReplicaItsSliceOfTheSum) {
   for (int dim : {0, 1}) {
     SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
     Shape shape = dim == 0 ? Shape{n(), 3} : Shape{3, n()};
-    auto ref = [dim](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> parts;
-        for (const H& x : xs) parts.push_back(take(x, dim, static_cast<int64_t>(r)));
-        out.push_back(reduce(parts, add));
-      }
-      return out;
-    };
+    auto ref = [dim](const std::vector<H>& xs) { return psum_scatter_ref(xs, dim); };
     expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim); }, inputs(shape),
                       dtype(), ref, dtype());
   }
@@ -261,30 +256,14 @@ TEST_P(Collectives, PsumScatterTiledKeepsTheDimension) {
     SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
     int d = norm(dim, 2);
     Shape shape = d == 0 ? Shape{2 * n(), 3} : Shape{3, 2 * n()};
-    auto ref = [d](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> parts;
-        for (const H& x : xs) parts.push_back(slice(x, d, 2 * r, 2 * r + 2));
-        out.push_back(reduce(parts, add));
-      }
-      return out;
-    };
+    auto ref = [d](const std::vector<H>& xs) { return psum_scatter_ref(xs, d, 2); };
     expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim, true); },
                       inputs(shape), dtype(), ref, dtype());
   }
 }
 
 TEST_P(Collectives, PsumScatterWithInAxesOneAndOutAxesOne) {
-  auto ref = [](const std::vector<H>& xs) {
-    std::vector<H> out;
-    for (size_t r = 0; r < xs.size(); ++r) {
-      std::vector<H> parts;
-      for (const H& x : xs) parts.push_back(take(x, 0, static_cast<int64_t>(r)));
-      out.push_back(reduce(parts, add));
-    }
-    return out;
-  };
+  auto ref = [](const std::vector<H>& xs) { return psum_scatter_ref(xs, 0); };
   expect_collective([](const Array& x) { return psum_scatter(x, "i"); }, inputs({n(), 2, 3}),
                     dtype(), ref, dtype(), 1, 1);
 }
@@ -299,13 +278,7 @@ TEST_P(Collectives, AllToAllSendsPieceJToReplicaJ) {
     Shape shape{2, 3};
     shape.insert(shape.begin() + split, n());
     auto ref = [split, concat_axis](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> pieces;
-        for (const H& x : xs) pieces.push_back(take(x, split, static_cast<int64_t>(r)));
-        out.push_back(stack(pieces, concat_axis));
-      }
-      return out;
+      return all_to_all_ref(xs, split, concat_axis);
     };
     expect_collective(
         [split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis); },
@@ -320,15 +293,7 @@ TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
     Shape shape{3, 2};
     shape[split] = 2 * n();
     int ca = norm(concat_axis, 2);
-    auto ref = [split, ca](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> chunks;
-        for (const H& x : xs) chunks.push_back(slice(x, split, 2 * r, 2 * r + 2));
-        out.push_back(concat(chunks, ca));
-      }
-      return out;
-    };
+    auto ref = [split, ca](const std::vector<H>& xs) { return all_to_all_ref(xs, split, ca, 2); };
     expect_collective([split, concat_axis](
                           const Array& x) { return all_to_all(x, "i", split, concat_axis, true); },
                       inputs(shape), dtype(), ref, dtype());
@@ -336,15 +301,7 @@ TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
 }
 
 TEST_P(Collectives, AllToAllWithInAxesOneAndOutAxesOne) {
-  auto ref = [](const std::vector<H>& xs) {
-    std::vector<H> out;
-    for (size_t r = 0; r < xs.size(); ++r) {
-      std::vector<H> pieces;
-      for (const H& x : xs) pieces.push_back(take(x, 0, static_cast<int64_t>(r)));
-      out.push_back(stack(pieces, 1));
-    }
-    return out;
-  };
+  auto ref = [](const std::vector<H>& xs) { return all_to_all_ref(xs, 0, 1); };
   expect_collective([](const Array& x) { return all_to_all(x, "i", 0, 1); }, inputs({n(), 3}),
                     dtype(), ref, dtype(), 1, 1);
 }
@@ -493,10 +450,7 @@ std::vector<Case> all_cases(int n, DType dtype) {
   auto mx = [](double a, double b) { return std::max(a, b); };
   auto mn = [](double a, double b) { return std::min(a, b); };
   std::vector<Case> cs;
-  cs.push_back({"psum",
-                [](const Array& x) { return psum(x, "i"); },
-                [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); },
-                {3}});
+  cs.push_back({"psum", [](const Array& x) { return psum(x, "i"); }, psum_ref, {3}});
   cs.push_back({"pmean",
                 [](const Array& x) { return pmean(x, "i"); },
                 [](const std::vector<H>& xs) {

@@ -37,10 +37,13 @@ static void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
 namespace {
 
 using test_util::add;
+using test_util::all_to_all_ref;
 using test_util::concat;
 using test_util::H;
 using test_util::norm;
 using test_util::permuted;
+using test_util::psum_ref;
+using test_util::psum_scatter_ref;
 using test_util::reduce;
 using test_util::replicate;
 using test_util::slice;
@@ -253,7 +256,7 @@ class Collectives : public AcrossProcesses, public ::testing::WithParamInterface
 };
 
 TEST_P(Collectives, PsumIsTheSumOverEveryProcesssDevices) {
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   auto f = [](const Array& x) { return psum(x, "i"); };
   expect_collective(f, inputs({3, 2}), dtype(), ref, dtype());
   expect_collective(f, inputs({}), dtype(), ref, dtype());
@@ -263,7 +266,7 @@ TEST_P(Collectives, PsumIsTheSumOverEveryProcesssDevices) {
 
 TEST_P(Collectives, PsumOfALargeArray) {
   // Large enough for MPI's rendezvous protocol (hundreds of KiB per process).
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   expect_collective([](const Array& x) { return psum(x, "i"); }, inputs({100003}), dtype(), ref,
                     dtype());
 }
@@ -273,7 +276,7 @@ TEST_P(Collectives, PsumAndPmaxOfAnArrayOfManyChunks) {
   // ragged; with 4 devices per process the outputs (32 MiB and more) are written with
   // non-temporal stores, with 2 through the cache.
   const std::vector<H> xs = inputs({2100001});
-  auto sum_ref = [](const std::vector<H>& v) { return replicate(reduce(v, add), v.size()); };
+  auto sum_ref = psum_ref;
   auto max_ref = [](const std::vector<H>& v) {
     return replicate(reduce(v, [](double a, double b) { return std::max(a, b); }), v.size());
   };
@@ -326,15 +329,7 @@ TEST_P(Collectives, PsumScatterGivesEachDeviceItsSliceOfTheSum) {
   for (int dim : {0, 1}) {
     SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
     Shape shape = dim == 0 ? Shape{n(), 3} : Shape{3, n()};
-    auto ref = [dim](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> parts;
-        for (const H& x : xs) parts.push_back(take(x, dim, static_cast<int64_t>(r)));
-        out.push_back(reduce(parts, add));
-      }
-      return out;
-    };
+    auto ref = [dim](const std::vector<H>& xs) { return psum_scatter_ref(xs, dim); };
     expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim); }, inputs(shape),
                       dtype(), ref, dtype());
   }
@@ -344,15 +339,7 @@ TEST_P(Collectives, PsumScatterTiledKeepsTheDimension) {
   for (int dim : {0, 1}) {
     SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
     Shape shape = dim == 0 ? Shape{2 * n(), 3} : Shape{3, 2 * n()};
-    auto ref = [dim](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> parts;
-        for (const H& x : xs) parts.push_back(slice(x, dim, 2 * r, 2 * r + 2));
-        out.push_back(reduce(parts, add));
-      }
-      return out;
-    };
+    auto ref = [dim](const std::vector<H>& xs) { return psum_scatter_ref(xs, dim, 2); };
     expect_collective([dim](const Array& x) { return psum_scatter(x, "i", dim, true); },
                       inputs(shape), dtype(), ref, dtype());
   }
@@ -365,13 +352,7 @@ TEST_P(Collectives, AllToAllSendsPieceJToGlobalDeviceJ) {
     Shape shape{2, 3};
     shape.insert(shape.begin() + split, n());
     auto ref = [split, concat_axis](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> pieces;
-        for (const H& x : xs) pieces.push_back(take(x, split, static_cast<int64_t>(r)));
-        out.push_back(stack(pieces, concat_axis));
-      }
-      return out;
+      return all_to_all_ref(xs, split, concat_axis);
     };
     expect_collective(
         [split, concat_axis](const Array& x) { return all_to_all(x, "i", split, concat_axis); },
@@ -386,13 +367,7 @@ TEST_P(Collectives, AllToAllTiledConcatenatesTheReceivedChunks) {
     Shape shape{3, 2};
     shape[split] = 2 * n();
     auto ref = [split, concat_axis](const std::vector<H>& xs) {
-      std::vector<H> out;
-      for (size_t r = 0; r < xs.size(); ++r) {
-        std::vector<H> chunks;
-        for (const H& x : xs) chunks.push_back(slice(x, split, 2 * r, 2 * r + 2));
-        out.push_back(concat(chunks, concat_axis));
-      }
-      return out;
+      return all_to_all_ref(xs, split, concat_axis, 2);
     };
     expect_collective([split, concat_axis](
                           const Array& x) { return all_to_all(x, "i", split, concat_axis, true); },
@@ -506,7 +481,7 @@ TEST_P(Collectives, SeveralCollectivesInOnePmapStayInStep) {
 // Disabled: jit(pmap(f)) across processes reduces over this process's devices only (pmap traced
 // inside jit is not marked as spanning processes, src/transforms/pmap.cpp); enable once fixed.
 TEST_P(Collectives, PmapInsideJitSpansEveryProcess) {
-  auto ref = [](const std::vector<H>& xs) { return replicate(reduce(xs, add), xs.size()); };
+  auto ref = psum_ref;
   auto f = jit(pmap([](const Array& x) { return psum(x, "i"); }, "i"));
   std::vector<H> global = inputs({3});
   Array got = f(to_array(local_rows(global, 0), dtype()));
