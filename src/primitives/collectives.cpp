@@ -32,6 +32,12 @@ int64_t Collective::group_size() const {
 
 Params Collective::params() const { return {{"axes", names_str(names)}}; }
 
+std::shared_ptr<Collective> Collective::with_names(std::vector<std::string> new_names) const {
+  auto c = clone();
+  c->names = std::move(new_names);
+  return c;
+}
+
 bool Collective::names_include(const std::string& name) const {
   return !name.empty() && std::find(names.begin(), names.end(), name) != names.end();
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Collective primitives in canonical layouts (the ops in src/ops/collectives.cpp move axes
 // around them): every one names the axes it spans and records their sizes at trace time.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,21 +19,39 @@ class Collective : public Primitive {
   int64_t group_size() const;
   std::vector<std::string> axis_names() const override { return names; }
   Params params() const override;
+  // The same collective over other axes (same sizes): nested pmaps are lowered onto mesh axes
+  // whose names may differ from the ones traced (a shadowed or anonymous axis).
+  std::shared_ptr<Collective> with_names(std::vector<std::string> new_names) const;
 
  protected:
   // Names and sizes without the vmap axis `name`; its size.
   std::pair<std::vector<std::string>, std::vector<int64_t>> without(const std::string& name) const;
   bool names_only(const std::string& name) const { return names.size() == 1 && names[0] == name; }
   bool names_include(const std::string& name) const;
+
+ private:
+  virtual std::shared_ptr<Collective> clone() const = 0;
+};
+
+// Every concrete collective copies itself for with_names.
+template <class Self>
+class CollectiveOf : public Collective {
+ public:
+  using Collective::Collective;
+
+ private:
+  std::shared_ptr<Collective> clone() const override {
+    return std::make_shared<Self>(static_cast<const Self&>(*this));
+  }
 };
 
 enum class CollectiveReduce { Sum, Max, Min };
 
 // psum / pmax / pmin: elementwise over the group.
-class AllReduce : public Collective {
+class AllReduce : public CollectiveOf<AllReduce> {
  public:
   AllReduce(CollectiveReduce op, std::vector<std::string> names, std::vector<int64_t> sizes)
-      : Collective(std::move(names), std::move(sizes)), op(op) {}
+      : CollectiveOf(std::move(names), std::move(sizes)), op(op) {}
   CollectiveReduce op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -43,9 +62,9 @@ class AllReduce : public Collective {
 };
 
 // x -> (group, x...): every member's x stacked on a new leading axis.
-class AllGather : public Collective {
+class AllGather : public CollectiveOf<AllGather> {
  public:
-  using Collective::Collective;
+  using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_gather"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,
@@ -55,9 +74,9 @@ class AllGather : public Collective {
 };
 
 // (group, rest...) -> (rest...): the sum over members of their block [rank].
-class ReduceScatter : public Collective {
+class ReduceScatter : public CollectiveOf<ReduceScatter> {
  public:
-  using Collective::Collective;
+  using CollectiveOf::CollectiveOf;
   std::string name() const override { return "reduce_scatter"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,
@@ -67,9 +86,9 @@ class ReduceScatter : public Collective {
 };
 
 // (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
-class AllToAll : public Collective {
+class AllToAll : public CollectiveOf<AllToAll> {
  public:
-  using Collective::Collective;
+  using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_to_all"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,
@@ -78,11 +97,11 @@ class AllToAll : public Collective {
                          const std::vector<Array>&) const override;
 };
 
-class Ppermute : public Collective {
+class Ppermute : public CollectiveOf<Ppermute> {
  public:
   Ppermute(std::vector<std::string> names, std::vector<int64_t> sizes,
            std::vector<std::pair<int, int>> perm)
-      : Collective(std::move(names), std::move(sizes)), perm(std::move(perm)) {}
+      : CollectiveOf(std::move(names), std::move(sizes)), perm(std::move(perm)) {}
   std::vector<std::pair<int, int>> perm;
   std::string name() const override { return "ppermute"; }
   Params params() const override;
@@ -93,9 +112,9 @@ class Ppermute : public Collective {
                          const std::vector<Array>&) const override;
 };
 
-class AxisIndex : public Collective {
+class AxisIndex : public CollectiveOf<AxisIndex> {
  public:
-  using Collective::Collective;
+  using CollectiveOf::CollectiveOf;
   std::string name() const override { return "axis_index"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,

@@ -1,6 +1,7 @@
 #include "primitives/pmap_call.h"
 
 #include <algorithm>
+#include <map>
 
 #include "compile/executable.h"
 #include "compile/simplify.h"
@@ -98,8 +99,11 @@ Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
     per_types.push_back(t);
   }
   std::vector<int> out_dims;
+  // Inside the body, this pmap's axis shadows a vmap axis of the same name.
+  BatchContext body_ctx = ctx;
+  if (body_ctx.axis_name == axis_name) body_ctx.axis_name.clear();
   ir::Traced traced = ir::trace(per_types, [&](const std::vector<Array>& xs) {
-    auto r = transforms::batch_eval(*body, xs, per_dims, ctx);
+    auto r = transforms::batch_eval(*body, xs, per_dims, body_ctx);
     std::vector<Array> outs;
     for (size_t j = 0; j < r.values.size(); ++j) {
       outs.push_back(r.dims[j] == not_mapped || r.dims[j] == 0
@@ -193,13 +197,60 @@ std::vector<Array> PmapCall::vjp(const std::vector<Array>& primals, const std::v
 
 namespace {
 
+// The mesh a pmap runs on: its own axis first, then one axis per level of nested pmaps. An axis
+// is named as its pmap unless that name is already taken by another mesh axis (an inner pmap
+// shadowing an outer one, or two anonymous pmaps): then it gets a name of its own, and the
+// collectives of its body are renamed to match. Sibling pmaps at one depth with the same name
+// and size share an axis.
+struct MeshLayout {
+  std::vector<std::string> names, traced_names;
+  std::vector<int64_t> sizes;
+  std::vector<int> depths;
+
+  const std::string& add(const std::string& traced, int64_t size, int depth) {
+    for (size_t k = 0; k < names.size(); ++k)
+      if (traced_names[k] == traced && sizes[k] == size && depths[k] == depth) return names[k];
+    std::string name = traced;
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      name += "@" + std::to_string(names.size());
+    names.push_back(name);
+    traced_names.push_back(traced);
+    sizes.push_back(size);
+    depths.push_back(depth);
+    return names.back();
+  }
+};
+
+using Renames = std::map<std::string, std::string>;  // traced axis name -> mesh axis name
+
+std::shared_ptr<const Primitive> renamed(const std::shared_ptr<const Primitive>& p,
+                                         const Renames& renames) {
+  auto* c = dynamic_cast<const Collective*>(p.get());
+  if (!c) return p;
+  std::vector<std::string> names = c->names;
+  bool changed = false;
+  for (auto& n : names) {
+    auto it = renames.find(n);
+    if (it != renames.end() && it->second != n) {
+      n = it->second;
+      changed = true;
+    }
+  }
+  return changed ? c->with_names(std::move(names)) : p;
+}
+
+bool needs_lowering(const Program& p, const Renames& renames) {
+  for (auto& eq : p.equations) {
+    if (dynamic_cast<const PmapCall*>(eq.primitive.get())) return true;
+    if (renamed(eq.primitive, renames) != eq.primitive) return true;
+  }
+  return false;
+}
+
 // Replaces each nested pmap in `p` by its body run on this device's slice, with the nested axis
 // laid out on the mesh: inputs are sliced at axis_index(inner), outputs all-gathered over it.
-Program lower_nested(const Program& p, std::vector<std::string>& names,
-                     std::vector<int64_t>& sizes) {
-  bool nested = false;
-  for (auto& eq : p.equations) nested = nested || dynamic_cast<const PmapCall*>(eq.primitive.get());
-  if (!nested) return p;
+Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames, int depth) {
+  if (!needs_lowering(p, renames)) return p;
   ir::Traced traced = ir::trace(p.input_types(), [&](const std::vector<Array>& args) {
     std::vector<Array> env(p.var_types.size());
     for (size_t i = 0; i < args.size(); ++i) env[p.inputs[i]] = args[i];
@@ -209,11 +260,14 @@ Program lower_nested(const Program& p, std::vector<std::string>& names,
       for (auto& a : eq.inputs) in.push_back(read(a));
       std::vector<Array> out;
       if (auto* inner = dynamic_cast<const PmapCall*>(eq.primitive.get())) {
-        if (std::find(names.begin(), names.end(), inner->axis_name) == names.end()) {
-          names.push_back(inner->axis_name);
-          sizes.push_back(inner->size);
-        }
-        std::vector<std::string> nm{inner->axis_name};
+        if (!inner->devices.empty())
+          fail(
+              "Nested pmap with explicit devices argument: only the outermost pmap may list "
+              "devices");
+        std::string axis = mesh.add(inner->axis_name, inner->size, depth + 1);
+        Renames inner_renames = renames;
+        inner_renames[inner->axis_name] = axis;
+        std::vector<std::string> nm{axis};
         std::vector<int64_t> sz{inner->size};
         Array index = bind1(std::make_shared<AxisIndex>(nm, sz), {});
         std::vector<Array> pieces;
@@ -221,7 +275,7 @@ Program lower_nested(const Program& p, std::vector<std::string>& names,
           pieces.push_back(inner->in_axes[i] == not_mapped
                                ? in[i]
                                : lax::gather(in[i], index, inner->in_axes[i], 0));
-        Program body = lower_nested(*inner->body, names, sizes);
+        Program body = lower_nested(*inner->body, mesh, inner_renames, depth + 1);
         auto res = ir::eval_program(body, pieces);
         for (size_t j = 0; j < res.size(); ++j) {
           if (inner->out_axes[j] == not_mapped) {
@@ -232,7 +286,7 @@ Program lower_nested(const Program& p, std::vector<std::string>& names,
           }
         }
       } else {
-        out = bind(eq.primitive, in);
+        out = bind(renamed(eq.primitive, renames), in);
       }
       for (size_t k = 0; k < out.size(); ++k) env[eq.outputs[k]] = out[k];
     }
@@ -250,15 +304,24 @@ Program lower_nested(const Program& p, std::vector<std::string>& names,
 const PmapCall::Compiled& PmapCall::compiled() const {
   std::call_once(once_, [&] {
     auto c = std::make_unique<Compiled>();
-    c->mesh_names = {axis_name};
-    c->mesh_sizes = {global_size};
-    Program lowered = lower_nested(*body, c->mesh_names, c->mesh_sizes);
+    MeshLayout mesh;
+    mesh.add(axis_name, global_size, 0);
+    Program lowered = lower_nested(*body, mesh, {{axis_name, axis_name}}, 0);
+    c->mesh_names = std::move(mesh.names);
+    c->mesh_sizes = std::move(mesh.sizes);
     c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     compiled_ = std::move(c);
   });
   return *compiled_;
+}
+
+int64_t PmapCall::nested_replicas() const {
+  const auto& sizes = compiled().mesh_sizes;
+  int64_t n = 1;
+  for (size_t k = 1; k < sizes.size(); ++k) n *= sizes[k];
+  return n;
 }
 
 }  // namespace spmd::prim

@@ -48,6 +48,8 @@ class PmapCall : public Primitive {
     bool communicates = false;  // the program has collectives (replicas depend on each other)
   };
   const Compiled& compiled() const;
+  // Replicas per row of the mapped axis: the product of the nested pmaps' sizes (1 if none).
+  int64_t nested_replicas() const;
 
  private:
   mutable std::once_flag once_;

@@ -54,11 +54,17 @@ struct Client::Worker {
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   bool stop = false;
+  bool started = false;
   std::thread thread;
 
   Worker() {
     thread = std::thread([this] {
-      t_on_worker = true;
+      t_on_worker = true;  // the thread's TLS block is allocated here (libspmd is a shared library)
+      {
+        std::lock_guard lock(mu);
+        started = true;
+      }
+      cv.notify_all();
       for (;;) {
         std::function<void()> task;
         {
@@ -71,6 +77,12 @@ struct Client::Worker {
         task();
       }
     });
+  }
+  // A worker whose thread is still starting when the process exits leaves its half-made thread
+  // state to LeakSanitizer; the client returns only once every thread is running.
+  void wait_started() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return started; });
   }
   void post(std::function<void()> task) {
     {
@@ -91,6 +103,7 @@ struct Client::Worker {
 
 Client::Client(int count) {
   for (int i = 0; i < count; ++i) workers_.push_back(new Worker());
+  for (Worker* w : workers_) w->wait_started();
 }
 
 Client::~Client() {
@@ -136,9 +149,13 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
       }
       bool first_failure = false;
       {
+        // The error moves into `errors` under the lock: this thread keeps no reference to the
+        // exception, so the caller that rethrows it (and reads what()) is its only owner once
+        // `remaining` reaches 0 (the reference count lives in uninstrumented libstdc++ code, which
+        // ThreadSanitizer cannot see).
         std::lock_guard lock(mu);
         if (err) {
-          errors[r] = err;
+          errors[r] = std::move(err);
           first_failure = !failed;
           failed = true;
         }

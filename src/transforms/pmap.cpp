@@ -32,6 +32,26 @@ struct PmapCache {
 std::shared_ptr<PmapCache> new_pmap_cache() { return std::make_shared<PmapCache>(); }
 int pmap_trace_count(const PmapCache& cache) { return cache.traces; }
 
+namespace {
+
+// The devices option lists one device per replica of the whole (nested) mesh, as JAX's.
+void check_listed_devices(const prim::PmapCall& call) {
+  const int64_t inner = call.nested_replicas();
+  const int64_t need = call.size * inner;
+  const auto given = static_cast<int64_t>(call.devices.size());
+  if (given < need && inner > 1)
+    fail("pmapped function requires ", need,
+         " local devices to run due to nested pmapped or other parallel functions, but only ",
+         given, " are available.");
+  if (given != need)
+    fail(
+        "Leading axis size of input to pmapped function must equal the number of local devices "
+        "passed to pmap. Got axis_size=",
+        call.size, ", num_local_devices=", given, ".");
+}
+
+}  // namespace
+
 std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
                              const FlatCall& call, TreeDef& out_tree) {
   transforms::MappedAxes mapped = transforms::resolve_in_axes(spec.in_axes, call, "pmap");
@@ -39,6 +59,10 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   const int64_t n = *mapped.size;
 
   std::vector<int> devices;
+  if (!spec.devices.empty() && transforms::inside_pmap())
+    fail(
+        "Nested pmap with explicit devices argument: only the outermost pmap may list devices "
+        "(every device of the nested mesh, outer axis major)");
   for (const Device& d : spec.devices) {
     if (d.process_index != process_index() || d.local_id < 0 || d.local_id >= local_device_count())
       fail("pmap: expected devices of this process, got ", d.str());
@@ -48,9 +72,6 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   }
   bool inside_trace = ir::current_trace() != nullptr;
   for (const Array& a : call.leaves) inside_trace = inside_trace || a.is_tracer();
-  if (!devices.empty() && static_cast<int64_t>(devices.size()) != n)
-    fail("pmap: the mapped axis has size ", n, " but ", devices.size(),
-         " devices were given; expected them to be equal");
   // Across processes every process maps its local devices; collectives see all of them.
   int64_t global = n;
   if (runtime::transport() != nullptr) {
@@ -67,6 +88,9 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
     global = device_count();
   }
   if (devices.empty() && !inside_trace) runtime::check_device_count(n);
+  // A pmap given no name still has an axis of its own.
+  const std::string& axis_name =
+      spec.axis_name.empty() ? transforms::kAnonymousPmapAxis : spec.axis_name;
 
   transforms::Signature sig = transforms::signature_of(call, axes);
   std::shared_ptr<prim::PmapCall> prim;
@@ -82,7 +106,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   if (!prim) {
     std::vector<AbstractValue> per = transforms::unmapped_types(call, axes);
     ir::Traced traced = [&] {
-      transforms::AxisScope scope(spec.axis_name, global, transforms::AxisKind::Pmap);
+      transforms::AxisScope scope(axis_name, global, transforms::AxisKind::Pmap);
       return ir::trace(per, fn.fn);
     }();
     out_tree = *fn.out_tree;
@@ -104,20 +128,23 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
     in_all.insert(in_all.end(), traced.captured.size(), not_mapped);
     captured = std::move(traced.captured);
     prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)),
-                                            spec.axis_name, n, in_all, out_axes, devices, global);
+                                            axis_name, n, in_all, out_axes, devices, global);
     std::lock_guard lock(cache.mu);
     ++cache.traces;
     if (captured.empty()) cache.entries[sig] = PmapCache::Entry{prim, out_tree};
   }
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), captured.begin(), captured.end());
+  if (!devices.empty()) check_listed_devices(*prim);
   if (inside_trace || !captured.empty()) return spmd::bind(prim, args);
 
   std::vector<Array> outs = backend::execute_eager(*prim, args);
   // Mapped outputs are sharded over the devices that computed them.
-  std::vector<int> placement = devices;
-  if (placement.empty())
-    for (int d = 0; d < n; ++d) placement.push_back(d);
+  // Row r is written by the replica at (r, 0, ...) of the mesh.
+  const int64_t inner = prim->nested_replicas();
+  std::vector<int> placement;
+  for (int64_t r = 0; r < n; ++r)
+    placement.push_back(devices.empty() ? static_cast<int>(r * inner) : devices[r * inner]);
   for (size_t j = 0; j < outs.size(); ++j) {
     auto& impl = *outs[j].impl();
     if (prim->out_axes[j] == 0) {

@@ -16,9 +16,18 @@ namespace {
 
 class Pool {
  public:
+  // Returns once every thread runs: a thread still starting when the process exits leaves its
+  // half-made state to LeakSanitizer.
   explicit Pool(int n) {
+    int started = 0;
+    std::condition_variable started_cv;
     for (int i = 0; i < n; ++i)
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, &started, &started_cv] {
+        {
+          std::lock_guard lock(mu_);
+          ++started;
+          started_cv.notify_all();
+        }
         for (;;) {
           std::function<void()> task;
           {
@@ -30,6 +39,8 @@ class Pool {
           task();
         }
       });
+    std::unique_lock lock(mu_);
+    started_cv.wait(lock, [&] { return started == n; });
     for (auto& t : threads_) t.detach();
   }
   void post(std::function<void()> task) {
@@ -89,8 +100,11 @@ void parallel_for(int64_t n, int threads, int64_t grain,
       } catch (...) {
         err = std::current_exception();
       }
+      // Hand the error over under the lock and keep no reference: the caller that rethrows it is
+      // its only owner once `pending` reaches 0.
       std::lock_guard lock(mu);
-      if (err && !error) error = err;
+      if (err && !error) error = std::move(err);
+      err = nullptr;
       if (--pending == 0) cv.notify_one();
     });
   }
