@@ -124,6 +124,26 @@ TEST_F(PmapNested, ThreeLevelsWithAShadowedMiddleName) {
   EXPECT_EQ(got, want);
 }
 
+TEST_F(PmapNested, SiblingPmapsOfOneSizeShareAMeshAxis) {
+  // Two unnamed inner pmaps of 4 side by side in a pmap of 2 need a 2 x 4 mesh, not 2 x 4 x 4;
+  // sizes that differ get axes of their own (1 x 2 x 4 here).
+  auto f = pmap([](const Array& row) {
+    Array a = pmap([](const Array& w) { return w + 1.0f; })(row);
+    Array b = pmap([](const Array& w) { return w * 3.0f; })(row);
+    return a + b;
+  });
+  Array x = counting({2, 4});
+  EXPECT_EQ(f(x).to_vector<float>(), (x * 4.0f + 1.0f).to_vector<float>());
+  auto g = pmap([](const Array& x1, const Array& x2) {
+    Array a = pmap([](const Array& w) { return psum(w, "p"); }, "p")(x1);
+    Array b = pmap([](const Array& w) { return w * 2.0f; }, "p")(x2);
+    return std::vector<Array>{a, b};
+  });
+  auto got = g(counting({1, 2}), counting({1, 4}));
+  EXPECT_EQ(got[0].to_vector<float>(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(got[1].to_vector<float>(), (std::vector<float>{0, 2, 4, 6}));
+}
+
 TEST_F(PmapNested, MeshLargerThanTheDevicesIsTheSeedsError) {
   auto f = [](const Array& w) { return w * 2.0f; };
   EXPECT_EQ(error_of([&] {
