@@ -5,16 +5,24 @@
 namespace spmd::transforms {
 namespace {
 thread_local std::vector<AxisFrame> t_frames;
-}
+// Maps given no axis name that enclose the trace: only counted, for the unbound-name message.
+thread_local int t_unnamed = 0;
+}  // namespace
 
 AxisScope::AxisScope(std::string name, int64_t size, AxisKind kind) {
-  if (name.empty()) return;
+  if (name.empty()) {
+    ++t_unnamed;
+    return;
+  }
   t_frames.push_back(AxisFrame{std::move(name), size, kind});
   pushed_ = true;
 }
 
 AxisScope::~AxisScope() {
-  if (pushed_) t_frames.pop_back();
+  if (pushed_)
+    t_frames.pop_back();
+  else
+    --t_unnamed;
 }
 
 std::optional<AxisFrame> find_axis(const std::string& name) {
@@ -26,7 +34,21 @@ std::optional<AxisFrame> find_axis(const std::string& name) {
 const AxisFrame& lookup_axis(const std::string& name) {
   for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it)
     if (it->name == name) return *it;
-  fail("unbound axis name: ", name);
+  // As JAX's message, with the names that are bound here (innermost first).
+  std::string bound;
+  for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it)
+    bound += (bound.empty() ? "'" : ", '") + it->name + "'";
+  if (!bound.empty())
+    fail("unbound axis name: ", name,
+         ". The following axis names (e.g. defined by pmap) are available to collective "
+         "operations: [",
+         bound, "]");
+  if (t_unnamed > 0)
+    fail("unbound axis name: ", name, ". No axis name is bound here: the enclosing pmap/vmap ",
+         "was given no axis name (pass axis_name '", name, "' to it)");
+  fail("unbound axis name: ", name,
+       ". No axis name is bound here: collectives run inside a pmap or vmap given that axis "
+       "name");
 }
 
 }  // namespace spmd::transforms
