@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -232,6 +233,54 @@ TEST(RandomJax, UniformIsBuiltFromTheBitsAsJax) {
     float uj = std::max(lo, u[j] * (1.0f - lo) + lo);
     EXPECT_NEAR(n[j], std::sqrt(2.0) * erfinv_ref(uj), 1e-4 * (1 + std::fabs(n[j]))) << j;
   }
+}
+
+// randint for 32-bit integers as JAX computes it, re-implemented on the host from the keys of
+// split(key) (k1 = fold_in(key, 0), k2 = fold_in(key, 1)) and the per-element bits.
+std::vector<int64_t> randint_ref(const Array& key, int64_t n, int64_t minval, int64_t maxval,
+                                 bool is_signed) {
+  const int64_t lo = is_signed ? INT32_MIN : 0, hi = is_signed ? INT32_MAX : int64_t{UINT32_MAX};
+  const bool out_of_range = maxval > hi;
+  const int64_t min_c = std::clamp(minval, lo, hi), max_c = std::clamp(maxval, lo, hi);
+  uint32_t span = max_c <= min_c ? 1u : static_cast<uint32_t>(max_c - min_c);
+  if (out_of_range && max_c > min_c) span += 1;
+  auto word = [&](uint32_t which, uint32_t j) {
+    auto w = u32(random::fold_in(random::fold_in(key, which), j));
+    return w[0] ^ w[1];
+  };
+  std::vector<int64_t> out;
+  for (uint32_t j = 0; j < n; ++j) {
+    uint32_t high = word(0, j), low = word(1, j), offset = low;
+    if (span != 0) {
+      uint32_t mult = (1u << 16) % span;
+      mult = (mult * mult) % span;
+      offset = ((high % span) * mult + low % span) % span;
+    }
+    uint32_t v = static_cast<uint32_t>(min_c) + offset;  // wraps as the dtype does
+    out.push_back(is_signed ? static_cast<int64_t>(static_cast<int32_t>(v)) : int64_t{v});
+  }
+  return out;
+}
+
+TEST(RandomJax, RandintIs32BitJaxAlgorithm) {
+  Array k = random::key(0);
+  const int64_t n = 40;
+  struct Case {
+    int64_t lo, hi;
+  };
+  for (Case c : {Case{0, 8}, Case{-3, 7}, Case{-1000000, 999999937}, Case{5, 6},
+                 Case{int64_t{INT32_MIN}, int64_t{INT32_MAX} + 1}, Case{0, int64_t{1} << 40},
+                 Case{-(int64_t{1} << 40), 3}}) {
+    auto got = random::randint(k, {n}, c.lo, c.hi).to_vector<int64_t>();
+    EXPECT_EQ(got, randint_ref(k, n, c.lo, c.hi, true)) << c.lo << " " << c.hi;
+  }
+  for (Case c : {Case{0, 10}, Case{0, int64_t{UINT32_MAX} + 1}, Case{7, int64_t{1} << 33}}) {
+    auto got = random::randint(k, {n}, c.lo, c.hi, DType::UInt32).to_vector<int64_t>();
+    EXPECT_EQ(got, randint_ref(k, n, c.lo, c.hi, false)) << c.lo << " " << c.hi;
+  }
+  // Shape only rearranges the elements.
+  EXPECT_EQ(random::randint(k, {3, 3}, 0, 8).to_vector<int64_t>(),
+            random::randint(k, {9}, 0, 8).to_vector<int64_t>());
 }
 
 // ---- determinism -----------------------------------------------------------------------------

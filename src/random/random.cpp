@@ -6,7 +6,10 @@
 // them (uniform: the top mantissa bits of 1.m - 1), so the numbers of a key are JAX's.
 #include "spmd/random.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "ops/common.h"
@@ -63,6 +66,32 @@ Array unit_uniform(const Array& key, const Shape& shape, DType dtype) {
   Array m = astype(hi, DType::Float64) * std::ldexp(1.0, 20) +
             astype(lax::shift_right_logical(lo, Array(12)), DType::Float64);
   return m * std::ldexp(1.0, -52);
+}
+
+// JAX's randint for 32-bit integers: two draws of 32 bits (from split's two keys) taken as one
+// 64-bit number modulo the span, computed with 2^32 % span as the multiplier of the high draw
+// (in wrapping uint32 arithmetic, so slightly biased for spans that are not powers of 2, as
+// JAX's), added to minval. The bounds are first clipped to the dtype; a maxval above its range
+// counts one more value.
+Array randint32(const Array& k, const Shape& shape, int64_t minval, int64_t maxval, DType dtype) {
+  const int64_t lo = dtype == DType::Int32 ? INT32_MIN : 0;
+  const int64_t hi = dtype == DType::Int32 ? INT32_MAX : int64_t{UINT32_MAX};
+  const bool out_of_range = maxval > hi;
+  const int64_t min_c = std::clamp(minval, lo, hi), max_c = std::clamp(maxval, lo, hi);
+  uint32_t span = static_cast<uint32_t>(max_c - min_c);
+  if (max_c <= min_c) span = 1;
+  if (out_of_range && max_c > min_c) span += 1;  // 0 when the whole range is asked for
+  auto u32 = [](uint32_t v) { return Array(std::vector<uint32_t>{v}, Shape{}); };
+  Array keys = random::split(k, 2);
+  Array high = bits(keys[0], shape), low = bits(keys[1], shape);
+  Array offset = low;  // span 2^32 (0): x % 0 is x in XLA, so the offset is the low draw
+  if (span != 0) {
+    uint32_t mult = (uint32_t{1} << 16) % span;
+    mult = static_cast<uint32_t>(mult * mult) % span;
+    Array s = u32(span);
+    offset = remainder(remainder(high, s) * u32(mult) + remainder(low, s), s);
+  }
+  return ops::convert(Array(min_c), dtype) + astype(offset, dtype);
 }
 
 }  // namespace
@@ -137,6 +166,9 @@ Array randint(const Array& k, const Shape& shape, int64_t minval, int64_t maxval
     fail("random.randint: expected an integer dtype, got ", dtype_name(dtype));
   if (minval >= maxval)
     fail("random.randint: expected minval < maxval, got ", minval, " and ", maxval);
+  if (dtype == DType::Int32 || dtype == DType::UInt32)
+    return randint32(k, shape, minval, maxval, dtype);
+  // 64-bit integers (no uint64 here to build JAX's two 64-bit draws from): a float64 draw.
   double span = static_cast<double>(maxval) - static_cast<double>(minval);
   Array u = unit_uniform(k, shape, DType::Float64);
   Array r = floor(u * span) + static_cast<double>(minval);
