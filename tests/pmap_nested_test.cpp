@@ -261,12 +261,13 @@ TEST_F(PmapNested, GradThroughNestedAnonymousPmaps) {
 TEST_F(PmapNested, UnboundNameListsTheBoundOnes) {
   auto f = pmap([](const Array& x) { return psum(x, "j"); }, "i");
   EXPECT_EQ(error_of([&] { f(ones({4})); }),
-            "unbound axis name: j; the axis names bound here are 'i' (pmap, size 4)");
+            "unbound axis name: j. The following axis names (e.g. defined by pmap) are available "
+            "to collective operations: ['i']");
   auto g = pmap([](const Array& x) { return psum(x, "j"); });
   EXPECT_THAT(error_of([&] { g(ones({4})); }),
-              HasSubstr("an enclosing pmap was given no axis_name"));
+              HasSubstr("the enclosing pmap/vmap was given no axis name"));
   EXPECT_THAT(error_of([&] { psum(ones({4}), "i"); }),
-              HasSubstr("unbound axis name: i; no axis name is bound here"));
+              HasSubstr("unbound axis name: i. No axis name is bound here"));
 }
 
 }  // namespace

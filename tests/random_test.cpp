@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <set>
 #include <string>
@@ -34,6 +36,17 @@ std::vector<uint32_t> u32(const Array& a) { return a.to_vector<uint32_t>(); }
 
 double mean_of(const std::vector<double>& v) {
   return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// erfinv by Newton's method on std::erf, in double: a reference independent of spmd's.
+double erfinv_ref(double y) {
+  double x = 0;
+  for (int i = 0; i < 100; ++i) {
+    double step = (std::erf(x) - y) / (2 / std::sqrt(M_PI) * std::exp(-x * x));
+    x -= step;
+    if (std::fabs(step) < 1e-15 * (1 + std::fabs(x))) break;
+  }
+  return x;
 }
 
 double var_of(const std::vector<double>& v) {
@@ -88,17 +101,186 @@ TEST(RandomKey, SplitDefaultsToTwoAndIsDeterministic) {
   EXPECT_EQ(u32(random::split(k)), u32(random::split(k)));
 }
 
-TEST(RandomKey, FoldInDiffersFromSplitAndByData) {
+// Was "FoldInDiffersFromSplitAndByData", written for the old key derivation (fold_in used the
+// counter (1, data), apart from split's). In JAX's partitionable threefry fold_in(k, i) IS
+// split(k, n)[i]; what remains is that different data give different keys.
+TEST(RandomKey, FoldInDiffersByData) {
   Array k = random::key(3);
-  auto s = u32(random::split(k, 4));
-  std::set<std::pair<uint32_t, uint32_t>> seen;
-  for (int i = 0; i < 4; ++i) seen.insert({s[2 * i], s[2 * i + 1]});
-  for (uint32_t d : {0u, 1u, 2u, 3u}) {
+  std::set<std::pair<uint32_t, uint32_t>> seen = {{0, 3}};  // the parent key
+  for (uint32_t d : {0u, 1u, 2u, 3u, 0xffffffffu}) {
     auto f = u32(random::fold_in(k, d));
     ASSERT_EQ(f.size(), 2u);
     EXPECT_TRUE(seen.insert({f[0], f[1]}).second) << "fold_in(k, " << d << ") repeats a key";
   }
   EXPECT_EQ(u32(random::fold_in(k, 9)), u32(random::fold_in(k, 9)));
+}
+
+// ---- JAX's partitionable threefry (jax_threefry_partitionable=True) ---------------------------
+
+// Keys JAX gives for PRNGKey(0) in partitionable mode: split(key, 3), and the first key of
+// split(split(key)[0]), as published by users of JAX >= 0.5 (e.g. jax.random.split(
+// jax.random.PRNGKey(0)) -> [[1797259609, 2579123966], [928981903, 3453687069]]).
+TEST(RandomJax, SplitOfKeyZeroIsJaxs) {
+  Array keys = random::split(random::key(0), 3);
+  EXPECT_EQ(u32(keys), (std::vector<uint32_t>{1797259609u, 2579123966u, 928981903u, 3453687069u,
+                                              4146024105u, 2718843009u}));
+  EXPECT_EQ(u32(random::split(random::key(0))),
+            (std::vector<uint32_t>{1797259609u, 2579123966u, 928981903u, 3453687069u}));
+  Array first = random::split(random::split(random::key(0))[0])[0];
+  EXPECT_EQ(u32(first), (std::vector<uint32_t>{4165894930u, 804218099u}));
+}
+
+// JAX's test_threefry_split_fold_in_symmetry, and fold_in(key, 4) for key(0), which is split's
+// key #4.
+TEST(RandomJax, SplitFoldInSymmetry) {
+  Array k = random::key(72);
+  Array s = random::split(k, 3);
+  for (uint32_t i = 0; i < 3; ++i)
+    EXPECT_EQ(u32(random::fold_in(k, i)), u32(s[static_cast<int64_t>(i)])) << "key " << i;
+  Array s5 = random::split(random::key(0), 5);
+  EXPECT_EQ(u32(random::fold_in(random::key(0), 4u)), u32(s5[4]));
+  // Independently of spmd's primitives: the hash of the counter (0, i) under the key.
+  Array k0 = random::key(0);
+  EXPECT_EQ(u32(random::fold_in(k0, 1u)),
+            u32(spmd::bind1(std::make_shared<spmd::prim::Threefry>(),
+                            {k0, Array(std::vector<uint32_t>{0, 1}, Shape{2})})));
+}
+
+// JAX's test_threefry_split_vmapped_fold_in_symmetry: fold_in with the batch index under vmap.
+TEST(RandomJax, VmappedFoldInOfAxisIndexIsSplit) {
+  Array k = random::key(72);
+  Array f = spmd::vmap([&](const Array&) { return random::fold_in(k, spmd::axis_index("batch")); },
+                       0, 0, "batch")(spmd::ones({3}));
+  EXPECT_EQ(u32(f), u32(random::split(k, 3)));
+  // Mapped keys and mapped data together, and a vmapped (traced) data argument.
+  Array keys = random::split(random::key(5), 4);
+  Array data(std::vector<int32_t>{0, 7, -1, 123456}, Shape{4});
+  Array g = spmd::vmap([](const Array& key, const Array& d) { return random::fold_in(key, d); })(
+      keys, data);
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(u32(g[i]),
+              u32(random::fold_in(keys[i], static_cast<uint32_t>(data.to_vector<int32_t>()[i]))))
+        << i;
+}
+
+TEST(RandomJax, FoldInWithTracedDataUnderJit) {
+  Array k = random::key(11);
+  auto f = spmd::jit([](const Array& key, const Array& d) { return random::fold_in(key, d); });
+  EXPECT_EQ(u32(f(k, Array(5))), u32(random::fold_in(k, 5u)));
+  EXPECT_EQ(u32(f(k, Array(9))), u32(random::fold_in(k, 9u)));
+  // As jnp.uint32(data): negative values wrap, int64 and uint32 data are taken modulo 2^32.
+  EXPECT_EQ(u32(f(k, Array(-1))), u32(random::fold_in(k, 0xffffffffu)));
+  EXPECT_EQ(u32(random::fold_in(k, Array(int64_t{(int64_t{1} << 32) + 3}))),
+            u32(random::fold_in(k, 3u)));
+  EXPECT_EQ(u32(random::fold_in(k, Array(std::vector<uint32_t>{4000000000u}, Shape{}))),
+            u32(random::fold_in(k, 4000000000u)));
+}
+
+TEST(RandomJax, FoldInDataMustBeAnIntegerScalar) {
+  Array k = random::key(1);
+  std::string msg = error_of([&] {
+    random::fold_in(k, Array(std::vector<int32_t>{1, 2}, Shape{2}));
+  });
+  expect_contains(msg, "integer scalar");
+  expect_contains(msg, "i32[2]");
+  expect_contains(error_of([&] { random::fold_in(k, Array(1.5)); }), "f64[]");
+  EXPECT_THROW(random::fold_in(k, Array()), spmd::Error);
+}
+
+// Partitionable random bits: element j is the xor of the two words of threefry(key, (0, j)),
+// i.e. of the key fold_in(key, j), whatever the shape (so a shard can be drawn alone).
+TEST(RandomJax, BitsAreXorOfPerElementCounters) {
+  Array k = random::key(0);
+  EXPECT_EQ(random::bits(k).item<uint32_t>(), 1797259609u ^ 2579123966u);
+  auto b = u32(random::bits(k, {3, 5}));
+  for (uint32_t j = 0; j < 15; ++j) {
+    auto w = u32(random::fold_in(k, j));
+    EXPECT_EQ(b[j], w[0] ^ w[1]) << "element " << j;
+  }
+  // A slice of a larger draw is the draw of the slice's counters: shape only rearranges.
+  auto big = u32(random::bits(random::key(3), {1000}));
+  auto small = u32(random::bits(random::key(3), {10}));
+  EXPECT_EQ(std::vector<uint32_t>(big.begin(), big.begin() + 10), small);
+}
+
+// uniform as JAX builds it: float32 from the top 23 bits as 1.m - 1; float64 from the 64 bits
+// (word0 << 32 | word1) of each element, top 52; then minval + u * (maxval - minval) in dtype.
+TEST(RandomJax, UniformIsBuiltFromTheBitsAsJax) {
+  Array k = random::key(7);
+  auto b = u32(random::bits(k, {64}));
+  auto u = random::uniform(k, {64}).to_vector<float>();
+  auto v = random::uniform(k, {64}, DType::Float32, -2.0, 3.0).to_vector<float>();
+  for (size_t j = 0; j < b.size(); ++j) {
+    uint32_t m = (b[j] >> 9) | 0x3f800000u;
+    float one_m;
+    std::memcpy(&one_m, &m, 4);
+    EXPECT_EQ(u[j], one_m - 1.0f) << j;
+    EXPECT_EQ(v[j], std::max(-2.0f, (one_m - 1.0f) * (3.0f - -2.0f) + -2.0f)) << j;
+  }
+  auto d = random::uniform(k, {16}, DType::Float64).to_vector<double>();
+  for (uint32_t j = 0; j < 16; ++j) {
+    auto w = u32(random::fold_in(k, j));
+    uint64_t bits64 = (uint64_t{w[0]} << 32) | w[1];
+    uint64_t m = (bits64 >> 12) | 0x3ff0000000000000ull;
+    double one_m;
+    std::memcpy(&one_m, &m, 8);
+    EXPECT_EQ(d[j], one_m - 1.0) << j;
+  }
+  // normal: sqrt(2) * erfinv(u) with u uniform on (-1, 1) (nextafter(-1, 0) as minval).
+  auto n = random::normal(k, {64}).to_vector<float>();
+  float lo = std::nextafter(-1.0f, 0.0f);
+  for (size_t j = 0; j < n.size(); ++j) {
+    float uj = std::max(lo, u[j] * (1.0f - lo) + lo);
+    EXPECT_NEAR(n[j], std::sqrt(2.0) * erfinv_ref(uj), 1e-4 * (1 + std::fabs(n[j]))) << j;
+  }
+}
+
+// randint for 32-bit integers as JAX computes it, re-implemented on the host from the keys of
+// split(key) (k1 = fold_in(key, 0), k2 = fold_in(key, 1)) and the per-element bits.
+std::vector<int64_t> randint_ref(const Array& key, int64_t n, int64_t minval, int64_t maxval,
+                                 bool is_signed) {
+  const int64_t lo = is_signed ? INT32_MIN : 0, hi = is_signed ? INT32_MAX : int64_t{UINT32_MAX};
+  const bool out_of_range = maxval > hi;
+  const int64_t min_c = std::clamp(minval, lo, hi), max_c = std::clamp(maxval, lo, hi);
+  uint32_t span = max_c <= min_c ? 1u : static_cast<uint32_t>(max_c - min_c);
+  if (out_of_range && max_c > min_c) span += 1;
+  auto word = [&](uint32_t which, uint32_t j) {
+    auto w = u32(random::fold_in(random::fold_in(key, which), j));
+    return w[0] ^ w[1];
+  };
+  std::vector<int64_t> out;
+  for (uint32_t j = 0; j < n; ++j) {
+    uint32_t high = word(0, j), low = word(1, j), offset = low;
+    if (span != 0) {
+      uint32_t mult = (1u << 16) % span;
+      mult = (mult * mult) % span;
+      offset = ((high % span) * mult + low % span) % span;
+    }
+    uint32_t v = static_cast<uint32_t>(min_c) + offset;  // wraps as the dtype does
+    out.push_back(is_signed ? static_cast<int64_t>(static_cast<int32_t>(v)) : int64_t{v});
+  }
+  return out;
+}
+
+TEST(RandomJax, RandintIs32BitJaxAlgorithm) {
+  Array k = random::key(0);
+  const int64_t n = 40;
+  struct Case {
+    int64_t lo, hi;
+  };
+  for (Case c : {Case{0, 8}, Case{-3, 7}, Case{-1000000, 999999937}, Case{5, 6},
+                 Case{int64_t{INT32_MIN}, int64_t{INT32_MAX} + 1}, Case{0, int64_t{1} << 40},
+                 Case{-(int64_t{1} << 40), 3}}) {
+    auto got = random::randint(k, {n}, c.lo, c.hi).to_vector<int64_t>();
+    EXPECT_EQ(got, randint_ref(k, n, c.lo, c.hi, true)) << c.lo << " " << c.hi;
+  }
+  for (Case c : {Case{0, 10}, Case{0, int64_t{UINT32_MAX} + 1}, Case{7, int64_t{1} << 33}}) {
+    auto got = random::randint(k, {n}, c.lo, c.hi, DType::UInt32).to_vector<int64_t>();
+    EXPECT_EQ(got, randint_ref(k, n, c.lo, c.hi, false)) << c.lo << " " << c.hi;
+  }
+  // Shape only rearranges the elements.
+  EXPECT_EQ(random::randint(k, {3, 3}, 0, 8).to_vector<int64_t>(),
+            random::randint(k, {9}, 0, 8).to_vector<int64_t>());
 }
 
 // ---- determinism -----------------------------------------------------------------------------

@@ -24,12 +24,20 @@ class AxisName {
   std::vector<std::string> names_;
 };
 
-Array psum(const Array& x, const AxisName& axis);  // bool sums as int32
-Array pmean(const Array& x, const AxisName& axis);
-Array pmax(const Array& x, const AxisName& axis);
-Array pmin(const Array& x, const AxisName& axis);
-// Stacks every replica's x on a new axis `axis` (tiled: concatenates along it).
-Array all_gather(const Array& x, const AxisName& axis_name, int axis = 0, bool tiled = false);
+// axis_index_groups, as jax.lax's: groups of indices along one axis name that partition it, all
+// of one size (e.g. {{0, 1}, {2, 3}}); each replica then reduces or gathers within its group
+// only. Empty: the whole axis.
+using AxisIndexGroups = std::vector<std::vector<int>>;
+
+Array psum(const Array& x, const AxisName& axis,
+           const AxisIndexGroups& axis_index_groups = {});  // bool sums as int32
+Array pmean(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups = {});
+Array pmax(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups = {});
+Array pmin(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups = {});
+// Stacks every replica's x on a new axis `axis` (tiled: concatenates along it); with groups,
+// the members of this replica's group, in the order the group lists them.
+Array all_gather(const Array& x, const AxisName& axis_name, int axis = 0, bool tiled = false,
+                 const AxisIndexGroups& axis_index_groups = {});
 // Replica i gets slice i (along scatter_dimension) of psum(x); tiled keeps the dimension.
 Array psum_scatter(const Array& x, const AxisName& axis_name, int scatter_dimension = 0,
                    bool tiled = false);

@@ -1,5 +1,8 @@
 // The collective ops: resolve axis names against the enclosing maps, then move axes around the
-// canonical collective primitives.
+// canonical collective primitives. axis_index_groups are built from the whole-axis ones: the
+// all_gather of the axis, then this replica's group picked out by its axis_index (so they work
+// alike under pmap, across processes, under vmap and under grad, at the cost of gathering the
+// whole axis).
 #include "spmd/collectives.h"
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include "ops/common.h"
 #include "primitives/collectives.h"
 #include "spmd/error.h"
+#include "spmd/lax.h"
 #include "transforms/axis_env.h"
 
 namespace spmd {
@@ -33,16 +37,92 @@ Group resolve(const AxisName& axis) {
   return g;
 }
 
+// layout: the op's own parameters that the primitive does not see (see prim::Collective).
 template <class P, class... Extra>
-Array collective(const Group& g, const Array& x, Extra&&... extra) {
-  return bind1(std::make_shared<P>(g.names, g.sizes, std::forward<Extra>(extra)...), {x});
+Array collective(const Group& g, const Array& x, Params layout, Extra&&... extra) {
+  auto p = std::make_shared<P>(g.names, g.sizes, std::forward<Extra>(extra)...);
+  p->layout = std::move(layout);
+  return bind1(p, {x});
 }
 
-Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis) {
+std::string groups_str(const AxisIndexGroups& groups) {
+  std::string s = "{";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    s += i ? ", {" : "{";
+    for (size_t j = 0; j < groups[i].size(); ++j)
+      s += (j ? ", " : "") + std::to_string(groups[i][j]);
+    s += "}";
+  }
+  return s + "}";
+}
+
+std::string axis_str(const Group& g) {
+  std::string s;
+  for (size_t i = 0; i < g.names.size(); ++i) s += (i ? ", '" : "'") + g.names[i] + "'";
+  return g.names.size() == 1 ? "axis " + s : "axes (" + s + ")";
+}
+
+// Row i: the members of the group holding index i, in the order the group lists them. The
+// checks are jax.lax's: the groups partition the axis (a tuple of names counts as one axis of
+// the product size, indexed row-major) and are all the same size.
+std::vector<int32_t> group_table(const Group& g, const AxisIndexGroups& groups, const char* op) {
+  const int64_t n = g.size;
+  const size_t m = groups[0].size();
+  std::vector<int> seen(static_cast<size_t>(n), 0);
+  for (const auto& group : groups) {
+    if (group.size() != m)
+      fail(op, ": axis_index_groups must all be the same size, got groups of ", m, " and ",
+           group.size(), " in ", groups_str(groups));
+    for (int i : group) {
+      if (i < 0 || i >= n)
+        fail(op, ": axis_index_groups must hold indices in [0, ", n, ") of ", axis_str(g), ", got ",
+             i, " in ", groups_str(groups));
+      if (seen[static_cast<size_t>(i)]++)
+        fail(op, ": axis_index_groups must cover all indices exactly once, got ", i, " twice in ",
+             groups_str(groups));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (!seen[static_cast<size_t>(i)])
+      fail(op, ": axis_index_groups must cover all indices exactly once, got no group for index ",
+           i, " of ", axis_str(g), " (size ", n, ") in ", groups_str(groups));
+  std::vector<int32_t> table(static_cast<size_t>(n) * m);
+  for (const auto& group : groups)
+    for (int i : group)
+      for (size_t k = 0; k < m; ++k) table[static_cast<size_t>(i) * m + k] = group[k];
+  return table;
+}
+
+// The x of every member of this replica's group, stacked: (group members, x...).
+Array gather_group(const Group& g, const Array& x, const AxisIndexGroups& groups, const char* op) {
+  if (groups.empty() || groups[0].empty())
+    fail(op, ": expected non-empty axis_index_groups, got ", groups_str(groups));
+  std::vector<int32_t> table = group_table(g, groups, op);
+  const int64_t m = static_cast<int64_t>(groups[0].size());
+  Array all = collective<prim::AllGather>(g, x, {});  // (axis size, x...)
+  Array index = bind1(std::make_shared<prim::AxisIndex>(g.names, g.sizes), {});
+  Array members = lax::gather(Array(table, {g.size, m}), index, 0);  // (m,)
+  return lax::gather(all, members, 0);
+}
+
+Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis,
+                 const AxisIndexGroups& groups) {
   Group g = resolve(axis);
   // As jax.lax: psum counts bools as int32; pmax / pmin keep them bool.
   bool count = op == prim::CollectiveReduce::Sum && x.dtype() == DType::Bool;
   Array in = count ? astype(x, DType::Int32) : x;
+  if (!groups.empty()) {
+    const char* name = op == prim::CollectiveReduce::Sum   ? "psum"
+                       : op == prim::CollectiveReduce::Max ? "pmax"
+                                                           : "pmin";
+    Array members = gather_group(g, in, groups, name);
+    if (op == prim::CollectiveReduce::Sum) return lax::reduce_sum(members, {0});
+    if (in.dtype() == DType::Bool)  // the max of bools is their or, the min their and
+      return op == prim::CollectiveReduce::Max ? any(members, Axes{std::vector<int>{0}})
+                                               : all(members, Axes{std::vector<int>{0}});
+    return op == prim::CollectiveReduce::Max ? lax::reduce_max(members, {0})
+                                             : lax::reduce_min(members, {0});
+  }
   // Over one pmap replica the reduction is the value itself: no copy. (Under vmap the rule must
   // still run: it marks the result as the same for every batch element.)
   bool pmap_only = true;
@@ -54,30 +134,38 @@ Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis
 
 }  // namespace
 
-Array psum(const Array& x, const AxisName& axis) {
-  return all_reduce(prim::CollectiveReduce::Sum, x, axis);
+Array psum(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
+  return all_reduce(prim::CollectiveReduce::Sum, x, axis, axis_index_groups);
 }
-Array pmax(const Array& x, const AxisName& axis) {
-  return all_reduce(prim::CollectiveReduce::Max, x, axis);
+Array pmax(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
+  return all_reduce(prim::CollectiveReduce::Max, x, axis, axis_index_groups);
 }
-Array pmin(const Array& x, const AxisName& axis) {
-  return all_reduce(prim::CollectiveReduce::Min, x, axis);
-}
-
-Array pmean(const Array& x, const AxisName& axis) {
-  int64_t n = axis_size(axis);
-  return psum(ops::to_inexact(x), axis) / static_cast<double>(n);
+Array pmin(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
+  return all_reduce(prim::CollectiveReduce::Min, x, axis, axis_index_groups);
 }
 
-Array all_gather(const Array& x, const AxisName& axis_name, int axis, bool tiled) {
+Array pmean(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
+  // The mean over this replica's group: the whole axis, or one group (all are the same size).
+  int64_t n = axis_index_groups.empty() ? axis_size(axis)
+                                        : static_cast<int64_t>(axis_index_groups[0].size());
+  return psum(ops::to_inexact(x), axis, axis_index_groups) / static_cast<double>(n);
+}
+
+Array all_gather(const Array& x, const AxisName& axis_name, int axis, bool tiled,
+                 const AxisIndexGroups& axis_index_groups) {
   Group g = resolve(axis_name);
-  Array stacked = collective<prim::AllGather>(g, x);  // (group, x...)
-  if (!tiled) return moveaxis(stacked, 0, normalize_axis(axis, x.ndim() + 1, "all_gather"));
-  if (x.ndim() == 0) fail("all_gather: tiled=true expects an array of rank >= 1, got a scalar");
-  int a = normalize_axis(axis, x.ndim(), "all_gather");
-  Array moved = moveaxis(stacked, 0, a);  // (..., group, x[a], ...)
+  if (tiled && x.ndim() == 0)
+    fail("all_gather: tiled=true expects an array of rank >= 1, got a scalar");
+  int a = tiled ? normalize_axis(axis, x.ndim(), "all_gather")
+                : normalize_axis(axis, x.ndim() + 1, "all_gather");
+  Params layout{{"axis", std::to_string(a)}, {"tiled", tiled ? "true" : "false"}};
+  // (members, x...): the whole axis, or this replica's group.
+  Array stacked = axis_index_groups.empty() ? collective<prim::AllGather>(g, x, layout)
+                                            : gather_group(g, x, axis_index_groups, "all_gather");
+  if (!tiled) return moveaxis(stacked, 0, a);
+  Array moved = moveaxis(stacked, 0, a);  // (..., members, x[a], ...)
   Shape s = x.shape();
-  s[a] *= g.size;
+  s[a] *= stacked.shape()[0];
   return reshape(moved, s);
 }
 
@@ -107,7 +195,8 @@ Array psum_scatter(const Array& x, const AxisName& axis_name, int scatter_dimens
   Group g = resolve(axis_name);
   int d = normalize_axis(scatter_dimension, x.ndim(), "psum_scatter");
   return collective<prim::ReduceScatter>(
-      g, blocks_to_front(x, d, g.size, tiled, "psum_scatter", "dimension"));
+      g, blocks_to_front(x, d, g.size, tiled, "psum_scatter", "dimension"),
+      {{"scatter_dimension", std::to_string(d)}, {"tiled", tiled ? "true" : "false"}});
 }
 
 Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int concat_axis,
@@ -117,7 +206,10 @@ Array all_to_all(const Array& x, const AxisName& axis_name, int split_axis, int 
   int ca = normalize_axis(concat_axis, x.ndim(), "all_to_all");
   // received: (source, x with the split axis removed or shrunk)
   Array received = collective<prim::AllToAll>(
-      g, blocks_to_front(x, sa, g.size, tiled, "all_to_all", "split axis"));
+      g, blocks_to_front(x, sa, g.size, tiled, "all_to_all", "split axis"),
+      {{"split_axis", std::to_string(sa)},
+       {"concat_axis", std::to_string(ca)},
+       {"tiled", tiled ? "true" : "false"}});
   Array moved = moveaxis(received, 0, ca);
   if (!tiled) return moved;
   // Tiled: concatenate the sources along concat_axis.
@@ -139,7 +231,7 @@ Array ppermute(const Array& x, const AxisName& axis_name,
     if (!dests.insert(d).second)
       fail("ppermute: destination ", d, " appears more than once; expected unique destinations");
   }
-  return collective<prim::Ppermute>(g, x, perm);
+  return collective<prim::Ppermute>(g, x, {}, perm);
 }
 
 Array pshuffle(const Array& x, const AxisName& axis_name, const std::vector<int>& perm) {
@@ -148,12 +240,16 @@ Array pshuffle(const Array& x, const AxisName& axis_name, const std::vector<int>
   std::sort(sorted.begin(), sorted.end());
   bool ok = static_cast<int64_t>(perm.size()) == g.size;
   for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int>(i);
-  if (!ok)
-    fail("pshuffle: expected a permutation of 0..", g.size - 1, ", got ", perm.size(),
-         " entries that are not one");
+  if (!ok) {
+    std::string given = "[";
+    for (size_t i = 0; i < perm.size(); ++i) given += (i ? ", " : "") + std::to_string(perm[i]);
+    fail("pshuffle: expected a permutation of 0..", g.size - 1, " (", g.size,
+         " entries, each index once) for ", axis_str(g), " of size ", g.size, ", got ",
+         given + "]");
+  }
   std::vector<std::pair<int, int>> pairs;
   for (size_t i = 0; i < perm.size(); ++i) pairs.emplace_back(perm[i], static_cast<int>(i));
-  return collective<prim::Ppermute>(g, x, pairs);
+  return collective<prim::Ppermute>(g, x, {}, pairs);
 }
 
 Array axis_index(const AxisName& axis_name) {

@@ -30,7 +30,11 @@ int64_t Collective::group_size() const {
   return n;
 }
 
-Params Collective::params() const { return {{"axes", names_str(names)}}; }
+Params Collective::params() const {
+  Params p{{"axes", names_str(names)}};
+  p.insert(p.end(), layout.begin(), layout.end());
+  return p;
+}
 
 std::shared_ptr<Collective> Collective::with_names(std::vector<std::string> new_names) const {
   auto c = clone();
@@ -186,7 +190,9 @@ Params Ppermute::params() const {
   for (size_t i = 0; i < perm.size(); ++i)
     s += (i ? ", (" : "(") + std::to_string(perm[i].first) + ", " + std::to_string(perm[i].second) +
          ")";
-  return {{"axes", names_str(names)}, {"perm", s + ")"}};
+  Params p{{"axes", names_str(names)}, {"perm", s + ")"}};
+  p.insert(p.end(), layout.begin(), layout.end());
+  return p;
 }
 
 std::vector<AbstractValue> Ppermute::abstract_eval(const std::vector<AbstractValue>& in) const {

@@ -16,6 +16,10 @@ class Collective : public Primitive {
       : names(std::move(names)), sizes(std::move(sizes)) {}
   std::vector<std::string> names;
   std::vector<int64_t> sizes;  // per name
+  // How the op around the primitive lays the operand out (e.g. all_to_all's split and concat
+  // axes): no part of the primitive's math, but part of what the program asked for, so it is
+  // among the params that processes compare before they exchange data.
+  Params layout;
   int64_t group_size() const;
   std::vector<std::string> axis_names() const override { return names; }
   Params params() const override;

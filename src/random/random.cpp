@@ -1,7 +1,15 @@
-// jax.random-style functions built from the threefry primitives and ordinary ops.
+// jax.random-style functions built from the threefry primitives and ordinary ops, in JAX's
+// partitionable threefry mode (jax_threefry_partitionable=True, JAX's default since 0.5): a key
+// derived by split or fold_in is threefry2x32(key, (0, i)), so split(k, n)[i] == fold_in(k, i);
+// element j of a draw hashes the counter (j >> 32, j & 0xffffffff), so any shard of an array of
+// random numbers can be generated on its own. The floats are built from the bits as JAX builds
+// them (uniform: the top mantissa bits of 1.m - 1), so the numbers of a key are JAX's.
 #include "spmd/random.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "ops/common.h"
@@ -24,26 +32,66 @@ void check_shape(const Shape& shape, const char* op) {
 
 Array u32_pair(uint32_t hi, uint32_t lo) { return Array(std::vector<uint32_t>{hi, lo}, Shape{2}); }
 
-// Uniform [0, 1) in float32 from 24 random bits, or float64 from 53 (two words).
+// Element j's two threefry words, (j >> 32, j & 0xffffffff) hashed, as u32[shape..., 2]: what
+// JAX's 64-bit random bits are built from (bits1 << 32 | bits2).
+Array two_words(const Array& key, const Shape& shape) {
+  int64_t n = shape_size(shape);
+  if (n > int64_t{0xffffffff})
+    fail("random: expected at most 2^32 - 1 elements in one draw, got shape ", shape_str(shape));
+  Shape s2 = shape;
+  s2.push_back(2);
+  // Counters as the last axis: (0, j) for element j of the row-major order.
+  Array lo = reshape(iota(DType::UInt32, {n}, 0), shape);
+  Array counters = stack({zeros(shape, DType::UInt32), lo}, static_cast<int>(shape.size()));
+  return bind1(std::make_shared<prim::Threefry>(), {broadcast_to(key, s2), counters});
+}
+
+// Uniform [0, 1) as JAX's uniform makes it: the top 23 (float32) or 52 (float64) random bits as
+// the mantissa m of 1.m, minus 1; that is m * 2^-23 or m * 2^-52, exactly.
 Array unit_uniform(const Array& key, const Shape& shape, DType dtype) {
   if (dtype == DType::Float32) {
     Array b = bits(key, shape);
-    return astype(lax::shift_right_logical(b, Array(8)), DType::Float32) * std::ldexp(1.0, -24);
+    return astype(lax::shift_right_logical(b, Array(9)), DType::Float32) * std::ldexp(1.0, -23);
   }
   if (dtype != DType::Float64)
     fail("random.uniform: expected a floating dtype (float32 or float64), got ", dtype_name(dtype));
-  Shape s2 = shape;
-  s2.push_back(2);
-  Array b = bits(key, s2);
-  Shape st(s2.size(), 0), lim = s2;
-  lim.back() = 1;
-  Array hi = reshape(slice(b, st, lim), shape);
-  st.back() = 1;
-  lim.back() = 2;
-  Array lo = reshape(slice(b, st, lim), shape);
-  Array h = astype(lax::shift_right_logical(hi, Array(6)), DType::Float64);
-  Array l = astype(lax::shift_right_logical(lo, Array(5)), DType::Float64);
-  return (h * std::ldexp(1.0, 27) + l) * std::ldexp(1.0, -53);
+  Array w = two_words(key, shape);
+  Shape start(shape.size() + 1, 0), limit = w.shape();
+  limit.back() = 1;
+  Array hi = reshape(slice(w, start, limit), shape);
+  start.back() = 1;
+  limit.back() = 2;
+  Array lo = reshape(slice(w, start, limit), shape);
+  // (hi << 32 | lo) >> 12 = hi * 2^20 + (lo >> 12): 52 bits, exact in float64.
+  Array m = astype(hi, DType::Float64) * std::ldexp(1.0, 20) +
+            astype(lax::shift_right_logical(lo, Array(12)), DType::Float64);
+  return m * std::ldexp(1.0, -52);
+}
+
+// JAX's randint for 32-bit integers: two draws of 32 bits (from split's two keys) taken as one
+// 64-bit number modulo the span, computed with 2^32 % span as the multiplier of the high draw
+// (in wrapping uint32 arithmetic, so slightly biased for spans that are not powers of 2, as
+// JAX's), added to minval. The bounds are first clipped to the dtype; a maxval above its range
+// counts one more value.
+Array randint32(const Array& k, const Shape& shape, int64_t minval, int64_t maxval, DType dtype) {
+  const int64_t lo = dtype == DType::Int32 ? INT32_MIN : 0;
+  const int64_t hi = dtype == DType::Int32 ? INT32_MAX : int64_t{UINT32_MAX};
+  const bool out_of_range = maxval > hi;
+  const int64_t min_c = std::clamp(minval, lo, hi), max_c = std::clamp(maxval, lo, hi);
+  uint32_t span = static_cast<uint32_t>(max_c - min_c);
+  if (max_c <= min_c) span = 1;
+  if (out_of_range && max_c > min_c) span += 1;  // 0 when the whole range is asked for
+  auto u32 = [](uint32_t v) { return Array(std::vector<uint32_t>{v}, Shape{}); };
+  Array keys = random::split(k, 2);
+  Array high = bits(keys[0], shape), low = bits(keys[1], shape);
+  Array offset = low;  // span 2^32 (0): x % 0 is x in XLA, so the offset is the low draw
+  if (span != 0) {
+    uint32_t mult = (uint32_t{1} << 16) % span;
+    mult = static_cast<uint32_t>(mult * mult) % span;
+    Array s = u32(span);
+    offset = remainder(remainder(high, s) * u32(mult) + remainder(low, s), s);
+  }
+  return ops::convert(Array(min_c), dtype) + astype(offset, dtype);
 }
 
 }  // namespace
@@ -62,8 +110,19 @@ Array split(const Array& k, int64_t num) {
 
 Array fold_in(const Array& k, uint32_t data) {
   check_key(k, "fold_in");
-  // High word 1 keeps fold_in's counters apart from split's (high word 0).
-  return bind1(std::make_shared<prim::Threefry>(), {k, u32_pair(1u, data)});
+  // JAX's threefry_fold_in: the hash of the counter threefry_seed(data) = (0, data), the very
+  // counter split gives key #data.
+  return bind1(std::make_shared<prim::Threefry>(), {k, u32_pair(0u, data)});
+}
+
+Array fold_in(const Array& k, const Array& data) {
+  check_key(k, "fold_in");
+  if (!data.valid() || data.ndim() != 0 ||
+      !(is_integer(data.dtype()) || data.dtype() == DType::Bool))
+    fail("random.fold_in: expected an integer scalar as data, got ",
+         data.valid() ? data.aval().str() : std::string("an empty Array"));
+  Array counter = stack({zeros({}, DType::UInt32), astype(data, DType::UInt32)}, 0);
+  return bind1(std::make_shared<prim::Threefry>(), {k, counter});
 }
 
 Array bits(const Array& k, const Shape& shape) {
@@ -79,8 +138,10 @@ Array uniform(const Array& k, const Shape& shape, DType dtype, double minval, do
     fail("random.uniform: expected minval < maxval, got ", minval, " and ", maxval);
   Array u = unit_uniform(k, shape, dtype);
   if (minval == 0.0 && maxval == 1.0) return u;
-  // Clamp: rounding can land exactly on maxval.
-  Array r = u * (maxval - minval) + minval;
+  // As JAX: the bounds in dtype, u * (max - min) + min in dtype, then at least min. Unlike JAX,
+  // the result is also clamped below maxval: rounding can land exactly on it.
+  Array lo = ops::convert(Array(minval), dtype), hi = ops::convert(Array(maxval), dtype);
+  Array r = maximum(u * (hi - lo) + lo, lo);
   double below = dtype == DType::Float32 ? std::nextafter(static_cast<float>(maxval), -INFINITY)
                                          : std::nextafter(maxval, -INFINITY);
   return minimum(r, ops::convert(Array(below), dtype));
@@ -105,6 +166,9 @@ Array randint(const Array& k, const Shape& shape, int64_t minval, int64_t maxval
     fail("random.randint: expected an integer dtype, got ", dtype_name(dtype));
   if (minval >= maxval)
     fail("random.randint: expected minval < maxval, got ", minval, " and ", maxval);
+  if (dtype == DType::Int32 || dtype == DType::UInt32)
+    return randint32(k, shape, minval, maxval, dtype);
+  // 64-bit integers (no uint64 here to build JAX's two 64-bit draws from): a float64 draw.
   double span = static_cast<double>(maxval) - static_cast<double>(minval);
   Array u = unit_uniform(k, shape, DType::Float64);
   Array r = floor(u * span) + static_cast<double>(minval);

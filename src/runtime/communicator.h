@@ -4,6 +4,7 @@
 // collectives in the same order. Implementations: InProcessCommunicator (device threads of one
 // process, rendezvous in shared memory); an MPI one spans processes.
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,17 @@ class Communicator {
   virtual void permute(const void* in, void* out, int64_t count, DType dtype,
                        const std::vector<std::pair<int, int>>& pairs) = 0;
   virtual void barrier() = 0;
+  // What the next collective computes, as the program states it (e.g. "pmax(axes=('i',)) of
+  // f32[4]"): a communicator that spans processes compares it across them, so processes that
+  // run different reductions, permutations or layouts of the same buffer are told apart. The
+  // next collective call consumes it.
+  void describe_next(std::string what) { next_ = std::move(what); }
+
+ protected:
+  std::string take_description() { return std::exchange(next_, {}); }
+
+ private:
+  std::string next_;
 };
 
 }  // namespace spmd::runtime

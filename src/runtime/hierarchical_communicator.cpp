@@ -50,32 +50,60 @@ int HierarchicalCommunicator::process_of(int member) const {
   return 0;
 }
 
-void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t count, uint64_t seq) {
+namespace {
+// The header every process sends before a collective's data. `call` is the collective as the
+// program called it, cut to fit (its hash covers the whole of it).
+struct Header {
+  int64_t kind, dtype, count, seq, axis_hash, call_hash;
+  char call[464];
+};
+static_assert(sizeof(Header) == 512);
+
+int64_t hash63(const std::string& s) {
+  return static_cast<int64_t>(std::hash<std::string>()(s) & 0x7fffffffffffffffull);
+}
+
+std::string describe(const Header& h) {
+  std::string call(h.call, strnlen(h.call, sizeof h.call));
+  std::string what = call.empty() ? kind_name(static_cast<int>(h.kind)) : call;
+  return detail::concat(what, " (", kind_name(static_cast<int>(h.kind)), " of ", h.count, " ",
+                        dtype_name(static_cast<DType>(h.dtype)), ", collective #", h.seq, ")");
+}
+}  // namespace
+
+void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t count, uint64_t seq,
+                                             const std::string& call) {
   int P = static_cast<int>(counts_.size());
-  int64_t axis_hash = static_cast<int64_t>(std::hash<std::string>()(axis_) & 0x7fffffffffffffffull);
-  int64_t mine[5] = {kind, static_cast<int64_t>(dtype), count, static_cast<int64_t>(seq),
-                     axis_hash};
-  std::vector<std::array<int64_t, 5>> theirs(P);
+  Header mine{kind,
+              static_cast<int64_t>(dtype),
+              count,
+              static_cast<int64_t>(seq),
+              hash63(axis_),
+              hash63(call),
+              {}};
+  std::memcpy(mine.call, call.data(), std::min(call.size(), sizeof mine.call - 1));
+  std::vector<Header> theirs(P);
   std::vector<Message> sends, recvs;
   for (int p = 0; p < P; ++p) {
     if (p == me_) continue;
-    sends.push_back({p, mine, sizeof mine});
-    recvs.push_back({p, theirs[p].data(), sizeof(int64_t) * 5});
+    sends.push_back({p, &mine, sizeof mine});
+    recvs.push_back({p, &theirs[p], sizeof(Header)});
   }
   transport_->exchange(sends, recvs, std::string(kind_name(kind)) + " #" + std::to_string(seq));
   for (int p = 0; p < P; ++p) {
     if (p == me_) continue;
-    const auto& h = theirs[p];
-    if (h[0] == mine[0] && h[1] == mine[1] && h[2] == mine[2] && h[3] == mine[3] && h[4] == mine[4])
+    const Header& h = theirs[p];
+    if (h.kind == mine.kind && h.dtype == mine.dtype && h.count == mine.count &&
+        h.seq == mine.seq && h.axis_hash == mine.axis_hash && h.call_hash == mine.call_hash)
       continue;
     std::string message = detail::concat(
-        "processes reached different collectives: process ", p, " reached ",
-        kind_name(static_cast<int>(h[0])), " of ", h[2], " ", dtype_name(static_cast<DType>(h[1])),
-        " (collective #", h[3], ") while process ", me_, " reached ", kind_name(kind), " of ",
-        count, " ", dtype_name(dtype), " (collective #", seq, ")",
-        h[4] != mine[4] ? " over a different axis name than this process's '" + axis_ + "'"
-                        : std::string(),
-        "; every process must run the same pmaps in the same order with the same shapes and axes");
+        "processes reached different collectives: process ", p, " reached ", describe(h),
+        " while process ", me_, " reached ", describe(mine),
+        h.axis_hash != mine.axis_hash
+            ? " over a different axis name than this process's '" + axis_ + "'"
+            : std::string(),
+        "; every process must run the same pmaps in the same order with the same shapes, axes "
+        "and collectives");
     // Every process finds the difference itself; the notice covers one that is still waiting.
     transport_->announce_failure(message);
     fail(message);
@@ -99,6 +127,7 @@ constexpr int64_t kChunkBytes = int64_t{1} << 19;
 
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp op) {
+  const std::string call = take_description();
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   const int L = static_cast<int>(r.out.size());
@@ -113,7 +142,7 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   const int64_t chunk =
       std::max<int64_t>({1, kChunkBytes / item, (count + max_chunks - 1) / max_chunks});
   const int64_t chunks = (count + chunk - 1) / chunk;
-  if (local_rank_ == 0) check_headers(0, dtype, count, seq);
+  if (local_rank_ == 0) check_headers(0, dtype, count, seq, call);
   if (W > 1) {  // no worker sends before the headers have matched
     local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
     local_->depart(seq + kStep);
@@ -205,10 +234,11 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
 }
 
 void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  const std::string call = take_description();
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   if (local_rank_ == 0) {
-    check_headers(1, dtype, count, seq);
+    check_headers(1, dtype, count, seq, call);
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     char* o = static_cast<char*>(out);
     for (size_t l = 0; l < r.in.size(); ++l)
@@ -232,15 +262,17 @@ void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t
   // total times the block's traffic.
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   auto whole = allocate(std::max<size_t>(bytes * total_, 1));
+  // The all-reduce takes this collective's description (set by the caller) into its header.
   all_reduce(in, whole->data, count * total_, dtype, op);
   std::memcpy(out, static_cast<const char*>(whole->data) + rank() * bytes, bytes);
 }
 
 void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t count, DType dtype) {
+  const std::string call = take_description();
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   if (local_rank_ == 0) {
-    check_headers(3, dtype, count, seq);
+    check_headers(3, dtype, count, seq, call);
     int P = static_cast<int>(counts_.size());
     int L = counts_[me_];
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
@@ -275,10 +307,13 @@ void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t cou
 
 void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count, DType dtype,
                                        const std::vector<std::pair<int, int>>& pairs) {
+  std::string call = take_description();
+  if (call.empty())  // without a description, the pairs still take part in the comparison
+    for (auto [s, d] : pairs) call += detail::concat("(", s, ", ", d, ")");
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out);
   if (local_rank_ == 0) {
-    check_headers(4, dtype, count, seq);
+    check_headers(4, dtype, count, seq, call);
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     int lo = base_[me_], hi = base_[me_] + counts_[me_];
     for (void* o : r.out) std::memset(o, 0, bytes);
@@ -300,7 +335,7 @@ void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count,
 void HierarchicalCommunicator::barrier() {
   uint64_t seq = seq_++;
   local_->arrive(seq, local_rank_, nullptr, nullptr);
-  if (local_rank_ == 0) check_headers(5, DType::Bool, 0, seq);
+  if (local_rank_ == 0) check_headers(5, DType::Bool, 0, seq, take_description());
   local_->depart(seq);
 }
 

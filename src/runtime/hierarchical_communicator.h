@@ -8,7 +8,9 @@
 // along the chain of processes, and the result comes back down the chain, so compute and
 // messages overlap and the sums are those of one process (bit-identical); psum_scatter takes
 // its block of that. Each exchange starts with a header (collective, dtype, size, sequence
-// number) so processes that reach different collectives are reported instead of deadlocking.
+// number, axis, and the collective as the program called it: reduction, permutation, layout)
+// so processes that reach different collectives are reported instead of deadlocking or
+// combining unlike things.
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +38,7 @@ class HierarchicalCommunicator : public Communicator {
   void barrier() override;
 
  private:
-  void check_headers(int kind, DType dtype, int64_t count, uint64_t seq);
+  void check_headers(int kind, DType dtype, int64_t count, uint64_t seq, const std::string& call);
   int process_of(int member) const;
   std::shared_ptr<Rendezvous> local_;
   int local_rank_;

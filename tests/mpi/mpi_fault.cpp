@@ -2,24 +2,35 @@
 //   exit      process 1 calls std::exit(3) after a few pmap(psum) steps while the others go on;
 //   stuck     process 1 stops answering (sleeps 40 s) there instead;
 //   mismatch  process 0 runs psum while the others run all_gather;
-//   shapes    process 0 runs psum of 1024 floats per device, the others of 512.
+//   shapes    process 0 runs psum of 1024 floats per device, the others of 512;
+//   reductions   process 0 runs psum, the others pmax, of the same buffers;
+//   minmax       process 0 runs pmax, the others pmin;
+//   permutations process 0 runs ppermute shifting by +1, the others by -1;
+//   layouts      process 0 runs all_to_all splitting axis 0, the others axis 1 (same shapes).
 // Every process that catches spmd::Error prints "process <p>: error: <message>" and exits 1;
 // reaching the end without an error prints "no error" and exits 0 (the checks then fail).
 #include <spmd/spmd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 using namespace spmd;
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "exit" && mode != "stuck" && mode != "mismatch" && mode != "shapes") {
-    std::fprintf(stderr, "usage: %s exit|stuck|mismatch|shapes\n", argv[0]);
+  const std::vector<std::string> modes = {"exit",       "stuck",  "mismatch",     "shapes",
+                                          "reductions", "minmax", "permutations", "layouts"};
+  if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
+    std::fprintf(stderr,
+                 "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts\n",
+                 argv[0]);
     return 2;
   }
   distributed::initialize();
@@ -45,6 +56,27 @@ int main(int argc, char** argv) {
       }
     } else if (mode == "shapes") {
       x = step(me == 0 ? x : ones({local, 512}, float32));
+    } else if (mode == "reductions" || mode == "minmax") {
+      // Same collective kind, dtype, size and axis: only the reduction differs.
+      bool first = me == 0;
+      auto reduce = pmap(
+          [&](const Array& v) {
+            if (mode == "reductions") return first ? psum(v, "i") : pmax(v, "i");
+            return first ? pmax(v, "i") : pmin(v, "i");
+          },
+          "i");
+      x = reduce(x);
+    } else if (mode == "permutations") {
+      const int n = static_cast<int>(device_count());
+      const int shift = me == 0 ? 1 : n - 1;
+      std::vector<std::pair<int, int>> perm;
+      for (int i = 0; i < n; ++i) perm.emplace_back(i, (i + shift) % n);
+      x = pmap([&](const Array& v) { return ppermute(v, "i", perm); }, "i")(x);
+    } else if (mode == "layouts") {
+      const int64_t n = device_count();
+      const int split = me == 0 ? 0 : 1;
+      Array square = ones({local, n, n}, float32);
+      x = pmap([&](const Array& v) { return all_to_all(v, "i", split, split); }, "i")(square);
     } else {
       auto gather = pmap([](const Array& v) { return all_gather(v, "i"); }, "i");
       if (me == 0) {

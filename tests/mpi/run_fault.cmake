@@ -6,6 +6,9 @@
 #   mismatch: 3 processes; process 0 runs psum, 1 and 2 all_gather. Every process must print
 #             "processes reached different collectives" instead of deadlocking.
 #   shapes:   3 processes; process 0 runs psum of 1024 floats per device, 1 and 2 of 512: the same.
+#   reductions, minmax, permutations, layouts: 3 processes; process 0 runs psum (pmax, ppermute
+#             by +1, all_to_all splitting axis 0), 1 and 2 pmax (pmin, ppermute by -1, all_to_all
+#             splitting axis 1) of the same buffers: the same, and each message names both.
 # SPMD_COLLECTIVE_TIMEOUT is 10 s; the whole run must end within 60 s.
 set(np 3)
 string(TIMESTAMP start "%s")
@@ -43,11 +46,30 @@ if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
       message(FATAL_ERROR "process ${p} did not print an error naming process 1 (expected /${naming}/)")
     endif()
   endforeach()
-elseif(MODE STREQUAL "mismatch" OR MODE STREQUAL "shapes")
+elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts)$")
   foreach(p 0 1 2)
     if(NOT all MATCHES "process ${p}: error: [^\n]*processes reached different collectives")
       message(FATAL_ERROR "process ${p} did not report that the processes reached different collectives")
     endif()
+  endforeach()
+  # What each message must name: both collectives as the processes called them.
+  if(MODE STREQUAL "reductions")
+    set(names "psum\\(" "pmax\\(")
+  elseif(MODE STREQUAL "minmax")
+    set(names "pmax\\(" "pmin\\(")
+  elseif(MODE STREQUAL "permutations")
+    set(names "perm=\\(\\(0, 1\\)" "perm=\\(\\(0, 5\\)")
+  elseif(MODE STREQUAL "layouts")
+    set(names "split_axis=0" "split_axis=1")
+  else()
+    set(names "")
+  endif()
+  foreach(p 0 1 2)
+    foreach(name ${names})
+      if(NOT all MATCHES "process ${p}: error: [^\n]*${name}")
+        message(FATAL_ERROR "process ${p}'s error does not name /${name}/")
+      endif()
+    endforeach()
   endforeach()
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")

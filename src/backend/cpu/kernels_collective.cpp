@@ -1,4 +1,6 @@
-// CPU kernels of the collectives: each calls the replica's communicator for its axes.
+// CPU kernels of the collectives: each calls the replica's communicator for its axes, first
+// describing the collective as the program called it (name, parameters, operand), which a
+// communicator spanning processes compares across them.
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "primitives/collectives.h"
@@ -20,6 +22,20 @@ const backend::ReplicaAxes& axes_of(const ExecContext& ctx, const prim::Collecti
   return *ctx.axes;
 }
 
+// The replica's communicator for c, told what c is: e.g. "pmax(axes=('i',)) of f32[4]".
+runtime::Communicator& comm_for(const ExecContext& ctx, const prim::Collective& c,
+                                const AbstractValue& in) {
+  runtime::Communicator& comm = axes_of(ctx, c).communicator(c.names);
+  std::string what = c.name() + "(";
+  bool first = true;
+  for (const auto& [k, v] : c.params()) {
+    what += (first ? "" : ", ") + k + "=" + v;
+    first = false;
+  }
+  comm.describe_next(what + ") of " + in.str());
+  return comm;
+}
+
 runtime::ReduceOp reduce_op(prim::CollectiveReduce op) {
   switch (op) {
     case prim::CollectiveReduce::Sum:
@@ -34,37 +50,37 @@ runtime::ReduceOp reduce_op(prim::CollectiveReduce op) {
 void all_reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::AllReduce>(p);
-  axes_of(ctx, c).communicator(c.names).all_reduce(in[0].data, out[0].data, in[0].size(),
-                                                   in[0].aval->dtype, reduce_op(c.op));
+  comm_for(ctx, c, *in[0].aval)
+      .all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, reduce_op(c.op));
 }
 
 void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
-  axes_of(ctx, c).communicator(c.names).all_gather(in[0].data, out[0].data, in[0].size(),
-                                                   in[0].aval->dtype);
+  comm_for(ctx, c, *in[0].aval)
+      .all_gather(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype);
 }
 
 void reduce_scatter_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                            ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
-  axes_of(ctx, c).communicator(c.names).reduce_scatter(in[0].data, out[0].data, out[0].size(),
-                                                       in[0].aval->dtype, runtime::ReduceOp::Sum);
+  comm_for(ctx, c, *in[0].aval)
+      .reduce_scatter(in[0].data, out[0].data, out[0].size(), in[0].aval->dtype,
+                      runtime::ReduceOp::Sum);
 }
 
 void all_to_all_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
   int64_t block = in[0].size() / c.group_size();
-  axes_of(ctx, c).communicator(c.names).all_to_all(in[0].data, out[0].data, block,
-                                                   in[0].aval->dtype);
+  comm_for(ctx, c, *in[0].aval).all_to_all(in[0].data, out[0].data, block, in[0].aval->dtype);
 }
 
 void ppermute_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                      ExecContext& ctx) {
   const auto& c = backend::as<prim::Ppermute>(p);
-  axes_of(ctx, c).communicator(c.names).permute(in[0].data, out[0].data, in[0].size(),
-                                                in[0].aval->dtype, c.perm);
+  comm_for(ctx, c, *in[0].aval)
+      .permute(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.perm);
 }
 
 void axis_index_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,

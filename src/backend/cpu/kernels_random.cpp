@@ -39,13 +39,13 @@ void random_bits_kernel(const Primitive& p, std::span<const Buf> in, std::span<c
   for (int64_t k = 0; k < nkeys; ++k) {
     uint32_t k0 = keys[2 * k], k1 = keys[2 * k + 1];
     uint32_t* yk = y + k * n;
-    for (int64_t j = 0; 2 * j < n; ++j) {
-      // The high bit marks the bits domain, apart from the counters that split keys.
-      uint32_t x0 = 0x80000000u | static_cast<uint32_t>(static_cast<uint64_t>(j) >> 32);
+    // JAX's partitionable random bits: element j hashes the 64-bit counter j (iota over the
+    // shape) and keeps the xor of the two words, so any slice of the array can be computed alone.
+    for (int64_t j = 0; j < n; ++j) {
+      uint32_t x0 = static_cast<uint32_t>(static_cast<uint64_t>(j) >> 32);
       uint32_t x1 = static_cast<uint32_t>(j);
       threefry2x32(k0, k1, x0, x1);
-      yk[2 * j] = x0;
-      if (2 * j + 1 < n) yk[2 * j + 1] = x1;
+      yk[j] = x0 ^ x1;
     }
   }
 }
