@@ -93,25 +93,26 @@ TEST(Promotion, BinaryOpsOtherThanAddPromoteAlike) {
 }
 
 TEST(Promotion, WeakIntAdoptsArrayTypeOrDefaultInt) {
-  // A C++ int is weak: it takes the array's type; a bool array meets it at int32.
+  // A C++ int is weak: it takes the array's type; a bool array meets it at a weak int32 (JAX's
+  // lattice: b1 + i* = i*).
   const DType want[6] = {int32, int32, int64, uint32, float32, float64};
   for (int i = 0; i < 6; ++i) {
     Array x = zeros({2}, kTypes[i]);
     EXPECT_EQ((x + 1).dtype(), want[i]) << dtype_name(kTypes[i]);
     EXPECT_EQ((1 + x).dtype(), want[i]) << dtype_name(kTypes[i]);
-    EXPECT_FALSE((x + 1).weak_type());
+    EXPECT_EQ((x + 1).weak_type(), kTypes[i] == bool_) << dtype_name(kTypes[i]);
   }
 }
 
 TEST(Promotion, WeakDoubleAdoptsFloatTypeOrDefaultFloat) {
-  // A C++ double is weak: float arrays keep their type; bool and integer arrays go to float32,
-  // jax's default float type.
+  // A C++ double is weak: float arrays keep their type; bool and integer arrays meet it at a
+  // weak float32, jax's default float type (b1 + f* = i32 + f* = f*).
   const DType want[6] = {float32, float32, float32, float32, float32, float64};
   for (int i = 0; i < 6; ++i) {
     Array x = zeros({2}, kTypes[i]);
     EXPECT_EQ((x * 2.0).dtype(), want[i]) << dtype_name(kTypes[i]);
     EXPECT_EQ((2.0 * x).dtype(), want[i]) << dtype_name(kTypes[i]);
-    EXPECT_FALSE((x * 2.0).weak_type());
+    EXPECT_EQ((x * 2.0).weak_type(), !is_floating(kTypes[i])) << dtype_name(kTypes[i]);
   }
 }
 

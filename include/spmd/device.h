@@ -24,7 +24,11 @@ std::ostream& operator<<(std::ostream& os, const Device& d);
 //
 // The number of emulated CPU devices comes from, in order: set_cpu_device_count(), the
 // environment variable SPMD_CPU_DEVICES, XLA_FLAGS=--xla_force_host_platform_device_count=N,
-// and otherwise 1. It is fixed at first use; changing it afterwards throws spmd::Error.
+// and otherwise 1. Each must be a whole number from 1 to max_cpu_devices, or spmd::Error names
+// the source and the text. The count is fixed at first use (the first array, transformation or
+// device query); setting a different count afterwards throws spmd::Error. If the system cannot
+// start a thread per device, that first use throws spmd::Error (and a smaller count may be set).
+inline constexpr int max_cpu_devices = 4096;
 void set_cpu_device_count(int n);
 
 std::vector<Device> devices();        // every process's devices, by global id

@@ -27,8 +27,10 @@ bool is_signed_integer(DType t);
 // Throws spmd::Error unless kernels exist for t (everything but float16/bfloat16 today).
 void check_supported(DType t, const char* where);
 
-// jax.numpy's promotion: result of combining a and b; a weak type (from a C++ scalar)
-// adopts the other operand's type when it fits in that kind.
+// jax.numpy's promotion (jnp.promote_types on JAX's lattice): the result of combining a and
+// b. A weak type (from a C++ scalar) adopts a strong operand's type of the same or a higher
+// kind (bool < integer < floating) and stays weak otherwise, with the default type of its kind:
+// bool + 1 is a weak int32, int32 + 2.5 a weak float32, 1 + 2.5 a weak float64.
 struct TypeInfo {
   DType dtype;
   bool weak = false;

@@ -39,7 +39,11 @@ Array relu(const Array& x);
 Array gelu(const Array& x, bool approximate = true);
 
 // ---- losses and metrics ----------------------------------------------------------------------
-// Mean over the batch of -log_softmax(logits)[label]; labels are integer class ids.
+// Mean over the batch of -log_softmax(logits)[label]; labels are integer class ids in
+// [0, classes). A label outside that range is an error, never silently ignored (jax's one_hot
+// would give a zero row): concrete labels throw spmd::Error at once naming the label, its
+// position and the class count; traced labels (inside jit, pmap, vmap or grad) are checked with
+// check() when the computation runs, and the call throws spmd::Error naming the class count.
 Array cross_entropy(const Array& logits, const Array& labels);
 // Fraction of rows whose argmax equals the label.
 Array accuracy(const Array& logits, const Array& labels);

@@ -2,6 +2,7 @@
 // Array operations with jax.numpy semantics: numpy broadcasting, jax.numpy type promotion
 // (C++ double/int scalars are weakly typed), reductions over any set of axes.
 // They execute at once outside a transformation and are recorded inside one.
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -91,8 +92,18 @@ Array operator|(const Array& a, const Array& b);
 Array operator^(const Array& a, const Array& b);
 Array operator!(const Array& a);
 
-// ---- reductions (axes: any subset, negative allowed; empty optional = every axis) ------------
-using Axes = std::optional<std::vector<int>>;
+// ---- reductions (axes: any subset, negative allowed; none given = every axis) -----------------
+// The axes of a reduction, written as jax.numpy's `axis`: one axis (sum(x, 0)), braces
+// (sum(x, {0, 1})), a std::vector, or nothing / std::nullopt / {} for every axis. An explicitly
+// empty std::vector<int>{} reduces over no axis (jnp's axis=()).
+struct Axes : std::optional<std::vector<int>> {
+  Axes() = default;
+  Axes(std::nullopt_t) {}
+  Axes(int axis) : std::optional<std::vector<int>>(std::vector<int>{axis}) {}
+  Axes(std::initializer_list<int> axes) : std::optional<std::vector<int>>(std::vector<int>(axes)) {}
+  Axes(std::vector<int> axes) : std::optional<std::vector<int>>(std::move(axes)) {}
+  Axes(std::optional<std::vector<int>> axes) : std::optional<std::vector<int>>(std::move(axes)) {}
+};
 Array sum(const Array& x, const Axes& axes = {}, bool keepdims = false);
 Array mean(const Array& x, const Axes& axes = {}, bool keepdims = false);
 Array max(const Array& x, const Axes& axes = {}, bool keepdims = false);

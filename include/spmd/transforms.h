@@ -9,7 +9,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "spmd/array.h"
@@ -55,6 +57,8 @@ class AxisSpec {
 namespace detail {
 
 // A non-array argument of a transformed function: hashed and compared as part of the cache key.
+// A floating-point NaN equals itself here (and every NaN hashes alike), so a NaN static argument
+// hits the cache instead of retracing on every call.
 struct StaticValue {
   virtual ~StaticValue() = default;
   virtual size_t hash() const = 0;
@@ -64,10 +68,17 @@ template <class T>
 struct StaticOf : StaticValue {
   explicit StaticOf(const T& v) : value(v) {}
   T value;
-  size_t hash() const override { return std::hash<T>()(value); }
+  size_t hash() const override {
+    if constexpr (std::is_floating_point_v<T>)
+      if (value != value) return static_cast<size_t>(0x7ff8000000000000ULL);
+    return std::hash<T>()(value);
+  }
   bool equals(const StaticValue& o) const override {
     auto* p = dynamic_cast<const StaticOf<T>*>(&o);
-    return p && p->value == value;
+    if (!p) return false;
+    if constexpr (std::is_floating_point_v<T>)
+      if (value != value) return p->value != p->value;
+    return p->value == value;
   }
 };
 using Statics = std::vector<std::shared_ptr<const StaticValue>>;
@@ -86,6 +97,11 @@ struct FlatCall {
 
 template <class A>
 inline constexpr bool is_dynamic_v = PyTree<std::decay_t<A>>;
+
+// static_argnums (or static_broadcasted_argnums) for a call with `arity` arguments, negative
+// indices counted from the end as JAX does; throws naming the index and the arity when one names
+// no argument. `what` is "jit static_argnums" or "pmap static_broadcasted_argnums".
+std::vector<int> normalize_argnums(const std::vector<int>& argnums, int arity, const char* what);
 
 template <class... Args>
 FlatCall flatten_args(const std::vector<int>& static_argnums, const Args&... args) {
@@ -156,9 +172,12 @@ template <class F, class... Args>
 using result_t = std::decay_t<std::invoke_result_t<const F&, const std::decay_t<Args>&...>>;
 
 // The pipeline's entry points (src/transforms/).
+// jit and pmap keep their traces in a least-recently-used cache of `capacity` signatures
+// (>= 1): a function called with ever new static values or shapes holds bounded memory.
 struct JitCache;
-std::shared_ptr<JitCache> new_jit_cache();
+std::shared_ptr<JitCache> new_jit_cache(size_t capacity);
 int jit_trace_count(const JitCache& cache);
+size_t jit_cache_entries(const JitCache& cache);
 std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& call,
                             TreeDef& out_tree);
 
@@ -180,26 +199,36 @@ struct PmapSpec {
   std::vector<Device> devices;
 };
 struct PmapCache;
-std::shared_ptr<PmapCache> new_pmap_cache();
+std::shared_ptr<PmapCache> new_pmap_cache(size_t capacity);
 int pmap_trace_count(const PmapCache& cache);
+size_t pmap_cache_entries(const PmapCache& cache);
 std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
                              const FlatCall& call, TreeDef& out_tree);
 
 }  // namespace detail
 
 // ---- jit --------------------------------------------------------------------------------------
+// Signatures a jitted or pmapped function keeps compiled by default (JAX's C++ jit cache holds
+// 4096 too); the least recently used one is dropped beyond it.
+inline constexpr size_t default_cache_size = 4096;
+
 struct JitOptions {
-  std::vector<int> static_argnums;
+  std::vector<int> static_argnums;  // negative counts from the end
+  size_t cache_size = default_cache_size;
 };
 
 template <class F>
 class Jitted {
  public:
   Jitted(F f, JitOptions options)
-      : f_(std::move(f)), options_(std::move(options)), cache_(detail::new_jit_cache()) {}
+      : f_(std::move(f)),
+        options_(std::move(options)),
+        cache_(detail::new_jit_cache(options_.cache_size)) {}
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
-    detail::FlatCall call = detail::flatten_args(options_.static_argnums, args...);
+    detail::FlatCall call = detail::flatten_args(
+        detail::normalize_argnums(options_.static_argnums, sizeof...(Args), "jit static_argnums"),
+        args...);
     detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
     TreeDef out_tree;
     std::vector<Array> out = detail::jit_call(*cache_, fn, call, out_tree);
@@ -207,6 +236,8 @@ class Jitted {
   }
   // How many times the function has been traced (once per new signature).
   int trace_count() const { return detail::jit_trace_count(*cache_); }
+  // How many signatures are cached now (at most JitOptions::cache_size).
+  size_t cache_entries() const { return detail::jit_cache_entries(*cache_); }
 
  private:
   F f_;
@@ -253,27 +284,34 @@ Vmapped<F> vmap(F f, AxisSpec in_axes = 0, AxisSpec out_axes = 0, std::string ax
 struct PmapOptions {
   AxisSpec in_axes = 0;
   AxisSpec out_axes = 0;
-  std::vector<int> static_broadcasted_argnums;
-  std::vector<Device> devices;  // empty: the first devices of this process
+  std::vector<int> static_broadcasted_argnums;  // negative counts from the end
+  std::vector<Device> devices;                  // empty: the first devices of this process
+  size_t cache_size = default_cache_size;       // signatures kept compiled (LRU)
 };
 
 template <class F>
 class Pmapped {
  public:
   Pmapped(F f, std::string axis_name, PmapOptions options)
-      : f_(std::move(f)), options_(std::move(options)), cache_(detail::new_pmap_cache()) {
+      : f_(std::move(f)),
+        options_(std::move(options)),
+        cache_(detail::new_pmap_cache(options_.cache_size)) {
     spec_ = detail::PmapSpec{options_.in_axes, options_.out_axes, std::move(axis_name),
                              options_.devices};
   }
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
-    detail::FlatCall call = detail::flatten_args(options_.static_broadcasted_argnums, args...);
+    detail::FlatCall call = detail::flatten_args(
+        detail::normalize_argnums(options_.static_broadcasted_argnums, sizeof...(Args),
+                                  "pmap static_broadcasted_argnums"),
+        args...);
     detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
     TreeDef out_tree;
     std::vector<Array> out = detail::pmap_call(*cache_, spec_, fn, call, out_tree);
     return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
   }
   int trace_count() const { return detail::pmap_trace_count(*cache_); }
+  size_t cache_entries() const { return detail::pmap_cache_entries(*cache_); }
 
  private:
   F f_;
@@ -410,6 +448,10 @@ template <class F, int... I>
 auto grad(F f, Argnums<I...>, HasAux) {
   return detail::GradFn<false, true, F, I...>(std::move(f));
 }
+template <class F>
+auto grad(F f, HasAux) {
+  return detail::GradFn<false, true, F, 0>(std::move(f));
+}
 // (value, gradient); with has_aux ((value, aux), gradient).
 template <class F>
 auto value_and_grad(F f) {
@@ -423,19 +465,29 @@ template <class F, int... I>
 auto value_and_grad(F f, Argnums<I...>, HasAux) {
   return detail::GradFn<true, true, F, I...>(std::move(f));
 }
+template <class F>
+auto value_and_grad(F f, HasAux) {
+  return detail::GradFn<true, true, F, 0>(std::move(f));
+}
 
 // The pullback of f at primals: vjp(f, x, y) returns (f(x, y), pullback) where pullback(ct)
-// returns a std::tuple with the cotangent of every argument.
+// returns a std::tuple with the cotangent of every argument. The cotangent must have the
+// output's structure, shapes and (floating) dtypes; a weak C++ double is accepted for any float.
 template <class R, class... Args>
 class Pullback {
  public:
-  Pullback(std::shared_ptr<detail::Linearized> lin, TreeDef in_tree, TreeDef out_tree)
-      : lin_(std::move(lin)), in_tree_(std::move(in_tree)), out_tree_(std::move(out_tree)) {}
+  Pullback(std::shared_ptr<detail::Linearized> lin, TreeDef in_tree, TreeDef out_tree,
+           size_t aux_leaves = 0)
+      : lin_(std::move(lin)),
+        in_tree_(std::move(in_tree)),
+        out_tree_(std::move(out_tree)),
+        aux_leaves_(aux_leaves) {}
   std::tuple<Args...> operator()(const R& cotangent) const {
     auto [cts, tree] = tree_flatten(cotangent);
     if (!(tree == out_tree_))
       fail("vjp: the cotangent's structure ", tree.str(), " differs from the output's ",
            out_tree_.str());
+    cts.resize(cts.size() + aux_leaves_);  // has_aux: the aux outputs get no cotangent
     std::vector<Array> g = detail::backward(*lin_, cts);
     auto off = detail::leaf_offsets(in_tree_);
     return [&]<size_t... K>(std::index_sequence<K...>) {
@@ -447,39 +499,112 @@ class Pullback {
  private:
   std::shared_ptr<detail::Linearized> lin_;
   TreeDef in_tree_, out_tree_;
+  size_t aux_leaves_ = 0;
 };
 
-template <class F, class... Args>
-auto vjp(F f, const Args&... primals) {
-  static_assert((detail::is_dynamic_v<Args> && ...), "vjp: every argument must be an array pytree");
-  using R = detail::result_t<F, Args...>;
-  detail::FlatCall call = detail::flatten_args({}, primals...);
-  detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, primals...);
+namespace detail {
+
+template <class... Args>
+struct ends_with_has_aux : std::false_type {};
+template <class A>
+struct ends_with_has_aux<A> : std::is_same<std::decay_t<A>, HasAux> {};
+template <class A, class B, class... Rest>
+struct ends_with_has_aux<A, B, Rest...> : ends_with_has_aux<B, Rest...> {};
+
+template <bool Aux, class F, class... Args>
+auto vjp_impl(const F& f, const Args&... primals) {
+  static_assert((is_dynamic_v<Args> && ...), "vjp: every argument must be an array pytree");
+  using R = result_t<F, Args...>;
+  FlatCall call = flatten_args({}, primals...);
+  FlatFn fn = make_flat_fn(f, call.in_tree, primals...);
   TreeDef out_tree;
   std::vector<Array> outs;
-  auto lin =
-      detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
-  R value = tree_unflatten<R>(out_tree, outs);
-  return std::make_pair(value, Pullback<R, std::decay_t<Args>...>(lin, call.in_tree, out_tree));
+  auto lin = linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
+  if constexpr (Aux) {
+    using Out = std::decay_t<std::tuple_element_t<0, R>>;
+    using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
+    const TreeDef &out_def = out_tree.children.at(0), &aux_def = out_tree.children.at(1);
+    size_t n = static_cast<size_t>(out_def.num_leaves());
+    std::vector<Array> value_leaves(outs.begin(), outs.begin() + n);
+    std::vector<Array> aux_leaves(outs.begin() + n, outs.end());
+    return std::make_tuple(
+        tree_unflatten<Out>(out_def, value_leaves),
+        Pullback<Out, std::decay_t<Args>...>(lin, call.in_tree, out_def, aux_leaves.size()),
+        tree_unflatten<AuxT>(aux_def, aux_leaves));
+  } else {
+    R value = tree_unflatten<R>(out_tree, outs);
+    return std::make_pair(value, Pullback<R, std::decay_t<Args>...>(lin, call.in_tree, out_tree));
+  }
 }
 
-// Forward mode: jvp(f, {x, y}, {tx, ty}) returns (f(x, y), J·t).
+}  // namespace detail
+
+// vjp(f, x, y) -> (f(x, y), pullback); vjp(f, x, y, has_aux) with f returning (out, aux)
+// -> (out, pullback, aux), as jax.vjp(f, x, y, has_aux=True).
 template <class F, class... Args>
-auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tangents) {
-  using R = detail::result_t<F, Args...>;
+auto vjp(F f, const Args&... primals) {
+  if constexpr (detail::ends_with_has_aux<Args...>::value) {
+    auto all = std::forward_as_tuple(primals...);
+    return [&]<size_t... K>(std::index_sequence<K...>) {
+      return detail::vjp_impl<true>(f, std::get<K>(all)...);
+    }
+    (std::make_index_sequence<sizeof...(Args) - 1>{});
+  } else {
+    return detail::vjp_impl<false>(f, primals...);
+  }
+}
+
+namespace detail {
+template <bool Aux, class F, class... Args>
+auto jvp_impl(const F& f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tangents) {
+  using R = result_t<F, Args...>;
   return std::apply(
       [&](const auto&... ps) {
-        detail::FlatCall call = detail::flatten_args({}, ps...);
-        detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, ps...);
+        FlatCall call = flatten_args({}, ps...);
+        FlatFn fn = make_flat_fn(f, call.in_tree, ps...);
         TreeDef out_tree;
         std::vector<Array> outs;
-        auto lin = detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true),
-                                     out_tree, outs);
+        auto lin = linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
         auto [t_leaves, t_tree] = tree_flatten(tangents);
-        std::vector<Array> tout = detail::jvp_tangents(*lin, t_leaves);
-        return std::make_pair(tree_unflatten<R>(out_tree, outs), tree_unflatten<R>(out_tree, tout));
+        std::vector<Array> tout = jvp_tangents(*lin, t_leaves);
+        if constexpr (Aux) {
+          using Out = std::decay_t<std::tuple_element_t<0, R>>;
+          using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
+          const TreeDef &out_def = out_tree.children.at(0), &aux_def = out_tree.children.at(1);
+          size_t n = static_cast<size_t>(out_def.num_leaves());
+          std::vector<Array> value_leaves(outs.begin(), outs.begin() + n);
+          std::vector<Array> tangent_leaves(tout.begin(), tout.begin() + n);
+          std::vector<Array> aux_leaves(outs.begin() + n, outs.end());
+          return std::make_tuple(tree_unflatten<Out>(out_def, value_leaves),
+                                 tree_unflatten<Out>(out_def, tangent_leaves),
+                                 tree_unflatten<AuxT>(aux_def, aux_leaves));
+        } else {
+          return std::make_pair(tree_unflatten<R>(out_tree, outs),
+                                tree_unflatten<R>(out_tree, tout));
+        }
       },
       primals);
+}
+}  // namespace detail
+
+// Forward mode: jvp(f, std::tuple{x, y}, std::tuple{tx, ty}) returns (f(x, y), J·t), as
+// jax.jvp(f, (x, y), (tx, ty)); a function of one array may be given jvp(f, x, tx) or
+// jvp(f, {x}, {tx}). With has_aux, f returns (out, aux) and jvp returns (out, J·t, aux).
+template <class F, class... Args>
+auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tangents) {
+  return detail::jvp_impl<false>(f, primals, tangents);
+}
+template <class F, class... Args>
+auto jvp(F f, const std::tuple<Args...>& primals, const std::tuple<Args...>& tangents, HasAux) {
+  return detail::jvp_impl<true>(f, primals, tangents);
+}
+template <class F>
+auto jvp(F f, const Array& primal, const Array& tangent) {
+  return detail::jvp_impl<false>(f, std::tuple<Array>(primal), std::tuple<Array>(tangent));
+}
+template <class F>
+auto jvp(F f, const Array& primal, const Array& tangent, HasAux) {
+  return detail::jvp_impl<true>(f, std::tuple<Array>(primal), std::tuple<Array>(tangent));
 }
 
 // ---- make_jaxpr -------------------------------------------------------------------------------

@@ -120,13 +120,19 @@ DType promote_types(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+// JAX's lattice with the weak types i* and f*: b1 -> i* -> (u32, i32) -> ... -> i64 -> f* ->
+// (f16, bf16) -> f32 -> f64. A weak value joined with a strong one of its kind or a higher kind
+// takes the strong type (i* with u32 is u32, f* with f32 is f32); joined with a strong one of a
+// lower kind the join is the weak type itself (b1 with i* is i*, i32 with f* is f*), so the
+// result stays weak and gets the default type of that kind (int32, float32) as JAX's defaults.
+// Two weak values meet at the wider type, still weak (a C++ double stays a full-precision weak
+// float64 until a strong operand gives it its type).
 TypeInfo promote(TypeInfo a, TypeInfo b) {
   if (a.weak == b.weak) return {promote_types(a.dtype, b.dtype), a.weak};
   const TypeInfo& weak = a.weak ? a : b;
   const TypeInfo& strong = a.weak ? b : a;
   if (kind(weak.dtype) <= kind(strong.dtype)) return {strong.dtype, false};
-  // A weak value of a higher kind (2.0 with an int array): the default type of that kind.
-  return {default_of_kind(kind(weak.dtype)), false};
+  return {default_of_kind(kind(weak.dtype)), true};
 }
 
 }  // namespace spmd

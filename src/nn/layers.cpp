@@ -53,10 +53,30 @@ void check_labels(const Array& logits, const Array& labels, const char* what) {
     fail(what, ": expected integer labels of shape (", logits.shape()[0], ",), got ",
          labels.aval().str());
 }
+
+// jax's one_hot gives a zero row for a label outside [0, classes), so the loss would silently
+// drop that example (and look finite); here it is an error, at once for concrete labels, and
+// through check() when the computation runs for traced ones.
+void check_label_range(const Array& labels, int64_t classes, const char* what) {
+  if (!labels.is_tracer()) {
+    std::vector<int64_t> v = labels.to_vector<int64_t>();
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] < 0 || v[i] >= classes)
+        fail(what, ": label ", v[i], " at position ", i, " is outside [0, ", classes,
+             "); expected class ids from 0 to ", classes - 1);
+    return;
+  }
+  // classes fits the labels' dtype whenever a valid label can: compare in a wide type.
+  Array l = astype(labels, DType::Int64);
+  check(all(logical_and(l >= Array(int64_t{0}), l < Array(int64_t{classes}))),
+        std::string(what) + ": a label is outside [0, " + std::to_string(classes) +
+            "); expected class ids from 0 to " + std::to_string(classes - 1));
+}
 }  // namespace
 
 Array cross_entropy(const Array& logits, const Array& labels) {
   check_labels(logits, labels, "cross_entropy");
+  check_label_range(labels, logits.shape()[1], "cross_entropy");
   Array logp = log_softmax(logits, -1);
   Array picked =
       sum(logp * one_hot(labels, logits.shape()[1], logits.dtype()), std::vector<int>{1});

@@ -115,7 +115,7 @@ std::vector<AbstractValue> Binary::abstract_eval(const std::vector<AbstractValue
     fail("atan2: expected floating-point operands, got ", a.str());
   const Shape& shape = a.ndim() == 0 ? b.shape : a.shape;
   DType dt = is_comparison(op) ? DType::Bool : a.dtype;
-  return {AbstractValue{shape, dt, a.weak && b.weak}};
+  return {AbstractValue{shape, dt, !is_comparison(op) && a.weak && b.weak}};
 }
 
 Batched Binary::batch(const BatchContext& ctx, const std::vector<Array>& in,

@@ -1,13 +1,16 @@
 #include "runtime/client.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 
+#include "runtime/env.h"
 #include "runtime/process.h"
 #include "spmd/error.h"
 
@@ -20,20 +23,12 @@ std::mutex g_config_mu;
 int g_requested = 0;  // from set_cpu_device_count
 bool g_started = false;
 
-int parse_count(const std::string& text, const char* source) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(text, &used);
-    if (used == text.size() && n >= 1) return n;
-  } catch (...) {
-  }
-  fail("expected a positive device count in ", source, ", got '", text, "'");
-}
+// Set by the first array, trace or device query: from then on the device count is fixed.
+std::atomic<bool> g_used{false};
 
 int configured_count() {
   if (g_requested > 0) return g_requested;
-  if (const char* env = std::getenv("SPMD_CPU_DEVICES"); env && *env)
-    return parse_count(env, "SPMD_CPU_DEVICES");
+  if (auto n = env_int("SPMD_CPU_DEVICES", 1, max_cpu_devices)) return static_cast<int>(*n);
   if (const char* flags = std::getenv("XLA_FLAGS")) {
     std::string s = flags;
     const std::string key = "--xla_force_host_platform_device_count=";
@@ -41,7 +36,8 @@ int configured_count() {
       auto end = s.find_first_of(" \t", pos);
       std::string value = s.substr(
           pos + key.size(), end == std::string::npos ? std::string::npos : end - pos - key.size());
-      return parse_count(value, "XLA_FLAGS --xla_force_host_platform_device_count");
+      return static_cast<int>(parse_int_setting(
+          value, "XLA_FLAGS --xla_force_host_platform_device_count", 1, max_cpu_devices));
     }
   }
   return 1;
@@ -102,7 +98,17 @@ struct Client::Worker {
 };
 
 Client::Client(int count) {
-  for (int i = 0; i < count; ++i) workers_.push_back(new Worker());
+  try {
+    for (int i = 0; i < count; ++i) workers_.push_back(new Worker());
+  } catch (const std::exception& e) {  // std::system_error (or bad_alloc) from the thread
+    int started = static_cast<int>(workers_.size());
+    for (Worker* w : workers_) delete w;
+    workers_.clear();
+    fail("cannot start ", count, " emulated CPU devices: the system refused thread ", started + 1,
+         " (", e.what(),
+         "); expected a device count the system can run, set a smaller one with "
+         "set_cpu_device_count, SPMD_CPU_DEVICES or XLA_FLAGS");
+  }
   for (Worker* w : workers_) w->wait_started();
 }
 
@@ -111,10 +117,13 @@ Client::~Client() {
 }
 
 Client& Client::get() {
+  // A failed start (bad configuration, threads refused) throws and is retried at the next use.
   static Client* client = [] {
     std::lock_guard lock(g_config_mu);
+    auto* c = new Client(configured_count());  // lives until exit; workers are joined by the OS
+    g_used = true;
     g_started = true;
-    return new Client(configured_count());  // lives until exit; workers are joined by the OS
+    return c;
   }();
   return *client;
 }
@@ -185,6 +194,10 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
 
 bool on_worker_thread() { return t_on_worker; }
 
+void note_first_use() {
+  if (!g_used.load(std::memory_order_relaxed)) g_used.store(true, std::memory_order_relaxed);
+}
+
 void check_device_count(int64_t replicas) {
   int available = Client::get().local_device_count();
   if (replicas > available)
@@ -197,14 +210,18 @@ void check_device_count(int64_t replicas) {
 namespace spmd {
 
 void set_cpu_device_count(int n) {
-  if (n < 1) fail("set_cpu_device_count: expected a positive device count, got ", n);
+  if (n < 1 || n > max_cpu_devices)
+    fail("set_cpu_device_count: expected a positive device count from 1 to ", max_cpu_devices,
+         ", got ", n);
   std::lock_guard lock(runtime::g_config_mu);
-  if (runtime::g_started) {
-    int current = runtime::Client::get().local_device_count();
+  if (runtime::g_started || runtime::g_used) {
+    // Arrays or traces exist (or the devices run): they were made for the count in force then.
+    int current = runtime::g_started ? runtime::Client::get().local_device_count()
+                                     : runtime::configured_count();
     if (current == n) return;
-    fail("set_cpu_device_count(", n, ") called after the devices were created with ", current,
-         " device(s); expected it to be called before the first use of any device, array or "
-         "transformation");
+    fail("set_cpu_device_count(", n, ") called after the device count was fixed at ", current,
+         " device(s) by its first use; expected it to be called before the first use of any "
+         "device, array or transformation");
   }
   runtime::g_requested = n;
 }

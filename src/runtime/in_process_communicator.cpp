@@ -10,6 +10,7 @@
 #include "backend/cpu/parallel.h"
 #include "runtime/allocator.h"
 #include "runtime/client.h"
+#include "runtime/env.h"
 #include "runtime/reduce_buffers.h"
 #include "runtime/timeline.h"
 #include "spmd/error.h"
@@ -23,12 +24,9 @@ void RunState::abort() {
 }
 
 std::chrono::milliseconds collective_timeout() {
-  if (const char* env = std::getenv("SPMD_COLLECTIVE_TIMEOUT")) {
-    char* end = nullptr;
-    double s = std::strtod(env, &end);
-    if (end != env && s > 0) return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
-  }
-  return std::chrono::milliseconds(120000);
+  // At most a million seconds: the deadline (now + timeout) must not overflow the clock.
+  double s = env_seconds("SPMD_COLLECTIVE_TIMEOUT", 1e6).value_or(120.0);
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000)));
 }
 
 Rendezvous::Rendezvous(int size, std::shared_ptr<RunState> run, std::string label)

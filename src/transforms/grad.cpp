@@ -33,7 +33,40 @@ std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
   return r;
 }
 
+namespace {
+// "float32[2,3]", as JAX names types in this error.
+std::string long_str(const AbstractValue& a) {
+  std::string s = a.str();
+  return dtype_name(a.dtype) + s.substr(s.find('['));
+}
+
+// JAX's pullback check: a cotangent has its primal output's shape and, for a floating output,
+// its dtype (weak types stripped; a weak float, a C++ double, takes the output's float type).
+// Non-floating outputs have no tangent space (JAX's float0): any dtype of the right shape does.
+void check_cotangents(const Linearized& lin, const std::vector<Array>& cts) {
+  const std::vector<Array>& outs = lin.lin->outputs();
+  if (cts.size() != outs.size())
+    fail("vjp: expected ", outs.size(), " cotangents, got ", cts.size());
+  for (size_t j = 0; j < cts.size(); ++j) {
+    if (!cts[j].valid()) continue;  // has_aux outputs and grad's aux: no cotangent
+    AbstractValue want = outs[j].aval(), got = cts[j].aval();
+    want.weak = got.weak = false;
+    bool dtype_ok = got.dtype == want.dtype || !is_floating(want.dtype) ||
+                    (cts[j].weak_type() && is_floating(got.dtype));
+    if (got.shape != want.shape || !dtype_ok)
+      fail("vjp: type of cotangent input ", j, " to the pullback function (", long_str(got),
+           ") is not the expected tangent type (", long_str(want),
+           ") of the corresponding primal output: ",
+           got.shape != want.shape
+               ? "shape " + shape_str(got.shape) + " where " + shape_str(want.shape)
+               : "dtype " + dtype_name(got.dtype) + " where " + dtype_name(want.dtype),
+           " was expected");
+  }
+}
+}  // namespace
+
 std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& output_cotangents) {
+  check_cotangents(lin, output_cotangents);
   std::vector<Array> all = lin.lin->backward(output_cotangents);
   all.resize(lin.num_inputs);  // drop the captured values' cotangents
   return all;

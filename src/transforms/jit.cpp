@@ -1,6 +1,5 @@
 // jit: trace once per signature, simplify, compile to an Executable, cache.
 #include <mutex>
-#include <unordered_map>
 
 #include "backend/cpu/parallel.h"
 #include "compile/executable.h"
@@ -16,7 +15,6 @@ namespace {
 
 using transforms::Signature;
 using transforms::signature_of;
-using transforms::SignatureHash;
 
 struct Entry {
   Program program;
@@ -28,14 +26,17 @@ struct Entry {
 }  // namespace
 
 struct JitCache {
-  std::mutex mu;
-  std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> entries;
-  int traces = 0;
+  explicit JitCache(size_t capacity) : entries(capacity) {}
+  transforms::SignatureCache<std::shared_ptr<Entry>> entries;
 };
 
-std::shared_ptr<JitCache> new_jit_cache() { return std::make_shared<JitCache>(); }
+std::shared_ptr<JitCache> new_jit_cache(size_t capacity) {
+  transforms::check_cache_capacity(capacity, "jit cache_size");
+  return std::make_shared<JitCache>(capacity);
+}
 
-int jit_trace_count(const JitCache& cache) { return cache.traces; }
+int jit_trace_count(const JitCache& cache) { return cache.entries.traces(); }
+size_t jit_cache_entries(const JitCache& cache) { return cache.entries.size(); }
 
 Program trace_program(const FlatFn& fn, const FlatCall& call) {
   std::vector<AbstractValue> avals;
@@ -46,12 +47,7 @@ Program trace_program(const FlatFn& fn, const FlatCall& call) {
 std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& call,
                             TreeDef& out_tree) {
   Signature sig = signature_of(call);
-  std::shared_ptr<Entry> entry;
-  {
-    std::lock_guard lock(cache.mu);
-    auto it = cache.entries.find(sig);
-    if (it != cache.entries.end()) entry = it->second;
-  }
+  std::shared_ptr<Entry> entry = cache.entries.find(sig).value_or(nullptr);
   std::vector<Array> captured;
   if (!entry) {
     std::vector<AbstractValue> avals = sig.avals;
@@ -60,10 +56,11 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
     entry->program = std::move(traced.program);
     entry->out_tree = *fn.out_tree;
     captured = std::move(traced.captured);
-    std::lock_guard lock(cache.mu);
-    ++cache.traces;
     // A trace that captured values of an enclosing trace is only valid inside that trace.
-    if (captured.empty()) cache.entries.emplace(std::move(sig), entry);
+    if (captured.empty())
+      cache.entries.insert(std::move(sig), entry);
+    else
+      cache.entries.count_trace();
   }
   out_tree = entry->out_tree;
 

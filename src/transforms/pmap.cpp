@@ -20,17 +20,20 @@
 namespace spmd::detail {
 
 struct PmapCache {
-  std::mutex mu;
+  explicit PmapCache(size_t capacity) : entries(capacity) {}
   struct Entry {
     std::shared_ptr<prim::PmapCall> call;
     TreeDef out_tree;
   };
-  std::unordered_map<transforms::Signature, Entry, transforms::SignatureHash> entries;
-  int traces = 0;
+  transforms::SignatureCache<Entry> entries;
 };
 
-std::shared_ptr<PmapCache> new_pmap_cache() { return std::make_shared<PmapCache>(); }
-int pmap_trace_count(const PmapCache& cache) { return cache.traces; }
+std::shared_ptr<PmapCache> new_pmap_cache(size_t capacity) {
+  transforms::check_cache_capacity(capacity, "pmap cache_size");
+  return std::make_shared<PmapCache>(capacity);
+}
+int pmap_trace_count(const PmapCache& cache) { return cache.entries.traces(); }
+size_t pmap_cache_entries(const PmapCache& cache) { return cache.entries.size(); }
 
 namespace {
 
@@ -95,13 +98,9 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   transforms::Signature sig = transforms::signature_of(call, axes);
   std::shared_ptr<prim::PmapCall> prim;
   std::vector<Array> captured;
-  {
-    std::lock_guard lock(cache.mu);
-    auto it = cache.entries.find(sig);
-    if (it != cache.entries.end()) {
-      prim = it->second.call;
-      out_tree = it->second.out_tree;
-    }
+  if (auto hit = cache.entries.find(sig)) {
+    prim = hit->call;
+    out_tree = hit->out_tree;
   }
   if (!prim) {
     std::vector<AbstractValue> per = transforms::unmapped_types(call, axes);
@@ -129,9 +128,10 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
     captured = std::move(traced.captured);
     prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)),
                                             axis_name, n, in_all, out_axes, devices, global);
-    std::lock_guard lock(cache.mu);
-    ++cache.traces;
-    if (captured.empty()) cache.entries[sig] = PmapCache::Entry{prim, out_tree};
+    if (captured.empty())
+      cache.entries.insert(sig, PmapCache::Entry{prim, out_tree});
+    else
+      cache.entries.count_trace();
   }
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), captured.begin(), captured.end());

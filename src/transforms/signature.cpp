@@ -1,6 +1,7 @@
 #include "transforms/signature.h"
 
 #include "core/array_impl.h"
+#include "spmd/error.h"
 
 namespace spmd::transforms {
 
@@ -29,3 +30,28 @@ Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axe
 }
 
 }  // namespace spmd::transforms
+
+namespace spmd::transforms {
+
+void check_cache_capacity(size_t capacity, const char* what) {
+  if (capacity < 1) fail(what, ": expected a cache of at least 1 entry, got ", capacity);
+}
+
+}  // namespace spmd::transforms
+
+namespace spmd::detail {
+
+std::vector<int> normalize_argnums(const std::vector<int>& argnums, int arity, const char* what) {
+  std::vector<int> out;
+  out.reserve(argnums.size());
+  for (int a : argnums) {
+    if (a < -arity || a >= arity)
+      fail(what, " names argument ", a, ", but the function was called with ", arity,
+           " positional argument", arity == 1 ? "" : "s", "; expected an index in [", -arity, ", ",
+           arity, ")");
+    out.push_back(a < 0 ? a + arity : a);
+  }
+  return out;
+}
+
+}  // namespace spmd::detail

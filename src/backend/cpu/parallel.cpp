@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/env.h"
 #include "spmd/error.h"
 
 namespace spmd::cpu {
@@ -67,12 +68,7 @@ Pool& pool() {
 
 int hardware_threads() {
   static int n = [] {
-    if (const char* env = std::getenv("SPMD_CPU_THREADS")) {
-      char* end = nullptr;
-      long v = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && v > 0 && v <= 4096) return static_cast<int>(v);
-      fail("SPMD_CPU_THREADS: expected a thread count from 1 to 4096, got '", env, "'");
-    }
+    if (auto v = runtime::env_int("SPMD_CPU_THREADS", 1, 4096)) return static_cast<int>(*v);
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }();
   return n;
