@@ -17,20 +17,28 @@ namespace {
 
 class Pool {
  public:
+  // When the system refuses some threads the pool runs with those it got (tasks only queue
+  // longer); with none at all, posted tasks would never run, so that is an spmd::Error.
   explicit Pool(int n) {
-    for (int i = 0; i < n; ++i)
-      threads_.emplace_back([this] {
-        for (;;) {
-          std::function<void()> task;
-          {
-            std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] { return !tasks_.empty(); });
-            task = std::move(tasks_.front());
-            tasks_.pop_front();
+    try {
+      for (int i = 0; i < n; ++i)
+        threads_.emplace_back([this] {
+          for (;;) {
+            std::function<void()> task;
+            {
+              std::unique_lock lock(mu_);
+              cv_.wait(lock, [&] { return !tasks_.empty(); });
+              task = std::move(tasks_.front());
+              tasks_.pop_front();
+            }
+            task();
           }
-          task();
-        }
-      });
+        });
+    } catch (const std::exception& e) {
+      if (threads_.empty())
+        fail("cannot start the CPU thread pool: the system refused its first thread (", e.what(),
+             "); expected SPMD_CPU_THREADS=1 or resources for ", n, " threads");
+    }
     for (auto& t : threads_) t.detach();
   }
   void post(std::function<void()> task) {
