@@ -107,6 +107,15 @@ TEST(JvpApi, OneArrayNeedsNoTuple) {
   expect_near(aux, kX, 0);
 }
 
+TEST(JvpApi, UnderVmapGivesJacobianColumns) {
+  // jax.vmap(lambda t: jax.jvp(f, (x,), (t,))[1])(eye): the columns of diag(cos x).
+  Array x(kX, Shape{3});
+  Array cols = vmap([&](const Array& t) {
+    return jvp([](const Array& a) { return sin(a); }, x, t).second;
+  })(eye(3, {}, 0, float64));
+  expect_near(cols, {std::cos(0.5), 0, 0, 0, std::cos(-1.25), 0, 0, 0, std::cos(2.0)}, 1e-12);
+}
+
 // ---- vjp ---------------------------------------------------------------------------------------
 TEST(VjpApi, HasAuxReturnsOutPullbackAndAux) {
   Array x(kX, Shape{3});
@@ -128,6 +137,18 @@ TEST(VjpApi, HasAuxWithTwoArguments) {
   auto [ca, cb] = pullback(ones_like(y));
   expect_near(ca, {1.0, 2.0, 3.0}, 0);
   expect_near(cb, kX, 0);
+}
+
+TEST(VjpApi, PullbackUnderVmapAndJitGivesJacobianRows) {
+  // jax.vmap(vjp_fun)(eye): the rows of the Jacobian of x * x, diag(2 x).
+  Array x(kX, Shape{3});
+  auto [y, pullback] = vjp([](const Array& a) { return a * a; }, x);
+  auto row = [&](const Array& ct) { return std::get<0>(pullback(ct)); };
+  Array jac = vmap(row)(eye(3, {}, 0, float64));
+  expect_near(jac, {1.0, 0, 0, 0, -2.5, 0, 0, 0, 4.0}, 1e-12);
+  expect_near(jit(row)(Array({0.0, 1.0, 0.0}, float64)), {0, -2.5, 0}, 1e-12);
+  // The check holds under vmap too: each example's cotangent must be float64[3].
+  expect_contains(error_of([&] { vmap(row)(eye(2, {}, 0, float64)); }), "float64[3]");
 }
 
 // ---- the pullback's cotangent check ------------------------------------------------------------

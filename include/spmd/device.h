@@ -27,7 +27,7 @@ std::ostream& operator<<(std::ostream& os, const Device& d);
 // and otherwise 1. Each must be a whole number from 1 to max_cpu_devices, or spmd::Error names
 // the source and the text. The count is fixed at first use (the first array, transformation or
 // device query); setting a different count afterwards throws spmd::Error. If the system cannot
-// start a thread per device, that first use throws spmd::Error (and a smaller count may be set).
+// start a thread per device, the device query throws spmd::Error (each later one tries again).
 inline constexpr int max_cpu_devices = 4096;
 void set_cpu_device_count(int n);
 

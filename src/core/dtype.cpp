@@ -127,6 +127,9 @@ DType promote_types(DType a, DType b) {
 // result stays weak and gets the default type of that kind (int32, float32) as JAX's defaults.
 // Two weak values meet at the wider type, still weak (a C++ double stays a full-precision weak
 // float64 until a strong operand gives it its type).
+// Which JAX mode: the strong types follow JAX's table with x64 enabled, since int64 and float64
+// exist (int32 with uint32 is int64, as promote_types above); the defaults a weak result or a
+// true division takes are JAX's without x64 (int32, float32), as jnp's default dtypes are.
 TypeInfo promote(TypeInfo a, TypeInfo b) {
   if (a.weak == b.weak) return {promote_types(a.dtype, b.dtype), a.weak};
   const TypeInfo& weak = a.weak ? a : b;

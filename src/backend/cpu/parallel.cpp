@@ -17,31 +17,40 @@ namespace {
 
 class Pool {
  public:
-  // Returns once every thread runs: a thread still starting when the process exits leaves its
-  // half-made state to LeakSanitizer.
+  // When the system refuses some threads the pool runs with those it got (tasks only queue
+  // longer); with none at all, posted tasks would never run, so that is an spmd::Error. The pool
+  // returns once every thread it got runs: a thread still starting when the process exits
+  // leaves its half-made state to LeakSanitizer.
   explicit Pool(int n) {
     int started = 0;
     std::condition_variable started_cv;
-    for (int i = 0; i < n; ++i)
-      threads_.emplace_back([this, &started, &started_cv] {
-        {
-          std::lock_guard lock(mu_);
-          ++started;
-          started_cv.notify_all();
-        }
-        for (;;) {
-          std::function<void()> task;
+    try {
+      for (int i = 0; i < n; ++i)
+        threads_.emplace_back([this, &started, &started_cv] {
           {
-            std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] { return !tasks_.empty(); });
-            task = std::move(tasks_.front());
-            tasks_.pop_front();
+            std::lock_guard lock(mu_);
+            ++started;
+            started_cv.notify_all();
           }
-          task();
-        }
-      });
+          for (;;) {
+            std::function<void()> task;
+            {
+              std::unique_lock lock(mu_);
+              cv_.wait(lock, [&] { return !tasks_.empty(); });
+              task = std::move(tasks_.front());
+              tasks_.pop_front();
+            }
+            task();
+          }
+        });
+    } catch (const std::exception& e) {
+      if (threads_.empty())
+        fail("cannot start the CPU thread pool: the system refused its first thread (", e.what(),
+             "); expected SPMD_CPU_THREADS=1 or resources for ", n, " threads");
+    }
     std::unique_lock lock(mu_);
-    started_cv.wait(lock, [&] { return started == n; });
+    const int got = static_cast<int>(threads_.size());
+    started_cv.wait(lock, [&] { return started == got; });
     for (auto& t : threads_) t.detach();
   }
   void post(std::function<void()> task) {
