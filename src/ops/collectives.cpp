@@ -99,7 +99,9 @@ Array gather_group(const Group& g, const Array& x, const AxisIndexGroups& groups
     fail(op, ": expected non-empty axis_index_groups, got ", groups_str(groups));
   std::vector<int32_t> table = group_table(g, groups, op);
   const int64_t m = static_cast<int64_t>(groups[0].size());
-  Array all = collective<prim::AllGather>(g, x, {});  // (axis size, x...)
+  // The groups and the op are part of what processes compare before they exchange data.
+  Array all = collective<prim::AllGather>(
+      g, x, {{"of", op}, {"axis_index_groups", groups_str(groups)}});  // (axis size, x...)
   Array index = bind1(std::make_shared<prim::AxisIndex>(g.names, g.sizes), {});
   Array members = lax::gather(Array(table, {g.size, m}), index, 0);  // (m,)
   return lax::gather(all, members, 0);

@@ -114,7 +114,7 @@ Batched AllGather::batch(const BatchContext& ctx, const std::vector<Array>& in,
   int d = dims[0];
   if (names_only(ctx.axis_name)) return {{batch_at(in[0], d, 0, ctx.axis_size)}, {not_mapped}};
   if (names_include(ctx.axis_name)) unsupported_mix("all_gather", ctx.axis_name);
-  return {{bind1(std::make_shared<AllGather>(names, sizes), {in[0]})}, {d + 1}};
+  return {{bind1(std::make_shared<AllGather>(*this), {in[0]})}, {d + 1}};  // keeps the layout
 }
 
 std::vector<Array> AllGather::vjp(const std::vector<Array>& p, const std::vector<Array>&,
@@ -149,7 +149,7 @@ Batched ReduceScatter::batch(const BatchContext& ctx, const std::vector<Array>& 
   if (names_include(ctx.axis_name)) unsupported_mix("psum_scatter", ctx.axis_name);
   Array x = d == 0 ? moveaxis(in[0], 0, 1) : in[0];
   int nd = d == 0 ? 1 : d;
-  return {{bind1(std::make_shared<ReduceScatter>(names, sizes), {x})}, {nd - 1}};
+  return {{bind1(std::make_shared<ReduceScatter>(*this), {x})}, {nd - 1}};
 }
 
 std::vector<Array> ReduceScatter::vjp(const std::vector<Array>& p, const std::vector<Array>&,
@@ -175,7 +175,7 @@ Batched AllToAll::batch(const BatchContext& ctx, const std::vector<Array>& in,
   }
   if (names_include(ctx.axis_name)) unsupported_mix("all_to_all", ctx.axis_name);
   Array x = d == 0 ? moveaxis(in[0], 0, 1) : in[0];
-  return {{bind1(std::make_shared<AllToAll>(names, sizes), {x})}, {d == 0 ? 1 : d}};
+  return {{bind1(std::make_shared<AllToAll>(*this), {x})}, {d == 0 ? 1 : d}};
 }
 
 std::vector<Array> AllToAll::vjp(const std::vector<Array>& p, const std::vector<Array>&,
@@ -218,7 +218,7 @@ Batched Ppermute::batch(const BatchContext& ctx, const std::vector<Array>& in,
     return {{where(mask, moved, zeros_like(moved))}, {0}};
   }
   if (names_include(ctx.axis_name)) unsupported_mix("ppermute", ctx.axis_name);
-  return {{bind1(std::make_shared<Ppermute>(names, sizes, perm), {in[0]})}, {d}};
+  return {{bind1(std::make_shared<Ppermute>(*this), {in[0]})}, {d}};
 }
 
 std::vector<Array> Ppermute::vjp(const std::vector<Array>& p, const std::vector<Array>&,

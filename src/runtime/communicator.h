@@ -38,6 +38,8 @@ class Communicator {
   // run different reductions, permutations or layouts of the same buffer are told apart. The
   // next collective call consumes it.
   void describe_next(std::string what) { next_ = std::move(what); }
+  // Whether describe_next is read (a communicator within one process has nothing to compare).
+  virtual bool compares_descriptions() const { return false; }
 
  protected:
   std::string take_description() { return std::exchange(next_, {}); }

@@ -36,6 +36,7 @@ class HierarchicalCommunicator : public Communicator {
   void permute(const void* in, void* out, int64_t count, DType dtype,
                const std::vector<std::pair<int, int>>& pairs) override;
   void barrier() override;
+  bool compares_descriptions() const override { return true; }
 
  private:
   void check_headers(int kind, DType dtype, int64_t count, uint64_t seq, const std::string& call);

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -486,6 +487,47 @@ TEST_P(Collectives, PmapInsideJitSpansEveryProcess) {
   std::vector<H> global = inputs({3});
   Array got = f(to_array(local_rows(global, 0), dtype()));
   expect_values(got, local_rows(ref(global), 0), dtype(), "jit(pmap)");
+}
+
+// axis_index_groups across processes: adjacent pairs, the even and the odd devices, and pairs
+// (i, n - 1 - i) listed last first, which span processes; each device reduces (or gathers, in
+// its group's order) within its group only.
+TEST_P(Collectives, AxisIndexGroupsStayWithinEachGroup) {
+  const int n = this->n();
+  ASSERT_EQ(n % 2, 0) << "expected an even number of global devices";
+  AxisIndexGroups pairs, parity(2), mirrored;
+  for (int i = 0; i < n; ++i) {
+    if (i % 2 == 0) pairs.push_back({i, i + 1});
+    parity[i % 2].push_back(i);
+    if (i < n / 2) mirrored.push_back({n - 1 - i, i});
+  }
+  for (const AxisIndexGroups& groups : {pairs, parity, mirrored}) {
+    SCOPED_TRACE(::testing::PrintToString(groups));
+    auto in_group = [&](const std::vector<H>& xs,
+                        const std::function<H(const std::vector<H>&)>& f) {
+      std::vector<H> out;
+      for (int r = 0; r < static_cast<int>(xs.size()); ++r)
+        for (const auto& g : groups)
+          if (std::find(g.begin(), g.end(), r) != g.end()) {
+            std::vector<H> members;
+            for (int m : g) members.push_back(xs[m]);
+            out.push_back(f(members));
+          }
+      return out;
+    };
+    auto sum = [](const std::vector<H>& m) { return reduce(m, add); };
+    auto max = [](const std::vector<H>& m) {
+      return reduce(m, [](double a, double b) { return std::max(a, b); });
+    };
+    auto gathered = [](const std::vector<H>& m) { return stack(m, 0); };
+    expect_collective([&](const Array& x) { return psum(x, "i", groups); }, inputs({3, 2}), dtype(),
+                      [&](const std::vector<H>& xs) { return in_group(xs, sum); }, dtype());
+    expect_collective([&](const Array& x) { return pmax(x, "i", groups); }, inputs({5}, 1), dtype(),
+                      [&](const std::vector<H>& xs) { return in_group(xs, max); }, dtype());
+    expect_collective([&](const Array& x) { return all_gather(x, "i", 0, false, groups); },
+                      inputs({2, 2}, 2), dtype(),
+                      [&](const std::vector<H>& xs) { return in_group(xs, gathered); }, dtype());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Collectives, ::testing::Values(DType::Float32, DType::Int32),

@@ -6,7 +6,9 @@
 //   reductions   process 0 runs psum, the others pmax, of the same buffers;
 //   minmax       process 0 runs pmax, the others pmin;
 //   permutations process 0 runs ppermute shifting by +1, the others by -1;
-//   layouts      process 0 runs all_to_all splitting axis 0, the others axis 1 (same shapes).
+//   layouts      process 0 runs all_to_all splitting axis 0, the others axis 1 (same shapes);
+//   groups       process 0 runs psum with axis_index_groups of adjacent pairs, the others of
+//                the even and the odd devices.
 // Every process that catches spmd::Error prints "process <p>: error: <message>" and exits 1;
 // reaching the end without an error prints "no error" and exits 0 (the checks then fail).
 #include <spmd/spmd.h>
@@ -25,12 +27,14 @@ using namespace spmd;
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  const std::vector<std::string> modes = {"exit",       "stuck",  "mismatch",     "shapes",
-                                          "reductions", "minmax", "permutations", "layouts"};
+  const std::vector<std::string> modes = {"exit",         "stuck",      "mismatch",
+                                          "shapes",       "reductions", "minmax",
+                                          "permutations", "layouts",    "groups"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
-    std::fprintf(stderr,
-                 "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts|groups\n",
+        argv[0]);
     return 2;
   }
   distributed::initialize();
@@ -77,6 +81,16 @@ int main(int argc, char** argv) {
       const int split = me == 0 ? 0 : 1;
       Array square = ones({local, n, n}, float32);
       x = pmap([&](const Array& v) { return all_to_all(v, "i", split, split); }, "i")(square);
+    } else if (mode == "groups") {
+      const int n = static_cast<int>(device_count());
+      AxisIndexGroups groups;
+      if (me == 0) {
+        for (int i = 0; i < n; i += 2) groups.push_back({i, i + 1});
+      } else {
+        groups.resize(2);
+        for (int i = 0; i < n; ++i) groups[i % 2].push_back(i);
+      }
+      x = pmap([&](const Array& v) { return psum(v, "i", groups); }, "i")(x);
     } else {
       auto gather = pmap([](const Array& v) { return all_gather(v, "i"); }, "i");
       if (me == 0) {

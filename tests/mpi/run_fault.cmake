@@ -9,6 +9,8 @@
 #   reductions, minmax, permutations, layouts: 3 processes; process 0 runs psum (pmax, ppermute
 #             by +1, all_to_all splitting axis 0), 1 and 2 pmax (pmin, ppermute by -1, all_to_all
 #             splitting axis 1) of the same buffers: the same, and each message names both.
+#   groups:   3 processes; process 0 runs psum over adjacent pairs (axis_index_groups), 1 and 2
+#             over the even and the odd devices: the same, naming both groupings.
 # SPMD_COLLECTIVE_TIMEOUT is 10 s; the whole run must end within 60 s.
 set(np 3)
 string(TIMESTAMP start "%s")
@@ -46,7 +48,7 @@ if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
       message(FATAL_ERROR "process ${p} did not print an error naming process 1 (expected /${naming}/)")
     endif()
   endforeach()
-elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts)$")
+elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts|groups)$")
   foreach(p 0 1 2)
     if(NOT all MATCHES "process ${p}: error: [^\n]*processes reached different collectives")
       message(FATAL_ERROR "process ${p} did not report that the processes reached different collectives")
@@ -59,6 +61,8 @@ elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts)$"
     set(names "pmax\\(" "pmin\\(")
   elseif(MODE STREQUAL "permutations")
     set(names "perm=\\(\\(0, 1\\)" "perm=\\(\\(0, 5\\)")
+  elseif(MODE STREQUAL "groups")
+    set(names "axis_index_groups={{0, 1}, {2, 3}, {4, 5}}" "axis_index_groups={{0, 2, 4}, {1, 3, 5}}")
   elseif(MODE STREQUAL "layouts")
     set(names "split_axis=0" "split_axis=1")
   else()
