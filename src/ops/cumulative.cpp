@@ -44,11 +44,11 @@ using Combine = std::function<Array(const Array&, const Array&)>;
 Array prefix_scan(const Combine& fn, const Array& x, int axis) {
   int64_t n = x.shape()[axis];
   if (n < 2) return x;
-  Array odd = prefix_scan(fn, fn(slice_axis(x, axis, 0, n - 1, 2), slice_axis(x, axis, 1, n, 2)),
-                          axis);
+  Array odd =
+      prefix_scan(fn, fn(slice_axis(x, axis, 0, n - 1, 2), slice_axis(x, axis, 1, n, 2)), axis);
   Array rest = slice_axis(x, axis, 2, n, 2);
-  Array even = n % 2 == 0 ? fn(slice_axis(odd, axis, 0, odd.shape()[axis] - 1), rest)
-                          : fn(odd, rest);
+  Array even =
+      n % 2 == 0 ? fn(slice_axis(odd, axis, 0, odd.shape()[axis] - 1), rest) : fn(odd, rest);
   even = concatenate({slice_axis(x, axis, 0, 1), even}, axis);
   return interleave(even, odd, axis);
 }

@@ -106,7 +106,7 @@ void sum_labels(Operand& t, Pred drop) {
 
 // A label repeated within the operand keeps only its diagonal: those axes go last, flattened
 // into one of n^k elements, from which a stride of 1 + n + ... + n^(k-1) picks the diagonal.
-void take_diagonals(Operand& t, size_t which) {
+void take_diagonals(Operand& t) {
   for (size_t i = 0; i < t.labels.size(); ++i) {
     int label = t.labels[i];
     if (std::count(t.labels.begin(), t.labels.end(), label) < 2) continue;
@@ -116,10 +116,6 @@ void take_diagonals(Operand& t, size_t which) {
     for (size_t j = 0; j < t.labels.size(); ++j) {
       if (t.labels[j] == label) {
         repeated.push_back(static_cast<int>(j));
-        if (t.x.shape()[j] != t.x.shape()[i])
-          fail("einsum: index ", label_str(label), " is repeated in operand ", which,
-               " with sizes ", t.x.shape()[i], " and ", t.x.shape()[j],
-               "; a diagonal needs equal sizes");
       } else {
         perm.push_back(static_cast<int>(j));
         kept.push_back(t.labels[j]);
@@ -201,6 +197,17 @@ Array einsum(const std::string& spec, const std::vector<Array>& operands) {
     terms.push_back({ops::convert(x, type.dtype, type.weak), labels_of(term, e)});
   }
 
+  // A label repeated within one operand (a diagonal) needs equal sizes there.
+  for (size_t k = 0; k < terms.size(); ++k) {
+    const Operand& t = terms[k];
+    for (size_t i = 0; i < t.labels.size(); ++i)
+      for (size_t j = i + 1; j < t.labels.size(); ++j)
+        if (t.labels[i] == t.labels[j] && t.x.shape()[i] != t.x.shape()[j])
+          fail("einsum: index ", label_str(t.labels[i]), " is repeated in operand ", k,
+               " with sizes ", t.x.shape()[i], " and ", t.x.shape()[j],
+               "; a diagonal needs equal sizes");
+  }
+
   // Sizes, broadcasting 1 against n as jnp.einsum does.
   std::map<int, int64_t> size;
   std::map<int, size_t> sized_by;
@@ -213,9 +220,8 @@ Array einsum(const std::string& spec, const std::vector<Array>& operands) {
         if (it == size.end() || n != 1) sized_by[l] = k;
         size[l] = it == size.end() || n != 1 ? n : it->second;
       } else if (n != 1 && n != it->second) {
-        fail("einsum: index ", label_str(l), " has size ", it->second, " in operand ",
-             sized_by[l], " and ", n, " in operand ", k,
-             "; expected equal sizes (or 1, to broadcast)");
+        fail("einsum: index ", label_str(l), " has size ", it->second, " in operand ", sized_by[l],
+             " and ", n, " in operand ", k, "; expected equal sizes (or 1, to broadcast)");
       }
     }
 
@@ -242,7 +248,7 @@ Array einsum(const std::string& spec, const std::vector<Array>& operands) {
 
   for (size_t k = 0; k < terms.size(); ++k) {
     Operand& t = terms[k];
-    take_diagonals(t, k);
+    take_diagonals(t);
     auto used_elsewhere = [&](int l) {
       if (has(output, l)) return true;
       for (size_t j = 0; j < terms.size(); ++j)
@@ -265,8 +271,8 @@ Array einsum(const std::string& spec, const std::vector<Array>& operands) {
       for (size_t j = i + 1; j < terms.size(); ++j) {
         std::vector<int> needed = output;
         for (size_t k = 0; k < terms.size(); ++k)
-          if (k != i && k != j) needed.insert(needed.end(), terms[k].labels.begin(),
-                                              terms[k].labels.end());
+          if (k != i && k != j)
+            needed.insert(needed.end(), terms[k].labels.begin(), terms[k].labels.end());
         double cost = 1;
         Labels seen;
         for (const Labels* ls : {&terms[i].labels, &terms[j].labels})

@@ -42,9 +42,7 @@ Array fill_for(const Array& x, std::optional<double> value) {
   return ops::convert(v, dt, x.weak_type());
 }
 
-Array axis_size_as(int64_t n, DType index_dtype) {
-  return ops::convert(Array(n), index_dtype);
-}
+Array axis_size_as(int64_t n, DType index_dtype) { return ops::convert(Array(n), index_dtype); }
 
 // Indices below zero count from the end (unsigned indices never are).
 Array from_end(const Array& idx, int64_t n) {
