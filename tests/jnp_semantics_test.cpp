@@ -724,6 +724,10 @@ TEST(EinsumMany, MatchesTheNaiveSum) {
   expect_values(einsum("ii", a), {}, {5}, 0, "float32 trace");
   // Mixed dtypes promote as jnp: int32 with float32 gives float32.
   expect_values(einsum("i,i->", Array({1, 2}), Array({0.5, 0.25})), {}, {1}, 0, "promotion");
+  Array ints = einsum("ii,ij,jk->k", Array({1, 2, 3, 4}).reshape({2, 2}),
+                      Array({1, 0, 0, 1}).reshape({2, 2}), Array({1, 2}).reshape({2, 1}));
+  EXPECT_EQ(ints.dtype(), DType::Int32);
+  expect_values(ints, {1}, {1 * 1 + 4 * 2}, 0, "int32");
 }
 
 TEST(EinsumMany, GradVmapJit) {

@@ -56,6 +56,16 @@ Array in_bounds(const Array& idx, int64_t n) {
   return logical_and(idx >= ops::convert(Array(0), idx.dtype()), below);
 }
 
+// Whether concrete indices are all within [-n, n) (signed) or [0, n): then "fill" needs no
+// select, which saves a pass over the output when, say, a dataset is shuffled by take.
+bool known_in_bounds(const Array& idx, int64_t n) {
+  if (idx.is_tracer()) return false;
+  int64_t lo = is_signed_integer(idx.dtype()) ? -n : 0;
+  for (int64_t k : idx.to_vector<int64_t>())
+    if (k < lo || k >= n) return false;
+  return true;
+}
+
 Array zeros_as(const Array& x, const Shape& shape) {
   return ops::convert(zeros(shape, x.dtype()), x.dtype(), x.weak_type());
 }
@@ -93,6 +103,7 @@ Array take(const Array& x, const Array& indices, std::optional<int> axis, const 
   }
   Array idx = from_end(indices, n);
   Array r = lax::gather(x, idx, a, 0);
+  if (known_in_bounds(indices, n)) return r;
   std::vector<int> dims;
   for (int i = 0; i < idx.ndim(); ++i) dims.push_back(a + i);
   Array ok = lax::broadcast_in_dim(in_bounds(idx, n), r.shape(), dims);
@@ -135,7 +146,7 @@ Array take_along_axis(const Array& x, const Array& indices, std::optional<int> a
   Array xm = moveaxis(broadcast_to(x, xb), a, -1);
   Array im = moveaxis(broadcast_to(idx, out), a, -1);
   Array r = moveaxis(lax::gather(xm, im, x.ndim() - 1, x.ndim() - 1), -1, a);
-  if (m != Mode::Fill) return r;
+  if (m != Mode::Fill || known_in_bounds(indices, n)) return r;
   return where(broadcast_to(in_bounds(idx, n), out), r, fill_for(x, fill_value));
 }
 
