@@ -417,6 +417,32 @@ TEST_F(Grad, NumpySliceWithStepMatchesFiniteDifferences) {
       },
       {rnd({6, 4}, -2, 2, 46)});
 }
+TEST_F(Grad, NegativeStepSliceAndRevMatchFiniteDifferences) {
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) {
+        return slice(a[0], {Range{5, 0, -2}, Range{{}, {}, -1}}) * lax::rev(a[1], {0, 1});
+      },
+      {rnd({6, 4}, -2, 2, 146), rnd({3, 4}, -2, 2, 147)});
+}
+TEST_F(Grad, CumulativeScansMatchFiniteDifferences) {
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) {
+        return cumprod(a[0], 1) + lax::cummax(a[0], 0, true) + cummin(a[0], 1);
+      },
+      {rnd({5, 7}, -2, 2, 148)});
+}
+TEST_F(Grad, ProdWithZerosMatchesFiniteDifferences) {
+  // prod is polynomial in each element, so differences are exact enough across a zero.
+  Array x(std::vector<double>{0, 1.5, -2, 0.5, 0, 0, 3, 1, 2, -1, 0.5, 4}, {3, 4});
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) { return prod(a[0], std::vector<int>{1}); }, {x});
+}
+TEST_F(Grad, ManyOperandEinsumMatchesFiniteDifferences) {
+  expect_grad_matches_fd(
+      [](const std::vector<Array>& a) { return einsum("ij,jk,kk,...k->i...", a); },
+      {rnd({2, 3}, -2, 2, 149), rnd({3, 4}, -2, 2, 150), rnd({4, 4}, -2, 2, 151),
+       rnd({5, 4}, -2, 2, 152)});
+}
 TEST_F(Grad, RowIndexMatchesFiniteDifferences) {
   expect_grad_matches_fd([](const std::vector<Array>& a) { return a[0][1] * a[0][-1]; },
                          {rnd({3, 4}, -2, 2, 47)});
@@ -475,6 +501,16 @@ TEST_F(Grad, TakeAlongAxisMatchesFiniteDifferences) {
   Array i = idx({1, 1, 0, 2, 3, 0}, {3, 2});
   expect_grad_matches_fd([i](const std::vector<Array>& a) { return take_along_axis(a[0], i, 1); },
                          {rnd({3, 4}, -2, 2, 60)});
+}
+TEST_F(Grad, TakeOutOfBoundModesMatchFiniteDifferences) {
+  Array i = idx({4, -1, 9, -7, 2, 0}, {2, 3});
+  for (std::string mode : {"clip", "wrap"})
+    expect_grad_matches_fd(
+        [i, mode](const std::vector<Array>& a) { return take(a[0], i, 1, mode); },
+        {rnd({3, 4}, -2, 2, 153)});
+  // "fill": out-of-bound entries are a constant fill; the loss stays finite with fill_value 0.
+  expect_grad_matches_fd([i](const std::vector<Array>& a) { return take(a[0], i, 1, "fill", 0.0); },
+                         {rnd({3, 4}, -2, 2, 154)});
 }
 TEST_F(Grad, GatherWithBatchDimsMatchesFiniteDifferences) {
   Array i = idx({0, 2, 2, 1, 1, 0}, {2, 3});

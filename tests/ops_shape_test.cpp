@@ -293,10 +293,10 @@ TEST(SliceNumpy, MissingRangesTakeWholeAxes) {
   expect_values(slice(x, std::vector<Range>{}), {4, 3}, counting(12));
 }
 
-TEST(SliceNumpy, BadStepOrTooManyRangesIsAnError) {
+TEST(SliceNumpy, ZeroStepOrTooManyRangesIsAnError) {
+  // A negative step is Python's backward slice (tests/jnp_semantics_test.cpp); zero is an error.
   Array x = zeros({4, 3});
-  expect_error([&] { slice(x, std::vector<Range>{{0, 4, 0}}); }, {"slice", "step", "0"});
-  expect_error([&] { slice(x, std::vector<Range>{{0, 4, -1}}); }, {"slice", "step", "-1"});
+  expect_error([&] { slice(x, std::vector<Range>{{0, 4, 0}}); }, {"slice", "step", "zero"});
   expect_error([&] { slice(x, std::vector<Range>{{}, {}, {}}); }, {"slice", "3", "rank 2"});
 }
 

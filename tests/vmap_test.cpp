@@ -473,6 +473,17 @@ TEST(VmapPrimitive, CumSum) {
   }
 }
 
+// cumprod, cummax and cummin are composed of slices, pads and elementwise ops (a prefix scan).
+TEST(VmapPrimitive, CumulativeScans) {
+  for (int axis : {0, 1, -1}) {
+    SCOPED_TRACE(axis);
+    sweep(un([axis](const Array& v) { return cumprod(v, axis); }), {{{4, 5, 2}}});
+    sweep(un([axis](const Array& v) { return cummax(v, axis); }), {{{4, 5, 2}}});
+    sweep(un([axis](const Array& v) { return lax::cummin(v, axis, true); }),
+          {{{4, 5, 2}, DType::Int32, -9, 9}});
+  }
+}
+
 // ---- shapes ----------------------------------------------------------------------------------
 TEST(VmapPrimitive, BroadcastInDim) {
   sweep(un([](const Array& v) { return lax::broadcast_in_dim(v, {3, 4, 5}, {1, 2}); }), {f45});
@@ -509,6 +520,13 @@ TEST(VmapPrimitive, Slice) {
   sweep(un([](const Array& v) { return v[2]; }), {f45});
   sweep(un([](const Array& v) { return v[-1]; }), {{{4, 5}, DType::Int32, -9, 9}});
   sweep(un([](const Array& v) { return split(v, 2, 1)[1]; }), {{{4, 6}}});
+  sweep(un([](const Array& v) { return slice(v, {Range{{}, {}, -1}, Range{4, 0, -2}}); }), {f45});
+}
+
+TEST(VmapPrimitive, Rev) {
+  sweep(un([](const Array& v) { return lax::rev(v, {0}); }), {f45});
+  sweep(un([](const Array& v) { return lax::rev(v, {0, 2}); }), {{{4, 5, 2}}});
+  sweep(un([](const Array& v) { return flip(v); }), {{{4, 5}, DType::Int32, -9, 9}});
 }
 
 TEST(VmapPrimitive, Pad) {

@@ -25,5 +25,13 @@ Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
 Array shift_left(const Array& x, const Array& bits);
 Array argsort(const Array& x, int axis = -1);
+// Reverses the order of elements along each of `dimensions`.
+Array rev(const Array& x, const std::vector<int>& dimensions);
+// Inclusive cumulative reductions along `axis`; reverse accumulates from the end. The operand
+// keeps its dtype (cumsum and cumprod take numbers; cummax and cummin bools too).
+Array cumsum(const Array& x, int axis = 0, bool reverse = false);
+Array cumprod(const Array& x, int axis = 0, bool reverse = false);
+Array cummax(const Array& x, int axis = 0, bool reverse = false);
+Array cummin(const Array& x, int axis = 0, bool reverse = false);
 
 }  // namespace spmd::lax

@@ -116,7 +116,12 @@ Array logsumexp(const Array& x, const Axes& axes = {}, bool keepdims = false);
 // Index of the first maximum/minimum; no axis = over the flattened array.
 Array argmax(const Array& x, std::optional<int> axis = {}, bool keepdims = false);
 Array argmin(const Array& x, std::optional<int> axis = {}, bool keepdims = false);
-Array cumsum(const Array& x, int axis);
+// Inclusive cumulative reductions along an axis; no axis = over the flattened array. cumsum and
+// cumprod of bools count in int32 (jnp.cumsum); cummax and cummin keep the dtype (lax.cummax).
+Array cumsum(const Array& x, std::optional<int> axis = {});
+Array cumprod(const Array& x, std::optional<int> axis = {});
+Array cummax(const Array& x, std::optional<int> axis = {});
+Array cummin(const Array& x, std::optional<int> axis = {});
 
 // ---- shapes ----------------------------------------------------------------------------------
 Array reshape(const Array& x, const Shape& shape);  // one -1 is inferred
@@ -128,7 +133,9 @@ Array broadcast_to(const Array& x, const Shape& shape);
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 Array expand_dims(const Array& x, int axis);
 Array squeeze(const Array& x, const Axes& axes = {});
-// x[start:stop:step] per axis (numpy slicing rules: negative and out-of-range bounds clamp).
+// x[start:stop:step] per axis, with Python's slice rules: negative bounds count from the end,
+// out-of-range bounds clamp, a negative step walks backwards (x[::-1] is Range{{}, {}, -1}),
+// and an empty selection gives an empty axis. Axes without a Range are taken whole.
 struct Range {
   std::optional<int64_t> start, stop;
   int64_t step = 1;
@@ -136,8 +143,23 @@ struct Range {
 Array slice(const Array& x, const std::vector<Range>& ranges);
 // lax.slice: explicit start/limit/strides for every axis.
 Array slice(const Array& x, const Shape& start, const Shape& limit, const Shape& strides = {});
-Array take(const Array& x, const Array& indices, std::optional<int> axis = {});
-Array take_along_axis(const Array& x, const Array& indices, int axis);
+// Reverses the order of elements along the given axes (every axis when none are given).
+Array flip(const Array& x, const Axes& axes = {});
+// jnp.take: indices along `axis` (no axis = into the flattened array). Out-of-bound indices
+// follow `mode`, as in JAX:
+//   "fill" (default): negative indices count from the end; indices still outside [0, n) give
+//          fill_value, which defaults to NaN for floats, the lowest value for signed integers,
+//          the largest for unsigned ones and true for bools (their gradient is zero);
+//   "clip": indices clamp to [0, n - 1] (a negative index gives element 0);
+//   "wrap": indices are taken modulo n.
+// Taking from an empty axis is an error unless the indices are empty too.
+Array take(const Array& x, const Array& indices, std::optional<int> axis = {},
+           const std::string& mode = "fill", std::optional<double> fill_value = {});
+// jnp.take_along_axis: x and indices have one rank and broadcast on every axis but `axis` (no
+// axis: 1-D indices into the flattened array). Negative indices count from the end; mode is
+// "fill" (default, as take), "clip" or "promise_in_bounds" (clamped here).
+Array take_along_axis(const Array& x, const Array& indices, std::optional<int> axis = -1,
+                      const std::string& mode = "fill", std::optional<double> fill_value = {});
 Array concatenate(const std::vector<Array>& xs, int axis = 0);
 Array stack(const std::vector<Array>& xs, int axis = 0);
 // Equal sections, or split before the given indices.
@@ -153,9 +175,18 @@ Array vdot(const Array& a, const Array& b);
 Array tensordot(const Array& a, const Array& b, int axes = 2);
 Array tensordot(const Array& a, const Array& b,
                 const std::pair<std::vector<int>, std::vector<int>>& axes);
-// Two operands: "ij,jk->ik", "bij,bjk->bik", "ij,ij->i" (implicit output when no "->").
-Array einsum(const std::string& spec, const Array& a, const Array& b);
+// jnp.einsum over any number of operands: "ij,jk->ik", "bij,bjk,bk->bi", repeated indices in
+// one operand take a diagonal ("ii->i", "ii->" the trace), "..." stands for broadcast leading
+// axes ("...ij,...jk->...ik"), and without "->" the output is the ellipsis axes, then the
+// indices that appear once, sorted. Operands are contracted pairwise, smallest result first.
+Array einsum(const std::string& spec, const std::vector<Array>& operands);
 Array einsum(const std::string& spec, const Array& a);
+Array einsum(const std::string& spec, const Array& a, const Array& b);
+template <class... More>
+Array einsum(const std::string& spec, const Array& a, const Array& b, const Array& c,
+             const More&... more) {
+  return einsum(spec, std::vector<Array>{a, b, c, Array(more)...});
+}
 
 // ---- neural-network helpers ------------------------------------------------------------------
 Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::Float32);

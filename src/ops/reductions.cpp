@@ -23,6 +23,9 @@ Array reduce(ReduceOp op, const Array& x, const Axes& axes, bool keepdims, const
   if ((op == ReduceOp::Sum || op == ReduceOp::Prod) && x.dtype() == DType::Bool)
     in = ops::convert(x, DType::Int32);
   if (op == ReduceOp::And || op == ReduceOp::Or) in = ops::convert(x, DType::Bool);
+  // The largest bool is true if any is, the smallest false unless all are true.
+  if (x.dtype() == DType::Bool && op == ReduceOp::Max) op = ReduceOp::Or;
+  if (x.dtype() == DType::Bool && op == ReduceOp::Min) op = ReduceOp::And;
   Array r = ax.empty() ? in : apply<prim::Reduce>({in}, op, ax);
   return keep(r, x.shape(), ax, keepdims);
 }
@@ -114,20 +117,17 @@ Array argmin(const Array& x, std::optional<int> axis, bool keepdims) {
   return arg_reduce(false, x, axis, keepdims, "argmin");
 }
 
-Array cumsum(const Array& x, int axis) {
-  Array in = x.dtype() == DType::Bool ? ops::convert(x, DType::Int32) : x;
-  return apply<prim::CumSum>({in}, normalize_axis(axis, x.ndim(), "cumsum"), false);
-}
-
 namespace lax {
 Array reduce_sum(const Array& x, const std::vector<int>& axes) {
   return apply<prim::Reduce>({x}, ReduceOp::Sum, ops::resolve_axes(axes, x.ndim(), "reduce_sum"));
 }
 Array reduce_max(const Array& x, const std::vector<int>& axes) {
-  return apply<prim::Reduce>({x}, ReduceOp::Max, ops::resolve_axes(axes, x.ndim(), "reduce_max"));
+  ReduceOp op = x.dtype() == DType::Bool ? ReduceOp::Or : ReduceOp::Max;
+  return apply<prim::Reduce>({x}, op, ops::resolve_axes(axes, x.ndim(), "reduce_max"));
 }
 Array reduce_min(const Array& x, const std::vector<int>& axes) {
-  return apply<prim::Reduce>({x}, ReduceOp::Min, ops::resolve_axes(axes, x.ndim(), "reduce_min"));
+  ReduceOp op = x.dtype() == DType::Bool ? ReduceOp::And : ReduceOp::Min;
+  return apply<prim::Reduce>({x}, op, ops::resolve_axes(axes, x.ndim(), "reduce_min"));
 }
 }  // namespace lax
 

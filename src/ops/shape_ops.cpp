@@ -1,4 +1,5 @@
-// jax.numpy shape ops: reshape, transpose, broadcasting, slicing, indexing, joining, padding.
+// jax.numpy shape ops: reshape, transpose, broadcasting, slicing and flipping, joining, padding.
+// take and take_along_axis live in indexing.cpp.
 #include <algorithm>
 
 #include "ops/common.h"
@@ -145,56 +146,56 @@ Array slice(const Array& x, const Shape& start, const Shape& limit, const Shape&
   return apply<prim::Slice>({x}, start, limit, st);
 }
 
+namespace {
+// The elements a Python slice start:stop:step selects on an axis of size n (slice.indices):
+// the first, the distance between neighbours (the step's magnitude) and how many.
+struct SliceRun {
+  int64_t first = 0, stride = 1, count = 0;
+};
+
+SliceRun slice_run(const Range& r, int64_t n, int axis) {
+  if (r.step == 0) fail("slice: slice step cannot be zero (axis ", axis, ")");
+  bool back = r.step < 0;
+  int64_t lo = back ? -1 : 0, hi = back ? n - 1 : n;
+  auto bound = [&](const std::optional<int64_t>& v, int64_t otherwise) {
+    if (!v) return otherwise;
+    return std::clamp<int64_t>(*v < 0 ? *v + n : *v, lo, hi);
+  };
+  int64_t begin = bound(r.start, back ? hi : lo), end = bound(r.stop, back ? lo : hi);
+  // Beyond n + 1 every step selects at most one element; capping keeps the sums below in range.
+  int64_t stride = back ? (r.step < -(n + 1) ? n + 1 : -r.step) : std::min(r.step, n + 1);
+  int64_t span = back ? begin - end : end - begin;
+  return {begin, stride, span > 0 ? (span - 1) / stride + 1 : 0};
+}
+}  // namespace
+
 Array slice(const Array& x, const std::vector<Range>& ranges) {
   check(x, "slice");
   if (static_cast<int>(ranges.size()) > x.ndim())
     fail("slice: too many ranges (", ranges.size(), ") for an array of rank ", x.ndim());
   Shape start, limit, strides;
+  std::vector<int> reversed;
   for (int i = 0; i < x.ndim(); ++i) {
-    int64_t n = x.shape()[i];
     Range r = i < static_cast<int>(ranges.size()) ? ranges[i] : Range{};
-    if (r.step <= 0) fail("slice: expected a positive step on axis ", i, ", got ", r.step);
-    auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
-    int64_t b = r.start ? clampi(*r.start) : 0;
-    int64_t e = r.stop ? clampi(*r.stop) : n;
-    start.push_back(b);
-    limit.push_back(std::max(b, e));
-    strides.push_back(r.step);
+    SliceRun run = slice_run(r, x.shape()[i], i);
+    // A backward run is the forward run from its last element, reversed afterwards (as jnp).
+    int64_t lowest = r.step < 0 ? run.first - (run.count - 1) * run.stride : run.first;
+    if (run.count == 0) lowest = 0;
+    if (r.step < 0 && run.count > 1) reversed.push_back(i);
+    start.push_back(lowest);
+    limit.push_back(run.count == 0 ? 0 : lowest + (run.count - 1) * run.stride + 1);
+    strides.push_back(run.count > 1 ? run.stride : 1);
   }
-  return slice(x, start, limit, strides);
+  Array y = slice(x, start, limit, strides);
+  return reversed.empty() ? y : lax::rev(y, reversed);
 }
 
-Array take(const Array& x, const Array& indices, std::optional<int> axis) {
-  check(x, "take");
-  check(indices, "take");
-  if (!is_integer(indices.dtype()))
-    fail("take: expected integer indices, got dtype ", dtype_name(indices.dtype()));
-  if (!axis) return take(ravel(x), indices, 0);
-  int a = normalize_axis(*axis, x.ndim(), "take");
-  Array idx = indices;
-  if (is_signed_integer(idx.dtype()))  // numpy's negative indices count from the end
-    idx = where(idx < 0, idx + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), idx.dtype()),
-                idx);
-  return lax::gather(x, idx, a, 0);
-}
-
-Array take_along_axis(const Array& x, const Array& indices, int axis) {
-  check(x, "take_along_axis");
-  if (indices.ndim() != x.ndim())
-    fail("take_along_axis: expected indices of rank ", x.ndim(), ", got shape ",
-         shape_str(indices.shape()));
-  int a = normalize_axis(axis, x.ndim(), "take_along_axis");
-  Array xm = moveaxis(x, a, -1);
-  Array im = moveaxis(indices, a, -1);
-  Shape batch(xm.shape().begin(), xm.shape().end() - 1);
-  Shape ib = batch;
-  ib.push_back(im.shape().back());
-  im = broadcast_to(im, ib);
-  if (is_signed_integer(im.dtype()))
-    im =
-        where(im < 0, im + ops::convert(Array(static_cast<int64_t>(x.shape()[a])), im.dtype()), im);
-  Array r = lax::gather(xm, im, x.ndim() - 1, x.ndim() - 1);
-  return moveaxis(r, -1, a);
+Array flip(const Array& x, const Axes& axes) {
+  check(x, "flip");
+  std::vector<int> dims;
+  for (int a : ops::resolve_axes(axes, x.ndim(), "flip"))
+    if (x.shape()[a] > 1) dims.push_back(a);
+  return dims.empty() ? x : lax::rev(x, dims);
 }
 
 Array concatenate(const std::vector<Array>& xs, int axis) {
@@ -282,6 +283,13 @@ Array gather(const Array& x, const Array& indices, int axis, int batch_dims) {
 Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
                   int batch_dims) {
   return apply<prim::ScatterAdd>({updates, indices}, axis, batch_dims, operand_shape);
+}
+Array rev(const Array& x, const std::vector<int>& dimensions) {
+  check(x, "rev");
+  // resolve_axes refuses repeated dimensions, as lax.rev does.
+  std::vector<int> dims = ops::resolve_axes(dimensions, x.ndim(), "rev");
+  if (dims.empty()) return x;
+  return apply<prim::Rev>({x}, dims);
 }
 Array argsort(const Array& x, int axis) {
   return apply<prim::Argsort>({x}, normalize_axis(axis, x.ndim(), "argsort"));

@@ -249,6 +249,20 @@ class Slice : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
+// lax.rev: reverses the order of the elements along each of `dims` (x[::-1] on those axes).
+class Rev : public Primitive {
+ public:
+  explicit Rev(std::vector<int> dims) : dims(std::move(dims)) {}
+  std::vector<int> dims;  // sorted, unique, non-negative
+  std::string name() const override { return "rev"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
 class Pad : public Primitive {
  public:

@@ -1,4 +1,5 @@
-// Rules of the shape primitives: broadcast_in_dim, reshape, transpose, slice, pad, concatenate.
+// Rules of the shape primitives: broadcast_in_dim, reshape, transpose, slice, rev, pad,
+// concatenate.
 #include <algorithm>
 
 #include "primitives/batching.h"
@@ -161,6 +162,31 @@ std::vector<Array> Slice::vjp(const std::vector<Array>& p, const std::vector<Arr
     interior[i] = strides[i] - 1;
   }
   return {lax::pad(ct[0], zeros(Shape{}, x.dtype()), lo, hi, interior)};
+}
+
+// ---- Rev ----------------------------------------------------------------------------------
+Params Rev::params() const { return {{"dimensions", tuple_str(dims)}}; }
+
+std::vector<AbstractValue> Rev::abstract_eval(const std::vector<AbstractValue>& in) const {
+  const AbstractValue& x = in.at(0);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] < 0 || dims[i] >= x.ndim() || (i > 0 && dims[i] <= dims[i - 1]))
+      fail("rev: expected distinct dimensions in [0, ", x.ndim(), ") for ", x.str(), ", got ",
+           tuple_str(dims));
+  return {x};
+}
+
+Batched Rev::batch(const BatchContext&, const std::vector<Array>& in,
+                   const std::vector<int>& bd) const {
+  std::vector<int> nd;
+  for (int a : dims) nd.push_back(full_axis(a, bd[0]));
+  return {{lax::rev(in[0], nd)}, {bd[0]}};
+}
+
+std::vector<Array> Rev::vjp(const std::vector<Array>& p, const std::vector<Array>&,
+                            const std::vector<Array>& ct) const {
+  if (!differentiable(p[0].aval())) return {Array()};
+  return {lax::rev(ct[0], dims)};
 }
 
 // ---- Pad ------------------------------------------------------------------------------------

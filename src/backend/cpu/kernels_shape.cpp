@@ -50,6 +50,20 @@ void slice_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
   strided_copy(in[0].data, offset, src, out[0].aval->shape, out[0].data, isize(in[0]), ctx.threads);
 }
 
+// A reversed axis is read from its last element with a negated stride.
+void rev_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                ExecContext& ctx) {
+  const Shape& xs = in[0].aval->shape;
+  auto st = strides_of(xs);
+  int64_t offset = 0;
+  for (int d : backend::as<prim::Rev>(p).dims) {
+    offset += (xs[d] - 1) * st[d];
+    st[d] = -st[d];
+  }
+  if (out[0].size() == 0) return;
+  strided_copy(in[0].data, offset, st, xs, out[0].data, isize(in[0]), ctx.threads);
+}
+
 void pad_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                 ExecContext&) {
   const auto& pd = backend::as<prim::Pad>(p);
@@ -107,6 +121,7 @@ void register_shape_kernels() {
   backend::register_kernel(typeid(prim::Reshape), copy_kernel);
   backend::register_kernel(typeid(prim::Transpose), transpose_kernel);
   backend::register_kernel(typeid(prim::Slice), slice_kernel);
+  backend::register_kernel(typeid(prim::Rev), rev_kernel);
   backend::register_kernel(typeid(prim::Pad), pad_kernel);
   backend::register_kernel(typeid(prim::Concatenate), concatenate_kernel);
 }
