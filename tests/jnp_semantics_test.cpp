@@ -175,6 +175,15 @@ TEST(ProdGrad, SecondDerivative) {
   }
 }
 
+TEST(ProdGrad, ForwardModeAtZeros) {
+  // J t = sum_i (product of the others) * t_i: 6 * 1 + 0 * 10 + 0 * 100 at (0, 2, 3).
+  auto [value, tangent] =
+      jvp([](const Array& a) { return prod(a); }, std::make_tuple(f64({0, 2, 3}, {3})),
+          std::make_tuple(f64({1, 10, 100}, {3})));
+  expect_values(value, {}, {0}, 0, "value");
+  expect_values(tangent, {}, {6}, 0, "tangent");
+}
+
 TEST(ProdGrad, EmptyReductionAndIntegers) {
   Array g = grad([](const Array& a) { return sum(prod(a, std::vector<int>{1})); })(zeros({3, 0}));
   EXPECT_EQ(g.shape(), (Shape{3, 0}));
