@@ -568,6 +568,27 @@ TEST(Cumulative, CumprodGradHasNoDivision) {
                     "jit " + what);
     }
   }
+  // Second order: (H v)_i = sum_{l != i} v_l sum_{k >= max(i, l)} w_k prod_{j <= k, j != i, l} x_j.
+  {
+    std::vector<double> x = {0.5, 0, -2, 1.5, 0}, w = uniform(5, -1, 1, 60),
+                        v = uniform(5, -1, 1, 61);
+    auto hv = grad([&](const Array& a) {
+      auto g = grad([&](const Array& b) { return sum(cumprod(b) * f64(w, {5})); });
+      return sum(g(a) * f64(v, {5}));
+    });
+    std::vector<double> want(5, 0.0);
+    for (int i = 0; i < 5; ++i)
+      for (int l = 0; l < 5; ++l) {
+        if (l == i) continue;
+        for (int k = std::max(i, l); k < 5; ++k) {
+          double p = w[k] * v[l];
+          for (int j = 0; j <= k; ++j)
+            if (j != i && j != l) p *= x[j];
+          want[i] += p;
+        }
+      }
+    expect_values(hv(f64(x, {5})), {5}, want, 1e-12, "Hv of cumprod");
+  }
   // Reverse: the same rule on the reversed vector.
   std::vector<double> x = {2, 0, 3, 0.5}, w = {1, -1, 2, 0.5};
   std::vector<double> xr(x.rbegin(), x.rend()), wr(w.rbegin(), w.rend());
