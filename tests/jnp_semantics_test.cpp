@@ -175,6 +175,15 @@ TEST(ProdGrad, SecondDerivative) {
   }
 }
 
+TEST(ProdGrad, ForwardModeAtZeros) {
+  // J t = sum_i (product of the others) * t_i: 6 * 1 + 0 * 10 + 0 * 100 at (0, 2, 3).
+  auto [value, tangent] =
+      jvp([](const Array& a) { return prod(a); }, std::make_tuple(f64({0, 2, 3}, {3})),
+          std::make_tuple(f64({1, 10, 100}, {3})));
+  expect_values(value, {}, {0}, 0, "value");
+  expect_values(tangent, {}, {6}, 0, "tangent");
+}
+
 TEST(ProdGrad, EmptyReductionAndIntegers) {
   Array g = grad([](const Array& a) { return sum(prod(a, std::vector<int>{1})); })(zeros({3, 0}));
   EXPECT_EQ(g.shape(), (Shape{3, 0}));
@@ -558,6 +567,27 @@ TEST(Cumulative, CumprodGradHasNoDivision) {
       expect_values(jit(grad(f))(f64(x, {int64_t(n)})), {int64_t(n)}, cumprod_grad_ref(x, w), 1e-12,
                     "jit " + what);
     }
+  }
+  // Second order: (H v)_i = sum_{l != i} v_l sum_{k >= max(i, l)} w_k prod_{j <= k, j != i, l} x_j.
+  {
+    std::vector<double> x = {0.5, 0, -2, 1.5, 0}, w = uniform(5, -1, 1, 60),
+                        v = uniform(5, -1, 1, 61);
+    auto hv = grad([&](const Array& a) {
+      auto g = grad([&](const Array& b) { return sum(cumprod(b) * f64(w, {5})); });
+      return sum(g(a) * f64(v, {5}));
+    });
+    std::vector<double> want(5, 0.0);
+    for (int i = 0; i < 5; ++i)
+      for (int l = 0; l < 5; ++l) {
+        if (l == i) continue;
+        for (int k = std::max(i, l); k < 5; ++k) {
+          double p = w[k] * v[l];
+          for (int j = 0; j <= k; ++j)
+            if (j != i && j != l) p *= x[j];
+          want[i] += p;
+        }
+      }
+    expect_values(hv(f64(x, {5})), {5}, want, 1e-12, "Hv of cumprod");
   }
   // Reverse: the same rule on the reversed vector.
   std::vector<double> x = {2, 0, 3, 0.5}, w = {1, -1, 2, 0.5};
