@@ -37,6 +37,7 @@ class PlainSource : public Source {
   explicit PlainSource(std::string_view b) : b_(b) {}
   size_t read(unsigned char* out, size_t n) override {
     n = std::min(n, b_.size() - pos_);
+    if (n == 0) return 0;  // out may be null for an empty shape
     std::memcpy(out, b_.data() + pos_, n);
     pos_ += n;
     return n;
