@@ -37,7 +37,7 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     tail -n 60 "$dir/fuzz/$t.log"
   else
-    grep -E "^stat::number_of_executed_runs|^stat::peak_rss_mb" "$dir/fuzz/$t.log" | tr '\n' ' '
+    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$dir/fuzz/$t.log" | tr '\n' ' '
     echo
   fi
 done
