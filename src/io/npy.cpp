@@ -226,7 +226,7 @@ struct Header {
 DType dtype_of_descr(const std::string& d, bool& swap, const std::string& name) {
   std::string_view kind = d;
   char order = '=';
-  if (!kind.empty() && std::strchr("<>|=", kind[0])) {
+  if (!kind.empty() && kind[0] != '\0' && std::strchr("<>|=", kind[0])) {
     order = kind[0];
     kind.remove_prefix(1);
   }
