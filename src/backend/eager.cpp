@@ -3,6 +3,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/kernel.h"
 #include "core/array_impl.h"
+#include "core/checked_size.h"
 #include "spmd/error.h"
 
 namespace spmd::backend {
@@ -12,6 +13,9 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   in_types.reserve(inputs.size());
   for (const Array& a : inputs) in_types.push_back(detail::concrete(a, p.name().c_str()).aval);
   std::vector<AbstractValue> out_types = p.abstract_eval(in_types);
+  // Views (reshape) make no buffer, so make_array's check would not see their shape.
+  for (const AbstractValue& t : out_types)
+    detail::checked_byte_count(t.shape, t.dtype, p.name().c_str());
 
   const detail::ArrayImpl* first = inputs.empty() ? nullptr : inputs[0].impl().get();
   int device = first ? first->placement.front() : 0;

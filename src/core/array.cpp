@@ -5,6 +5,7 @@
 
 #include "backend/cpu/dispatch.h"
 #include "core/array_impl.h"
+#include "core/checked_size.h"
 #include "runtime/client.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -23,19 +24,7 @@ void throw_not_scalar(const Shape& shape) {
 
 // The size of aval's data in bytes; throws when no memory could hold it.
 size_t checked_nbytes(const AbstractValue& aval) {
-  size_t bytes = itemsize(aval.dtype);
-  bool empty = false;
-  for (int64_t d : aval.shape) {
-    if (d < 0) fail("Array: expected non-negative dimensions, got shape ", shape_str(aval.shape));
-    empty = empty || d == 0;
-  }
-  if (empty) return 0;
-  for (int64_t d : aval.shape)
-    if (__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) ||
-        bytes > static_cast<size_t>(PTRDIFF_MAX))
-      fail("Array: shape ", shape_str(aval.shape), " of ", dtype_name(aval.dtype),
-           " is too large: its size in bytes overflows 63 bits");
-  return bytes;
+  return checked_byte_count(aval.shape, aval.dtype, "Array");
 }
 
 Array make_array(const AbstractValue& aval, int device) {
@@ -119,10 +108,15 @@ Array::Array(std::initializer_list<double> values, DType dtype) {
 Array::Array(std::initializer_list<int> values, DType dtype) { *this = from_list(values, dtype); }
 Array::Array(const void* data, Shape shape, DType dtype) {
   check_supported(dtype, "Array");
-  for (int64_t d : shape)
-    if (d < 0) fail("Array: expected non-negative dimensions, got shape ", shape_str(shape));
   Array a = detail::make_array(AbstractValue{std::move(shape), dtype, false});
   if (a.nbytes()) std::memcpy(a.impl()->data(), data, a.nbytes());
+  // Raw bytes become a bool array here (and in every loader, which come through here): any
+  // non-zero byte is True, stored as 1, because the kernels sum, compare and negate bools as
+  // the integers 0 and 1 (a stored 2 would print True yet sum to 2 and stay True under not).
+  if (dtype == DType::Bool) {
+    auto* b = static_cast<uint8_t*>(a.impl()->data());
+    for (size_t i = 0; i < a.nbytes(); ++i) b[i] = b[i] != 0;
+  }
   *this = std::move(a);
 }
 

@@ -1,14 +1,76 @@
+// Shapes: element counts (overflow-checked, see core/checked_size.h), printing, strides and
+// axis normalisation.
 #include "spmd/shape.h"
 
+#include <cstddef>
+
+#include "core/checked_size.h"
 #include "spmd/aval.h"
 #include "spmd/error.h"
 
 namespace spmd {
 
-int64_t shape_size(const Shape& s) {
+namespace detail {
+
+std::optional<int64_t> element_count(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return empty ? 0 : n;
+}
+
+std::optional<size_t> byte_count(const Shape& shape, DType dtype) {
+  auto n = element_count(shape);
+  if (!n) return std::nullopt;
+  int64_t bytes;
+  // The non-zero dimensions times the item size must fit too, for the same reason.
+  int64_t nonzero = 1;
+  for (int64_t d : shape)
+    if (d) nonzero *= d;  // cannot overflow: element_count checked it
+  if (__builtin_mul_overflow(nonzero, static_cast<int64_t>(itemsize(dtype)), &bytes))
+    return std::nullopt;
+  if (static_cast<uint64_t>(bytes) > static_cast<uint64_t>(PTRDIFF_MAX)) return std::nullopt;
+  return *n == 0 ? 0 : static_cast<size_t>(bytes);
+}
+
+size_t checked_byte_count(const Shape& shape, DType dtype, const char* op) {
+  for (int64_t d : shape)
+    if (d < 0) fail(op, ": expected non-negative dimensions, got shape ", shape_str(shape));
+  auto bytes = byte_count(shape, dtype);
+  if (!bytes)
+    fail(op, ": shape ", shape_str(shape), " of ", dtype_name(dtype),
+         " is too large: its size in bytes overflows 63 bits");
+  return *bytes;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    fail(op, ": dimension ", a, " + ", b, " overflows a 64-bit size");
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(op, ": dimension ", a, " * ", b, " overflows a 64-bit size");
+  return r;
+}
+
+}  // namespace detail
+
+int64_t shape_size(const Shape& s) {
+  if (auto n = detail::element_count(s)) return *n;
+  for (int64_t d : s)
+    if (d < 0) fail("expected non-negative dimensions, got shape ", shape_str(s));
+  fail("shape ", shape_str(s), " is too large: its number of elements overflows 64 bits");
 }
 
 std::string shape_str(const Shape& s) {
@@ -26,7 +88,7 @@ std::vector<int64_t> strides_of(const Shape& s) {
   int64_t acc = 1;
   for (int i = static_cast<int>(s.size()) - 1; i >= 0; --i) {
     st[i] = acc;
-    acc *= s[i];
+    acc *= s[i];  // never overflows: shapes are checked when an array or tracer is made
   }
   return st;
 }

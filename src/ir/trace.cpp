@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "core/array_impl.h"
+#include "core/checked_size.h"
 #include "spmd/error.h"
 
 namespace spmd::ir {
@@ -19,6 +20,7 @@ int TraceBuilder::new_var(const AbstractValue& aval) {
 }
 
 Array TraceBuilder::new_input(const AbstractValue& aval) {
+  detail::checked_byte_count(aval.shape, aval.dtype, "trace input");
   int v = new_var(aval);
   explicit_inputs_.push_back(v);
   return detail::make_tracer(aval, id_, v);
@@ -55,6 +57,8 @@ std::vector<Array> TraceBuilder::record(const PrimitivePtr& p, const std::vector
   std::vector<AbstractValue> out_types = p->abstract_eval(in_types);
   std::vector<Array> outs;
   for (auto& t : out_types) {
+    // Every traced shape is checked once here, so compiled code never sizes a wrapped count.
+    detail::checked_byte_count(t.shape, t.dtype, p->name().c_str());
     int v = new_var(t);
     eq.outputs.push_back(v);
     outs.push_back(detail::make_tracer(t, id_, v));

@@ -1,10 +1,17 @@
-// Checkpoint files: "SPMDCKPT", version, entries, then a CRC-32 of everything before it.
+// Checkpoint files: "SPMDCKPT", version, entries, then a CRC-32 of everything before it. Saved
+// atomically and durably (io/file.h); loaded by a parser that checks every size against the
+// bytes present before allocating, with errors naming the file, the entry and the sizes.
 #include <zlib.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstring>
-#include <fstream>
+#include <string_view>
 
+#include "core/checked_size.h"
+#include "io/file.h"
+#include "io/parsers.h"
 #include "spmd/error.h"
 #include "spmd/nn.h"
 
@@ -13,6 +20,17 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'M', 'D', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 1;
+
+// zlib's crc32 takes at most 4 GB at a time (uInt lengths).
+uint32_t checksum(std::string_view d) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (!d.empty()) {
+    uInt n = static_cast<uInt>(std::min<size_t>(d.size(), 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(d.data()), n);
+    d.remove_prefix(n);
+  }
+  return static_cast<uint32_t>(crc);
+}
 
 class Writer {
  public:
@@ -28,34 +46,47 @@ class Writer {
   std::string buf_;
 };
 
+// Reads the entries, checking every length against the bytes that remain before it allocates
+// anything: a short file claiming a (30000, 30000) entry is refused, not given 3.6 GB first.
 class Reader {
  public:
-  Reader(const std::string& data, const std::string& path) : d_(data), path_(path) {}
-  void raw(void* p, size_t n) {
-    if (pos_ + n > d_.size())
-      fail("load_checkpoint(", path_, "): truncated file (expected ", pos_ + n,
-           " bytes, the file has ", d_.size(), ")");
+  Reader(std::string_view data, const std::string& path) : d_(data), path_(path) {}
+  size_t remaining() const { return d_.size() - pos_; }
+  size_t pos() const { return pos_; }
+  void raw(void* p, size_t n, const std::string& what) {
+    if (n > remaining())
+      fail("load_checkpoint(", path_, "): truncated ", what, ": expected ", n, " bytes at offset ",
+           pos_, ", the file has ", remaining(), " left");
     std::memcpy(p, d_.data() + pos_, n);
     pos_ += n;
   }
-  uint64_t u64() {
+  std::string_view take(size_t n, const std::string& what) {
+    if (n > remaining())
+      fail("load_checkpoint(", path_, "): truncated ", what, ": expected ", n, " bytes at offset ",
+           pos_, ", the file has ", remaining(), " left");
+    std::string_view out = d_.substr(pos_, n);
+    pos_ += n;
+    return out;
+  }
+  uint64_t u64(const std::string& what) {
     uint64_t v;
-    raw(&v, 8);
+    raw(&v, 8, what);
     return v;
   }
-  std::string str() {
-    uint64_t n = u64();
-    if (n > d_.size()) fail("load_checkpoint(", path_, "): corrupt string length ", n);
-    std::string s(n, '\0');
-    raw(s.data(), n);
-    return s;
+  std::string str(const std::string& what) {
+    uint64_t n = u64(what + " name length");
+    return std::string(take(n, what + " name"));
   }
 
  private:
-  const std::string& d_;
-  std::string path_;
+  std::string_view d_;
+  const std::string& path_;
   size_t pos_ = 0;
 };
+
+std::string entry_name(const std::string& kind, uint64_t i, uint64_t n) {
+  return kind + " entry " + std::to_string(i) + " of " + std::to_string(n);
+}
 
 }  // namespace
 
@@ -78,67 +109,85 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     w.u64(a.nbytes());
     w.raw(a.data(), a.nbytes());
   }
-  uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(w.data().data()),
-                                             static_cast<uInt>(w.data().size())));
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("save_checkpoint: cannot open '", tmp, "' for writing");
-    out.write(w.data().data(), static_cast<std::streamsize>(w.data().size()));
-    out.write(reinterpret_cast<const char*>(&crc), 4);
-    out.flush();
-    if (!out) fail("save_checkpoint: writing '", tmp, "' failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("save_checkpoint: cannot rename '", tmp, "' to '", path, "'");
+  uint32_t crc = checksum(w.data());
+  io::write_file_atomically(path, {w.data(), {reinterpret_cast<const char*>(&crc), 4}},
+                            "save_checkpoint");
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("load_checkpoint: cannot open '", path, "'");
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+namespace {
+Checkpoint parse(std::string_view data, const std::string& path) {
   if (data.size() < 16 || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("load_checkpoint(", path, "): not a checkpoint file (expected the magic 'SPMDCKPT')");
   uint32_t stored;
   std::memcpy(&stored, data.data() + data.size() - 4, 4);
-  uint32_t crc = static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size() - 4)));
+  uint32_t crc = checksum(data.substr(0, data.size() - 4));
   if (crc != stored)
     fail("load_checkpoint(", path,
          "): checksum mismatch (the file is truncated or corrupted); expected ", stored,
          ", computed ", crc);
-  data.resize(data.size() - 4);
-  Reader r(data, path);
+  Reader r(data.substr(0, data.size() - 4), path);
   char magic[8];
-  r.raw(magic, 8);
+  r.raw(magic, 8, "magic");
   uint32_t version;
-  r.raw(&version, 4);
+  r.raw(&version, 4, "version");
   if (version != kVersion)
     fail("load_checkpoint(", path, "): unsupported version ", version, "; expected ", kVersion);
   Checkpoint c;
-  uint64_t ni = r.u64();
+  uint64_t ni = r.u64("integer count");
+  // Each integer entry takes at least 16 bytes: a count beyond that is corrupt, not a loop.
+  if (ni > r.remaining() / 16)
+    fail("load_checkpoint(", path, "): corrupt integer count ", ni, ": the ", r.remaining(),
+         " bytes left hold at most ", r.remaining() / 16);
   for (uint64_t i = 0; i < ni; ++i) {
-    std::string k = r.str();
-    c.ints[k] = static_cast<int64_t>(r.u64());
+    std::string where = entry_name("integer", i, ni);
+    std::string k = r.str(where);
+    if (c.ints.count(k)) fail("load_checkpoint(", path, "): integer entry '", k, "' appears twice");
+    c.ints[k] = static_cast<int64_t>(r.u64(where + " '" + k + "' value"));
   }
-  uint64_t na = r.u64();
+  uint64_t na = r.u64("array count");
+  if (na > r.remaining() / 32)  // name length, dtype, rank, byte count
+    fail("load_checkpoint(", path, "): corrupt array count ", na, ": the ", r.remaining(),
+         " bytes left hold at most ", r.remaining() / 32);
   for (uint64_t i = 0; i < na; ++i) {
-    std::string k = r.str();
-    uint64_t dt = r.u64();
-    if (dt > static_cast<uint64_t>(DType::Float64))
-      fail("load_checkpoint(", path, "): corrupt dtype ", dt);
-    uint64_t nd = r.u64();
-    if (nd > 64) fail("load_checkpoint(", path, "): corrupt rank ", nd);
+    std::string k = r.str(entry_name("array", i, na));
+    std::string where = "array entry '" + k + "'";
+    auto bad = [&](const auto&... parts) {
+      fail("load_checkpoint(", path, "): corrupt ", where, ": ", parts...);
+    };
+    if (c.arrays.count(k)) bad("it appears twice");
+    uint64_t dt = r.u64(where + " dtype");
+    if (dt > static_cast<uint64_t>(DType::Float64) || static_cast<DType>(dt) == DType::Float16 ||
+        static_cast<DType>(dt) == DType::BFloat16)
+      bad("dtype code ", dt, " is not one of the saved dtypes");
+    DType dtype = static_cast<DType>(dt);
+    uint64_t nd = r.u64(where + " rank");
+    if (nd > 64) bad("rank ", nd, " is larger than 64");
     Shape s(nd);
-    for (auto& d : s) d = static_cast<int64_t>(r.u64());
-    uint64_t bytes = r.u64();
-    if (bytes != static_cast<uint64_t>(shape_size(s)) * itemsize(static_cast<DType>(dt)))
-      fail("load_checkpoint(", path, "): corrupt entry '", k, "'");
-    std::string buf(bytes, '\0');
-    r.raw(buf.data(), bytes);
-    c.arrays[k] = Array(buf.data(), s, static_cast<DType>(dt));
+    for (auto& d : s) {
+      uint64_t v = r.u64(where + " shape");
+      if (v > static_cast<uint64_t>(INT64_MAX)) bad("dimension ", v, " is negative as int64");
+      d = static_cast<int64_t>(v);
+    }
+    uint64_t bytes = r.u64(where + " byte count");
+    auto expected = spmd::detail::byte_count(s, dtype);
+    if (!expected) bad("shape ", shape_str(s), " of ", dtype_name(dtype), " is too large");
+    if (bytes != *expected)
+      bad("shape ", shape_str(s), " of ", dtype_name(dtype), " takes ", *expected,
+          " bytes, the entry says ", bytes);
+    if (bytes > r.remaining())
+      bad("shape ", shape_str(s), " of ", dtype_name(dtype), " needs ", bytes,
+          " bytes, the file has ", r.remaining(), " left");
+    c.arrays[k] = Array(r.take(bytes, where).data(), s, dtype);
   }
+  if (r.remaining() != 0)
+    fail("load_checkpoint(", path, "): corrupt file: ", r.remaining(),
+         " bytes follow the last entry");
   return c;
+}
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  return parse(io::read_file(path, "load_checkpoint"), path);
 }
 
 std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix,
@@ -160,3 +209,9 @@ std::vector<Array> get_leaves(const Checkpoint& c, const std::string& prefix,
 }
 
 }  // namespace spmd::nn
+
+namespace spmd::io {
+nn::Checkpoint parse_checkpoint(std::string_view bytes, const std::string& name) {
+  return nn::parse(bytes, name);
+}
+}  // namespace spmd::io

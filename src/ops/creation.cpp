@@ -1,8 +1,11 @@
 // Array creation: zeros, ones, full, arange, linspace, eye, iota; device_put.
 #include <cmath>
+#include <new>
+#include <stdexcept>
 
 #include "backend/cpu/dispatch.h"
 #include "core/array_impl.h"
+#include "core/checked_size.h"
 #include "ops/common.h"
 #include "runtime/client.h"
 #include "spmd/error.h"
@@ -13,6 +16,20 @@ namespace {
 void check_shape(const Shape& shape, const char* op) {
   for (int64_t d : shape)
     if (d < 0) fail(op, ": expected non-negative dimensions, got shape ", shape_str(shape));
+}
+
+// A zeroed host vector for the values of a new array of this shape; the shape is checked (and
+// the memory obtained) before anything is computed, so a huge request is a clear spmd::Error.
+std::vector<double> values_for(const Shape& shape, DType dtype, const char* op) {
+  detail::checked_byte_count(shape, dtype, op);
+  size_t n = static_cast<size_t>(shape_size(shape));
+  try {
+    return std::vector<double>(n, 0.0);
+  } catch (const std::bad_alloc&) {
+    fail(op, ": cannot allocate ", n, " values for shape ", shape_str(shape));
+  } catch (const std::length_error&) {
+    fail(op, ": cannot allocate ", n, " values for shape ", shape_str(shape));
+  }
 }
 
 Array from_doubles(const std::vector<double>& v, Shape shape, DType dtype) {
@@ -49,15 +66,22 @@ Array arange(double start, double stop, double step, std::optional<DType> dtype)
             : (start == std::floor(start) && stop == std::floor(stop) && step == std::floor(step)
                    ? DType::Int32
                    : DType::Float32);
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
-  std::vector<double> v(n);
+  double count = std::ceil((stop - start) / step);
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    fail("arange: expected finite start, stop and step, got ", start, ", ", stop, ", ", step);
+  // Checked as a double first: converting one beyond int64's range is undefined behaviour.
+  if (count >= 0x1p62)
+    fail("arange: ", count, " elements (from ", start, " to ", stop, " by ", step,
+         ") is too large");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+  std::vector<double> v = values_for({n}, dt, "arange");
   for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
   return from_doubles(v, {n}, dt);
 }
 
 Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtype) {
   if (num < 0) fail("linspace: expected a non-negative number of samples, got ", num);
-  std::vector<double> v(num);
+  std::vector<double> v = values_for({num}, dtype, "linspace");
   double div = static_cast<double>(endpoint ? num - 1 : num);
   for (int64_t i = 0; i < num; ++i)
     v[i] = div > 0 ? start + (stop - start) * static_cast<double>(i) / div : start;
@@ -68,7 +92,7 @@ Array linspace(double start, double stop, int64_t num, bool endpoint, DType dtyp
 Array eye(int64_t n, std::optional<int64_t> m, int64_t k, DType dtype) {
   int64_t cols = m.value_or(n);
   check_shape({n, cols}, "eye");
-  std::vector<double> v(static_cast<size_t>(n * cols), 0.0);
+  std::vector<double> v = values_for({n, cols}, dtype, "eye");
   for (int64_t i = 0; i < n; ++i)
     if (i + k >= 0 && i + k < cols) v[i * cols + i + k] = 1.0;
   return from_doubles(v, {n, cols}, dtype);

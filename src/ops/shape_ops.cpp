@@ -2,6 +2,7 @@
 // take and take_along_axis live in indexing.cpp.
 #include <algorithm>
 
+#include "core/checked_size.h"
 #include "ops/common.h"
 #include "spmd/error.h"
 
@@ -19,7 +20,6 @@ Array reshape(const Array& x, const Shape& shape) {
   check(x, "reshape");
   Shape s = shape;
   int infer = -1;
-  int64_t known = 1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
       if (infer >= 0)
@@ -27,19 +27,24 @@ Array reshape(const Array& x, const Shape& shape) {
       infer = static_cast<int>(i);
     } else if (s[i] < 0) {
       fail("reshape: expected non-negative sizes (or one -1), got ", shape_str(shape));
-    } else {
-      known *= s[i];
     }
   }
+  Shape given = s;
+  if (infer >= 0) given[infer] = 1;
+  auto known = detail::element_count(given);
+  if (!known)
+    fail("reshape: cannot reshape an array of shape ", shape_str(x.shape()), " (", x.size(),
+         " elements) into shape ", shape_str(shape), ": its number of elements overflows 64 bits");
   if (infer >= 0) {
-    if (known == 0 || x.size() % known != 0)
+    if (*known == 0 || x.size() % *known != 0)
       fail("reshape: cannot reshape an array of shape ", shape_str(x.shape()), " (", x.size(),
            " elements) into shape ", shape_str(shape));
-    s[infer] = x.size() / known;
+    s[infer] = x.size() / *known;
+    known = x.size();
   }
-  if (shape_size(s) != x.size())
+  if (*known != x.size())
     fail("reshape: cannot reshape an array of shape ", shape_str(x.shape()), " (", x.size(),
-         " elements) into shape ", shape_str(shape), " (", shape_size(s), " elements)");
+         " elements) into shape ", shape_str(shape), " (", *known, " elements)");
   if (s == x.shape()) return x;
   return apply<prim::Reshape>({x}, s);
 }

@@ -2,6 +2,7 @@
 // concatenate.
 #include <algorithm>
 
+#include "core/checked_size.h"
 #include "primitives/batching.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
@@ -134,7 +135,8 @@ std::vector<AbstractValue> Slice::abstract_eval(const std::vector<AbstractValue>
     if (start[i] < 0 || limit[i] > x.shape[i] || start[i] > limit[i] || strides[i] < 1)
       fail("slice: expected 0 <= start <= limit <= ", x.shape[i], " and stride >= 1 on axis ", i,
            ", got start=", start[i], " limit=", limit[i], " stride=", strides[i]);
-    out.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
+    int64_t len = limit[i] - start[i];  // ceil(len / stride), without overflowing len + stride
+    out.push_back(len == 0 ? 0 : 1 + (len - 1) / strides[i]);
   }
   return {AbstractValue{out, x.dtype, x.weak}};
 }
@@ -210,7 +212,11 @@ std::vector<AbstractValue> Pad::abstract_eval(const std::vector<AbstractValue>& 
   for (int i = 0; i < x.ndim(); ++i) {
     if (interior[i] < 0) fail("pad: expected non-negative interior padding, got ", interior[i]);
     int64_t n = x.shape[i];
-    int64_t size = lo[i] + hi[i] + n + std::max<int64_t>(n - 1, 0) * interior[i];
+    int64_t size = detail::checked_add(
+        detail::checked_add(lo[i], hi[i], "pad"),
+        detail::checked_add(n, detail::checked_mul(std::max<int64_t>(n - 1, 0), interior[i], "pad"),
+                            "pad"),
+        "pad");
     if (size < 0) fail("pad: padding makes axis ", i, " of ", x.str(), " negative (", size, ")");
     out.push_back(size);
   }
@@ -273,7 +279,7 @@ std::vector<AbstractValue> Concatenate::abstract_eval(const std::vector<Abstract
     if (a != b)
       fail("concatenate: expected shapes equal except on axis ", axis, ", got ", in[0].str(),
            " and ", in[i].str());
-    out.shape[axis] += in[i].shape[axis];
+    out.shape[axis] = detail::checked_add(out.shape[axis], in[i].shape[axis], "concatenate");
     out.weak = out.weak && in[i].weak;
   }
   return {out};
