@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "spmd/spmd.h"
@@ -132,8 +133,8 @@ TEST_F(Review, NestedInAxesNone) {
   // a: (2, 5), b: (4, 5). Replica (r, c) computes a[r] * 10 + b[c].
   auto f = pmap(
       [&](const Array& a, const Array& b) {
-        return pmap([](const Array& ar, const Array& bc) { return ar * 10.0f + bc; }, "j",
-                    inner_o)(a, b);
+        return pmap([](const Array& ar, const Array& bc) { return ar * 10.0f + bc; }, "j", inner_o)(
+            a, b);
       },
       "i", outer_o);
   Array a = counting({2, 5}), b = counting({4, 5}) + 100.0f;
@@ -194,10 +195,12 @@ TEST_F(Review, ThreeNamedLevelsAgainstLoops) {
             [](const Array& y) {
               return pmap(
                   [](const Array& z) {
-                    return std::vector<Array>{
-                        psum(z, "a"), psum(z, "b"), psum(z, "c"), psum(z, {"a", "c"}),
-                        astype(axis_index({"a", "b", "c"}), DType::Float32),
-                        astype(axis_index({"c", "a"}), DType::Float32)};
+                    return std::vector<Array>{psum(z, "a"),
+                                              psum(z, "b"),
+                                              psum(z, "c"),
+                                              psum(z, {"a", "c"}),
+                                              astype(axis_index({"a", "b", "c"}), DType::Float32),
+                                              astype(axis_index({"c", "a"}), DType::Float32)};
                   },
                   "c")(y);
             },
@@ -224,8 +227,8 @@ TEST_F(Review, ThreeNamedLevelsAgainstLoops) {
 
 // Nested pmaps under jit, vmap and grad give the loop's values.
 TEST_F(Review, NestedUnderJitVmapAndGrad) {
-  auto nested = pmap(pmap([](const Array& y) { return psum(y * y, "j") + psum(y, "i"); }, "j"),
-                     "i");
+  auto nested =
+      pmap(pmap([](const Array& y) { return psum(y * y, "j") + psum(y, "i"); }, "j"), "i");
   auto reference = [](const std::vector<float>& v, int rows, int cols) {
     std::vector<float> out(v.size());
     for (int r = 0; r < rows; ++r)
@@ -271,9 +274,8 @@ TEST_F(Review, MismatchedMappedSizesAreErrors) {
 // The lattice join is associative and commutative, weakness included (JAX's promotion is a
 // join on a lattice, dtypes_test's testPromoteTypesAssociative...).
 TEST(ReviewPromotion, JoinIsAssociativeWithWeakTypes) {
-  std::vector<TypeInfo> all = {{bool_, false},  {uint32, false},  {int32, false},
-                               {int64, false},  {float32, false}, {float64, false},
-                               {int32, true},   {float32, true}};
+  std::vector<TypeInfo> all = {{bool_, false},   {uint32, false},  {int32, false}, {int64, false},
+                               {float32, false}, {float64, false}, {int32, true},  {float32, true}};
   auto same = [](TypeInfo a, TypeInfo b) { return a.dtype == b.dtype && a.weak == b.weak; };
   for (auto a : all)
     for (auto b : all) {
@@ -348,8 +350,12 @@ TEST_F(Review, SplitFoldInSymmetryEverywhere) {
   Array s8 = random::split(k, 8);
   auto p = pmap([&](const Array&) { return random::fold_in(k, axis_index("i")); }, "i");
   EXPECT_EQ(p(zeros({8})).to_vector<uint32_t>(), s8.to_vector<uint32_t>());
-  auto pp = pmap(
-      pmap([&](const Array&) { return random::fold_in(k, axis_index({"i", "j"})); }, "j"), "i");
+  auto pp = pmap(pmap(
+                     [&](const Array&) {
+                       return random::fold_in(k, axis_index({"i", "j"}));
+                     },
+                     "j"),
+                 "i");
   Array got = pp(zeros({2, 4}));
   ASSERT_EQ(got.shape(), (Shape{2, 4, 2}));
   EXPECT_EQ(got.to_vector<uint32_t>(), s8.to_vector<uint32_t>());
@@ -362,9 +368,9 @@ TEST(ReviewRandom, FoldInDataWrapsAsUint32) {
   auto want = random::fold_in(k, 0xffffffffu).to_vector<uint32_t>();
   EXPECT_EQ(random::fold_in(k, Array(-1)).to_vector<uint32_t>(), want);
   EXPECT_EQ(random::fold_in(k, astype(Array(-1), uint32)).to_vector<uint32_t>(), want);
-  EXPECT_EQ(jit([&](const Array& d) { return random::fold_in(k, d); })(Array(-1))
-                .to_vector<uint32_t>(),
-            want);
+  EXPECT_EQ(
+      jit([&](const Array& d) { return random::fold_in(k, d); })(Array(-1)).to_vector<uint32_t>(),
+      want);
   // fold_in of distinct data gives distinct keys, and differs from the key itself.
   auto a = random::fold_in(k, 1u).to_vector<uint32_t>();
   auto b = random::fold_in(k, 2u).to_vector<uint32_t>();
@@ -385,8 +391,8 @@ TEST_F(Review, DrawsInsideNestedPmapMatchEager) {
   ASSERT_EQ(got.shape(), (Shape{2, 2, 5}));
   auto g = got.to_vector<float>();
   for (int r = 0; r < 4; ++r) {
-    auto want = random::uniform(random::fold_in(k, static_cast<uint32_t>(r)), {5})
-                    .to_vector<float>();
+    auto want =
+        random::uniform(random::fold_in(k, static_cast<uint32_t>(r)), {5}).to_vector<float>();
     for (int i = 0; i < 5; ++i) EXPECT_EQ(g[r * 5 + i], want[i]) << r << "," << i;
   }
 }
@@ -408,8 +414,7 @@ TEST_F(Review, GroupsOutOfOrder) {
   for (auto outs : {f(x), jit(f)(x)}) {
     EXPECT_EQ(outs[0].to_vector<float>(), (std::vector<float>{500.5, 55, 55, 500.5}));
     EXPECT_EQ(outs[1].to_vector<float>(), (std::vector<float>{1000, 100, 100, 1000}));
-    EXPECT_EQ(outs[2].to_vector<float>(),
-              (std::vector<float>{1000, 1, 100, 10, 100, 10, 1000, 1}));
+    EXPECT_EQ(outs[2].to_vector<float>(), (std::vector<float>{1000, 1, 100, 10, 100, 10, 1000, 1}));
     EXPECT_EQ(outs[3].to_vector<float>(), x.to_vector<float>());
   }
 }
@@ -470,14 +475,13 @@ TEST(ReviewStatics, SignedZeroAndNaNPayloads) {
 
 // A repeated static argnum is the same static argument (JAX accepts duplicates).
 TEST(ReviewStatics, DuplicateStaticArgnums) {
-  auto f = jit([](const Array& x, int n) { return x * static_cast<double>(n); },
-               JitOptions{{1, 1, -1}});
+  auto f =
+      jit([](const Array& x, int n) { return x * static_cast<double>(n); }, JitOptions{{1, 1, -1}});
   EXPECT_EQ(f(ones({2}), 3).to_vector<float>(), (std::vector<float>{3, 3}));
   EXPECT_EQ(f(ones({2}), 3).to_vector<float>(), (std::vector<float>{3, 3}));
   EXPECT_EQ(f.trace_count(), 1);
   EXPECT_EQ(error_of([&] { f(ones({2}), 3); }), "<no spmd::Error thrown>");
-  auto g = jit([](const Array& x, int n) { return x * static_cast<double>(n); },
-               JitOptions{{-3}});
+  auto g = jit([](const Array& x, int n) { return x * static_cast<double>(n); }, JitOptions{{-3}});
   EXPECT_THAT(error_of([&] { g(ones({2}), 3); }), HasSubstr("-3"));
 }
 
@@ -510,7 +514,180 @@ TEST(ReviewVjp, CotangentShapesAndDtypes) {
   EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{2, 4}));
   auto [out64, pull64] = vjp([](const Array& x) { return x * 3.0; }, Array({1.0, 2.0}, float64));
   EXPECT_THAT(error_of([&] { pull64(ones({2})); }), HasSubstr("float64"));
-  EXPECT_EQ(std::get<0>(pull64(ones({2}, float64))).to_vector<double>(), (std::vector<double>{3, 3}));
+  EXPECT_EQ(std::get<0>(pull64(ones({2}, float64))).to_vector<double>(),
+            (std::vector<double>{3, 3}));
+}
+
+// ---- nested pmap: more collectives and transforms ----------------------------------------
+
+// ppermute and all_gather on the inner axis, on the outer axis from inside the inner body, and a
+// cyclic shift over the flattened (i, j) mesh, each against a loop.
+TEST_F(Review, NestedPermutesAndGathers) {
+  Array x = counting({2, 4});
+  auto v = x.to_vector<float>();
+  auto f = pmap(pmap(
+                    [](const Array& y) {
+                      std::vector<std::pair<int, int>> inner_shift, outer_swap, flat_shift;
+                      for (int c = 0; c < 4; ++c) inner_shift.push_back({c, (c + 1) % 4});
+                      outer_swap = {{0, 1}, {1, 0}};
+                      for (int r = 0; r < 8; ++r) flat_shift.push_back({r, (r + 3) % 8});
+                      return std::vector<Array>{
+                          ppermute(y, "j", inner_shift), ppermute(y, "i", outer_swap),
+                          ppermute(y, {"i", "j"}, flat_shift), all_gather(y, "i")};
+                    },
+                    "j"),
+                "i");
+  auto outs = f(x);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 4; ++c) {
+      int i = r * 4 + c;
+      EXPECT_EQ(outs[0].to_vector<float>()[i], v[r * 4 + (c + 3) % 4]) << i;
+      EXPECT_EQ(outs[1].to_vector<float>()[i], v[(1 - r) * 4 + c]) << i;
+      EXPECT_EQ(outs[2].to_vector<float>()[i], v[(i + 5) % 8]) << i;
+      EXPECT_EQ(outs[3].to_vector<float>()[i * 2 + 0], v[c]) << i;
+      EXPECT_EQ(outs[3].to_vector<float>()[i * 2 + 1], v[4 + c]) << i;
+    }
+}
+
+// The same nested pmap object called with meshes of other shapes retraces and stays right.
+TEST_F(Review, NestedPmapAcrossShapes) {
+  auto f = pmap(pmap([](const Array& y) { return psum(y, "j") * 10.0f + psum(y, "i"); }, "j"), "i");
+  for (Shape s : {Shape{2, 4}, Shape{4, 2}, Shape{1, 8}, Shape{8, 1}, Shape{2, 4}}) {
+    Array x = counting(s);
+    auto v = x.to_vector<float>();
+    int R = static_cast<int>(s[0]), C = static_cast<int>(s[1]);
+    std::vector<float> want(v.size());
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        float row = 0, col = 0;
+        for (int q = 0; q < C; ++q) row += v[r * C + q];
+        for (int p = 0; p < R; ++p) col += v[p * C + c];
+        want[r * C + c] = row * 10.0f + col;
+      }
+    EXPECT_EQ(f(x).to_vector<float>(), want) << s[0] << "x" << s[1];
+  }
+}
+
+// pmap(jit(pmap(f))) and jit inside the inner body.
+TEST_F(Review, JitBetweenNestedPmaps) {
+  auto inner = pmap([](const Array& y) { return psum(y, "j"); }, "j");
+  auto f = pmap([&](const Array& row) { return jit(inner)(row) + psum(row, "i"); }, "i");
+  Array x = counting({2, 4});
+  auto v = x.to_vector<float>();
+  std::vector<float> want(8);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 4; ++c)
+      want[r * 4 + c] = (v[r * 4] + v[r * 4 + 1] + v[r * 4 + 2] + v[r * 4 + 3]) + v[c] + v[4 + c];
+  EXPECT_EQ(f(x).to_vector<float>(), want);
+  EXPECT_EQ(jit(f)(x).to_vector<float>(), want);
+}
+
+// The gradient with respect to an argument broadcast to every replica (in_axes none at both
+// levels) sums the replicas' contributions.
+TEST_F(Review, GradOfBroadcastArgumentThroughNestedPmaps) {
+  PmapOptions o;
+  o.in_axes = AxisSpec{none, 0};
+  auto loss = [&](const Array& w, const Array& x) {
+    auto f = pmap(
+        [&](const Array& w1, const Array& row) {
+          return pmap([](const Array& w2, const Array& e) { return w2 * e * e; }, "j", o)(w1, row);
+        },
+        "i", o);
+    return sum(f(w, x));
+  };
+  Array x = counting({2, 4});
+  auto v = x.to_vector<float>();
+  float want = 0;
+  for (float e : v) want += e * e;
+  Array g = grad(loss)(Array(2.0f), x);
+  EXPECT_FLOAT_EQ(g.to_vector<float>()[0], want);
+}
+
+// The unbound-name message inside two pmaps lists both names, innermost first.
+TEST_F(Review, UnboundNameInsideNestedPmaps) {
+  std::string msg = error_of([] {
+    pmap(pmap([](const Array& y) { return psum(y, "k"); }, "j"), "i")(ones({2, 2}));
+  });
+  EXPECT_THAT(msg, HasSubstr("unbound axis name: k"));
+  EXPECT_THAT(msg, HasSubstr("['j', 'i']"));
+}
+
+// Groups with a tuple of names: either refused, or grouping the row-major combined index.
+TEST_F(Review, GroupsOverATupleOfNames) {
+  std::vector<float> got;
+  std::string msg = error_of([&] {
+    got = pmap(pmap(
+                   [](const Array& y) {
+                     return psum(y, {"i", "j"}, {{0, 1, 2, 3}, {4, 5, 6, 7}});
+                   },
+                   "j"),
+               "i")(counting({2, 4}))
+              .to_vector<float>();
+  });
+  if (msg == "<no spmd::Error thrown>")
+    EXPECT_EQ(got, (std::vector<float>{6, 6, 6, 6, 22, 22, 22, 22}));
+}
+
+// pmap over a batch of keys splits each one as the eager split does.
+TEST_F(Review, PmapOfSplitOverKeys) {
+  Array keys = random::split(random::key(11), 4);
+  Array got = pmap([](const Array& k) { return random::split(k, 3); })(keys);
+  ASSERT_EQ(got.shape(), (Shape{4, 3, 2}));
+  std::vector<uint32_t> want;
+  for (int b = 0; b < 4; ++b) {
+    auto kb = random::fold_in(random::key(11), static_cast<uint32_t>(b));
+    auto sb = random::split(kb, 3).to_vector<uint32_t>();
+    want.insert(want.end(), sb.begin(), sb.end());
+  }
+  EXPECT_EQ(got.to_vector<uint32_t>(), want);
+  Array ints = pmap([](const Array& k) { return random::randint(k, {6}, -3, 9); })(keys);
+  for (int b = 0; b < 4; ++b) {
+    auto eager =
+        random::randint(random::fold_in(random::key(11), static_cast<uint32_t>(b)), {6}, -3, 9)
+            .to_vector<int>();
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(ints.to_vector<int>()[b * 6 + i], eager[i]);
+  }
+}
+
+// A std::string static argument keys the cache by value.
+TEST(ReviewStatics, StringStatic) {
+  auto f = jit([](const Array& x, std::string op) { return op == "double" ? x * 2.0 : x; },
+               JitOptions{{1}});
+  EXPECT_EQ(f(ones({1}), std::string("double")).to_vector<float>(), (std::vector<float>{2}));
+  EXPECT_EQ(f(ones({1}), std::string("same")).to_vector<float>(), (std::vector<float>{1}));
+  EXPECT_EQ(f(ones({1}), std::string("double")).to_vector<float>(), (std::vector<float>{2}));
+  EXPECT_EQ(f.trace_count(), 2);
+}
+
+// A mapped axis of size 0, outer or nested, is an error (it used to divide by zero and kill the
+// process with SIGFPE).
+TEST_F(Review, EmptyMappedAxisIsAnError) {
+  auto f = pmap([](const Array& x) { return psum(x, "i"); }, "i");
+  EXPECT_THAT(error_of([&] { f(ones({0})); }), HasSubstr("mapped axis has size 0"));
+  EXPECT_THAT(error_of([&] { f(ones({0, 3})); }), HasSubstr("mapped axis has size 0"));
+  auto g = pmap(pmap([](const Array& x) { return psum(x, "i"); }, "i"), "j");
+  EXPECT_THAT(error_of([&] { g(ones({2, 0})); }), HasSubstr("mapped axis has size 0"));
+  EXPECT_THAT(error_of([&] { jit(g)(ones({2, 0})); }), HasSubstr("mapped axis has size 0"));
+  // The function still works afterwards.
+  EXPECT_EQ(f(ones({4})).to_vector<float>(), std::vector<float>(4, 4.0f));
+}
+
+// A C++ int meeting a uint32 array takes uint32 (the table's u4 with i*), so it must fit: JAX
+// raises OverflowError for jnp.uint32 array + (-1) instead of wrapping to 4294967295.
+TEST(ReviewPromotion, NegativeIntMeetingUint32IsAnError) {
+  Array u = astype(Array({1, 2}), uint32);
+  EXPECT_THAT(error_of([&] { u + (-1); }), HasSubstr("-1"));
+  EXPECT_THAT(error_of([&] { u*(-7); }), HasSubstr("uint32"));
+  EXPECT_THAT(error_of([&] { jit([](const Array& a) { return a - (-1); })(u); }), HasSubstr("-1"));
+  // In range: uint32, strong, the values of a loop.
+  Array s = u + 4294967;
+  EXPECT_EQ(s.dtype(), uint32);
+  EXPECT_FALSE(s.weak_type());
+  EXPECT_EQ(s.to_vector<uint32_t>(), (std::vector<uint32_t>{4294968, 4294969}));
+  // An explicit conversion wraps, as astype does in JAX.
+  EXPECT_EQ((u + astype(Array(-1), uint32)).to_vector<uint32_t>(), (std::vector<uint32_t>{0, 1}));
+  // A negative int meeting an int array or a float is fine.
+  EXPECT_EQ((Array({1, 2}) + (-1)).to_vector<int>(), (std::vector<int>{0, 1}));
 }
 
 }  // namespace
