@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -688,6 +689,81 @@ TEST(ReviewPromotion, NegativeIntMeetingUint32IsAnError) {
   EXPECT_EQ((u + astype(Array(-1), uint32)).to_vector<uint32_t>(), (std::vector<uint32_t>{0, 1}));
   // A negative int meeting an int array or a float is fine.
   EXPECT_EQ((Array({1, 2}) + (-1)).to_vector<int>(), (std::vector<int>{0, 1}));
+}
+
+// An inner pmap's body closing over values of the outer body (a reduction of the row, the outer
+// axis_index): eager, under jit (with a shadowing inner name) and under grad.
+TEST_F(Review, InnerBodyClosesOverOuterValues) {
+  Array x = counting({2, 4});
+  auto v = x.to_vector<float>();
+  float s0 = v[0] + v[1] + v[2] + v[3], s1 = v[4] + v[5] + v[6] + v[7];
+  auto add = pmap([](const Array& row) {
+    Array s = sum(row);
+    return pmap([&](const Array& w) { return w + s; })(row);
+  });
+  EXPECT_EQ(add(x).to_vector<float>(),
+            (std::vector<float>{v[0] + s0, v[1] + s0, v[2] + s0, v[3] + s0, v[4] + s1, v[5] + s1,
+                                v[6] + s1, v[7] + s1}));
+  auto idx = pmap(
+      [](const Array& row) {
+        Array r = astype(axis_index("i"), DType::Float32);
+        return pmap(
+            [&](const Array& w) {
+              return w * 0.0f + r * 100.0f + astype(axis_index("j"), DType::Float32);
+            },
+            "j")(row);
+      },
+      "i");
+  EXPECT_EQ(idx(x).to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 100, 101, 102, 103}));
+  auto shadow = jit(pmap(
+      [](const Array& row) {
+        Array s = sum(row);
+        return pmap([&](const Array& w) { return psum(w + s, "i"); }, "i")(row);
+      },
+      "i"));
+  EXPECT_EQ(shadow(x).to_vector<float>(),
+            (std::vector<float>{s0 * 5, s0 * 5, s0 * 5, s0 * 5, s1 * 5, s1 * 5, s1 * 5, s1 * 5}));
+  // d/dx sum_r sum_c x[r,c] * s_r = 2 s_r.
+  auto g = grad([](const Array& z) {
+    return sum(pmap([](const Array& row) {
+      Array s = sum(row);
+      return pmap([&](const Array& w) { return w * s; })(row);
+    })(z));
+  })(x);
+  EXPECT_EQ(g.to_vector<float>(),
+            (std::vector<float>{2 * s0, 2 * s0, 2 * s0, 2 * s0, 2 * s1, 2 * s1, 2 * s1, 2 * s1}));
+}
+
+// vmap around a nested pmap (collective over the outer pmap axis), and a vmap axis named from
+// inside an inner pmap.
+TEST_F(Review, VmapAroundAndThroughNestedPmaps) {
+  auto f = vmap(pmap(pmap([](const Array& w) { return psum(w, "i"); }, "j"), "i"));
+  Array x = counting({3, 2, 2});
+  auto v = x.to_vector<float>();
+  std::vector<float> want;
+  for (int b = 0; b < 3; ++b)
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 2; ++c) want.push_back(v[b * 4 + c] + v[b * 4 + 2 + c]);
+  EXPECT_EQ(f(x).to_vector<float>(), want);
+  auto g = vmap(
+      [](const Array& row) { return pmap([](const Array& w) { return psum(w, "b"); }, "j")(row); },
+      0, 0, "b");
+  Array y = counting({3, 2});
+  EXPECT_EQ(g(y).to_vector<float>(), (std::vector<float>{6, 9, 6, 9, 6, 9}));
+}
+
+// One nested pmap called from several threads at once gives every caller its own sums.
+TEST_F(Review, NestedPmapFromConcurrentThreads) {
+  auto f = pmap(pmap([](const Array& w) { return psum(w, {"i", "j"}); }, "j"), "i");
+  std::vector<std::vector<float>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 10; ++k)
+        got[t] = f(counting({2, 2}) + static_cast<float>(t)).to_vector<float>();
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t], std::vector<float>(4, 6.0f + 4 * t)) << t;
 }
 
 }  // namespace
