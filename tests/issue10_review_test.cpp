@@ -30,6 +30,12 @@ class Review : public ::testing::Test {
  protected:
   void SetUp() override { set_cpu_device_count(8); }
 };
+// Every suite here runs on the same 8 devices, so the tests may run in one process in any order.
+class ReviewPromotion : public Review {};
+class ReviewRandom : public Review {};
+class ReviewReductionAxes : public Review {};
+class ReviewStatics : public Review {};
+class ReviewVjp : public Review {};
 
 // 0, 1, 2, ... as float32 of the given shape.
 Array counting(const Shape& shape) {
@@ -274,7 +280,7 @@ TEST_F(Review, MismatchedMappedSizesAreErrors) {
 
 // The lattice join is associative and commutative, weakness included (JAX's promotion is a
 // join on a lattice, dtypes_test's testPromoteTypesAssociative...).
-TEST(ReviewPromotion, JoinIsAssociativeWithWeakTypes) {
+TEST_F(ReviewPromotion, JoinIsAssociativeWithWeakTypes) {
   std::vector<TypeInfo> all = {{bool_, false},   {uint32, false},  {int32, false}, {int64, false},
                                {float32, false}, {float64, false}, {int32, true},  {float32, true}};
   auto same = [](TypeInfo a, TypeInfo b) { return a.dtype == b.dtype && a.weak == b.weak; };
@@ -294,7 +300,7 @@ TEST(ReviewPromotion, JoinIsAssociativeWithWeakTypes) {
 // Weak results keep their weakness through a chain of ops until a strong operand arrives
 // (api_test's testWeakTypes...): (bool + 1) * 2 is still weak int32; adding an int64 array makes
 // it int64 and strong; a weak float then stays at the strong float's width.
-TEST(ReviewPromotion, WeaknessThroughAChain) {
+TEST_F(ReviewPromotion, WeaknessThroughAChain) {
   Array b = Array(std::vector<bool>{true, false, true}, Shape{3});
   Array w = (b + 1) * 2;
   EXPECT_EQ(w.dtype(), int32);
@@ -364,7 +370,7 @@ TEST_F(Review, SplitFoldInSymmetryEverywhere) {
 
 // fold_in takes its data as uint32: -1 is 0xffffffff, an int64 or uint32 traced scalar folds as
 // its low 32 bits... as jnp.uint32(data); a negative int32 array equals the wrapped constant.
-TEST(ReviewRandom, FoldInDataWrapsAsUint32) {
+TEST_F(ReviewRandom, FoldInDataWrapsAsUint32) {
   Array k = random::key(7);
   auto want = random::fold_in(k, 0xffffffffu).to_vector<uint32_t>();
   EXPECT_EQ(random::fold_in(k, Array(-1)).to_vector<uint32_t>(), want);
@@ -445,7 +451,7 @@ TEST_F(Review, GroupsWithBadIndicesAreErrors) {
 
 // jnp.sum(x, axis=()) reduces nothing; duplicated axes are an error (numpy: "duplicate value in
 // 'axis'"); negative axes in braces count from the end.
-TEST(ReviewReductionAxes, EmptyDuplicateAndNegativeBraces) {
+TEST_F(ReviewReductionAxes, EmptyDuplicateAndNegativeBraces) {
   Array x = counting({2, 3});
   Array none_reduced = sum(x, Axes(std::initializer_list<int>{}));
   EXPECT_EQ(none_reduced.shape(), (Shape{2, 3}));
@@ -460,7 +466,7 @@ TEST(ReviewReductionAxes, EmptyDuplicateAndNegativeBraces) {
 
 // -0.0 and 0.0 are one static value (Python: 0.0 == -0.0 and they hash alike); NaN is one key
 // whichever NaN it is; a float NaN and a double NaN are different types, so different keys.
-TEST(ReviewStatics, SignedZeroAndNaNPayloads) {
+TEST_F(ReviewStatics, SignedZeroAndNaNPayloads) {
   auto f = jit([](const Array& x, double s) { return x * s; }, JitOptions{{1}});
   Array x = ones({2});
   f(x, 0.0);
@@ -475,7 +481,7 @@ TEST(ReviewStatics, SignedZeroAndNaNPayloads) {
 }
 
 // A repeated static argnum is the same static argument (JAX accepts duplicates).
-TEST(ReviewStatics, DuplicateStaticArgnums) {
+TEST_F(ReviewStatics, DuplicateStaticArgnums) {
   auto f =
       jit([](const Array& x, int n) { return x * static_cast<double>(n); }, JitOptions{{1, 1, -1}});
   EXPECT_EQ(f(ones({2}), 3).to_vector<float>(), (std::vector<float>{3, 3}));
@@ -507,7 +513,7 @@ TEST_F(Review, PmapCacheRetracesEvictedSignatures) {
 
 // A weak-typed output takes a strong cotangent of its dtype; a scalar output rejects a (1,)
 // cotangent; a float64 output rejects float32.
-TEST(ReviewVjp, CotangentShapesAndDtypes) {
+TEST_F(ReviewVjp, CotangentShapesAndDtypes) {
   auto [out, pull] = vjp([](const Array& x) { return sum(x * x); }, Array({1.0f, 2.0f}));
   EXPECT_EQ(out.shape(), (Shape{}));
   EXPECT_THAT(error_of([&] { pull(ones({1})); }), HasSubstr("float32[1]"));
@@ -651,7 +657,7 @@ TEST_F(Review, PmapOfSplitOverKeys) {
 }
 
 // A std::string static argument keys the cache by value.
-TEST(ReviewStatics, StringStatic) {
+TEST_F(ReviewStatics, StringStatic) {
   auto f = jit([](const Array& x, std::string op) { return op == "double" ? x * 2.0 : x; },
                JitOptions{{1}});
   EXPECT_EQ(f(ones({1}), std::string("double")).to_vector<float>(), (std::vector<float>{2}));
@@ -675,7 +681,7 @@ TEST_F(Review, EmptyMappedAxisIsAnError) {
 
 // A C++ int meeting a uint32 array takes uint32 (the table's u4 with i*), so it must fit: JAX
 // raises OverflowError for jnp.uint32 array + (-1) instead of wrapping to 4294967295.
-TEST(ReviewPromotion, NegativeIntMeetingUint32IsAnError) {
+TEST_F(ReviewPromotion, NegativeIntMeetingUint32IsAnError) {
   Array u = astype(Array({1, 2}), uint32);
   EXPECT_THAT(error_of([&] { u + (-1); }), HasSubstr("-1"));
   EXPECT_THAT(error_of([&] { u*(-7); }), HasSubstr("uint32"));
@@ -764,6 +770,27 @@ TEST_F(Review, NestedPmapFromConcurrentThreads) {
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t], std::vector<float>(4, 6.0f + 4 * t)) << t;
+}
+
+// ---- has_aux under transforms -------------------------------------------------------------
+
+// grad(f, has_aux) under jit, vmap (per-example gradients with their aux) and pmap (a psum in the
+// loss: its transpose is a psum, so each replica's gradient is the axis size times 2x, as JAX's).
+TEST_F(Review, GradHasAuxUnderJitVmapAndPmap) {
+  auto f = [](const Array& x) { return std::make_pair(sum(x * x * x), x * 2.0f); };
+  Array x({1.0f, 2.0f, 3.0f});
+  auto [g, aux] = jit(grad(f, has_aux))(x);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{3, 12, 27}));
+  EXPECT_EQ(aux.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  Array xs = counting({2, 3}) + 1.0f;
+  auto [gv, auxv] = vmap(grad(f, has_aux))(xs);
+  EXPECT_EQ(gv.to_vector<float>(), (std::vector<float>{3, 12, 27, 48, 75, 108}));
+  EXPECT_EQ(auxv.to_vector<float>(), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  auto [gp, auxp] =
+      pmap(grad([](const Array& y) { return std::make_pair(psum(sum(y * y), "i"), y); }, has_aux),
+           "i")(xs);
+  EXPECT_EQ(gp.to_vector<float>(), (std::vector<float>{4, 8, 12, 16, 20, 24}));
+  EXPECT_EQ(auxp.to_vector<float>(), xs.to_vector<float>());
 }
 
 }  // namespace
