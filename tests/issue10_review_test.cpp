@@ -793,5 +793,27 @@ TEST_F(Review, GradHasAuxUnderJitVmapAndPmap) {
   EXPECT_EQ(auxp.to_vector<float>(), xs.to_vector<float>());
 }
 
+// A grouped all_gather tiled along axis 1, and the gradient of a grouped pmean: with
+// loss = sum_r pmean_g(w)_r * w_r = sum_g (sum_{r in g} w_r)^2 / |g|, d/dw_r = 2 sum_g / |g|.
+TEST_F(Review, GroupedTiledGatherAndPmeanGradient) {
+  AxisIndexGroups g = {{0, 2}, {1, 3}};
+  Array x = counting({4, 2, 2});
+  auto v = x.to_vector<float>();
+  Array got = pmap([&](const Array& w) { return all_gather(w, "i", 1, true, g); }, "i")(x);
+  ASSERT_EQ(got.shape(), (Shape{4, 2, 4}));
+  auto gv = got.to_vector<float>();
+  for (int r = 0; r < 4; ++r)
+    for (int a = 0; a < 2; ++a)
+      for (int k = 0; k < 4; ++k) {
+        int member = g[r % 2][k / 2];  // replicas 0, 2 are group 0; 1, 3 group 1
+        EXPECT_EQ(gv[(r * 2 + a) * 4 + k], v[(member * 2 + a) * 2 + k % 2]) << r << a << k;
+      }
+  auto loss = [](const Array& w) {
+    return sum(pmap([](const Array& e) { return pmean(e, "i", {{0, 1}, {2, 3}}) * e; }, "i")(w));
+  };
+  EXPECT_EQ(grad(loss)(Array({1.0f, 2.0f, 3.0f, 4.0f})).to_vector<float>(),
+            (std::vector<float>{3, 3, 7, 7}));
+}
+
 }  // namespace
 }  // namespace spmd
