@@ -1,10 +1,12 @@
 // A second look at issue 10's landed points, as JAX's own tests (pmap_test.py, api_test.py,
 // dtypes_test.py, random_test.py) exercise them and their neighbours: nested pmaps with in/out
-// axes, tuples of names, transforms around them and three levels, checked against loops over
-// the replicas; the promotion lattice's associativity; key splitting and folding under every
-// transform; grouped collectives in orders the existing tests do not use; empty and duplicate
-// reduction axes; static arguments and their cache. Each expectation is an independent
-// computation (a loop, a closed form or JAX's documented behaviour).
+// axes, tuples of names, closures over the outer body, transforms and threads around them and
+// three levels, checked against loops over the replicas; an empty mapped axis; the promotion
+// lattice's associativity and a C++ int that does not fit the uint32 it meets; key splitting and
+// folding under every transform; grouped collectives in orders the existing tests do not use;
+// empty and duplicate reduction axes; static arguments and their cache; has_aux under
+// transforms; vjp cotangent types. Each expectation is an independent computation (a loop, a
+// closed form or JAX's documented behaviour).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
