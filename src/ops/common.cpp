@@ -29,6 +29,23 @@ TypeInfo result_type(const std::vector<Array>& xs) {
   return t;
 }
 
+namespace {
+
+// A C++ int (weak int32 constant) meeting a uint32 operand takes its type, so it must fit it: JAX
+// refuses a Python int outside the target type's range (OverflowError) rather than wrapping it.
+void check_weak_int_fits(const Array& x, const TypeInfo& to, const char* op) {
+  if (to.dtype != DType::UInt32 || to.weak || !x.weak_type() || x.dtype() != DType::Int32 ||
+      x.ndim() != 0 || x.is_tracer())
+    return;
+  const int64_t v = x.item<int64_t>();
+  if (v < 0)
+    fail(op, ": the C++ int ", v,
+         " is outside the range of the uint32 operand it meets; expected a value in [0, "
+         "4294967295] (convert it explicitly with astype to wrap it)");
+}
+
+}  // namespace
+
 std::vector<Array> promote_and_broadcast(const std::vector<Array>& xs, const char* op) {
   for (const Array& x : xs)
     if (!x.valid()) fail(op, ": expected an array, got an empty (default-constructed) Array");
@@ -47,6 +64,7 @@ std::vector<Array> promote_and_broadcast(const std::vector<Array>& xs, const cha
   }
   std::vector<Array> out;
   for (const Array& x : xs) {
+    check_weak_int_fits(x, t, op);
     Array y = convert(x, t.dtype, t.weak);
     if (y.ndim() != 0 && y.shape() != shape) y = broadcast_to(y, shape);
     out.push_back(y);

@@ -60,6 +60,11 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   transforms::MappedAxes mapped = transforms::resolve_in_axes(spec.in_axes, call, "pmap");
   const std::vector<int>& axes = mapped.axes;
   const int64_t n = *mapped.size;
+  // A mapped axis of size 0 leaves no replica to run the function (nor to size the mesh by).
+  if (n == 0)
+    fail(
+        "pmap: the mapped axis has size 0; expected at least one replica (a mapped axis of "
+        "size >= 1)");
 
   std::vector<int> devices;
   if (!spec.devices.empty() && transforms::inside_pmap())
