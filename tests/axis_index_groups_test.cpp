@@ -28,6 +28,7 @@ using test_util::add;
 using test_util::concat;
 using test_util::error_of;
 using test_util::H;
+using test_util::random_inputs;
 using test_util::reduce;
 using test_util::stack;
 using test_util::to_array;
@@ -38,20 +39,6 @@ using Groups = AxisIndexGroups;
 using Fn = std::function<Array(const Array&)>;
 // Replica r's expected output from the inputs of its group's members, in the group's order.
 using GroupReference = std::function<H(const std::vector<H>&)>;
-
-// n inputs of one shape: small integers (exact in either dtype) or floats in [-1, 1].
-std::vector<H> inputs(int n, const Shape& shape, DType dtype, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> ints(-20, 20);
-  std::uniform_real_distribution<float> floats(-1.0f, 1.0f);
-  std::vector<H> out;
-  for (int r = 0; r < n; ++r) {
-    H h = zeros_of(shape);
-    for (double& d : h.v) d = dtype == DType::Int32 ? ints(gen) : static_cast<double>(floats(gen));
-    out.push_back(h);
-  }
-  return out;
-}
 
 const std::vector<int>& group_of(const Groups& groups, int r) {
   for (const auto& g : groups)
@@ -113,18 +100,20 @@ const std::vector<Groups> kEight = {{{0, 1}, {2, 3}, {4, 5}, {6, 7}},
 TEST_P(AxisIndexGroupsTest, PsumSumsWithinEachGroup) {
   for (const Groups& g : kEight) {
     SCOPED_TRACE(::testing::PrintToString(g));
-    expect_grouped([&](const Array& x) { return psum(x, "i", g); }, inputs(8, {3, 2}, dtype(), 1),
-                   dtype(), g, [](const std::vector<H>& m) { return reduce(m, add); }, dtype());
+    expect_grouped([&](const Array& x) { return psum(x, "i", g); },
+                   random_inputs(8, {3, 2}, dtype(), 1), dtype(), g,
+                   [](const std::vector<H>& m) { return reduce(m, add); }, dtype());
   }
   Groups four = {{3, 1}, {0, 2}};  // 4 replicas on 4 of the 8 devices
-  expect_grouped([&](const Array& x) { return psum(x, "i", four); }, inputs(4, {5}, dtype(), 2),
-                 dtype(), four, [](const std::vector<H>& m) { return reduce(m, add); }, dtype());
+  expect_grouped([&](const Array& x) { return psum(x, "i", four); },
+                 random_inputs(4, {5}, dtype(), 2), dtype(), four,
+                 [](const std::vector<H>& m) { return reduce(m, add); }, dtype());
 }
 
 TEST_P(AxisIndexGroupsTest, PmaxAndPminWithinEachGroup) {
   for (const Groups& g : kEight) {
     SCOPED_TRACE(::testing::PrintToString(g));
-    auto xs = inputs(8, {4}, dtype(), 3);
+    auto xs = random_inputs(8, {4}, dtype(), 3);
     expect_grouped([&](const Array& x) { return pmax(x, "i", g); }, xs, dtype(), g,
                    [](const std::vector<H>& m) { return reduce(m, max_of); }, dtype());
     expect_grouped([&](const Array& x) { return pmin(x, "i", g); }, xs, dtype(), g,
@@ -137,8 +126,8 @@ TEST_P(AxisIndexGroupsTest, PmeanDividesByTheGroupSize) {
     SCOPED_TRACE(::testing::PrintToString(g));
     // pmean of ints is float32, as jnp.mean.
     DType out = dtype() == DType::Int32 ? DType::Float32 : dtype();
-    expect_grouped([&](const Array& x) { return pmean(x, "i", g); }, inputs(8, {2, 2}, dtype(), 4),
-                   dtype(), g,
+    expect_grouped([&](const Array& x) { return pmean(x, "i", g); },
+                   random_inputs(8, {2, 2}, dtype(), 4), dtype(), g,
                    [](const std::vector<H>& m) {
                      return scaled(reduce(m, add), 1.0 / static_cast<double>(m.size()));
                    },
@@ -149,7 +138,7 @@ TEST_P(AxisIndexGroupsTest, PmeanDividesByTheGroupSize) {
 TEST_P(AxisIndexGroupsTest, AllGatherStacksTheGroupInItsOrder) {
   for (const Groups& g : kEight) {
     SCOPED_TRACE(::testing::PrintToString(g));
-    auto xs = inputs(8, {2, 3}, dtype(), 5);
+    auto xs = random_inputs(8, {2, 3}, dtype(), 5);
     expect_grouped([&](const Array& x) { return all_gather(x, "i", 0, false, g); }, xs, dtype(), g,
                    [](const std::vector<H>& m) { return stack(m, 0); }, dtype());
     expect_grouped([&](const Array& x) { return all_gather(x, "i", 2, false, g); }, xs, dtype(), g,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,20 @@ inline H slice(const H& x, int axis, int64_t begin, int64_t end) {
 
 inline H zeros_of(const Shape& s) {
   return H{s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)};
+}
+
+// n replicas' inputs of one shape: small integers, or floats in [-1, 1] (exact in float32).
+inline std::vector<H> random_inputs(int n, const Shape& shape, DType dtype, unsigned seed = 7) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> ints(-20, 20);
+  std::uniform_real_distribution<float> floats(-1.0f, 1.0f);
+  std::vector<H> out;
+  for (int r = 0; r < n; ++r) {
+    H h = zeros_of(shape);
+    for (double& d : h.v) d = dtype == DType::Int32 ? ints(gen) : static_cast<double>(floats(gen));
+    out.push_back(h);
+  }
+  return out;
 }
 
 // Elementwise a (op) b.

@@ -36,6 +36,7 @@ using test_util::norm;
 using test_util::permuted;
 using test_util::psum_ref;
 using test_util::psum_scatter_ref;
+using test_util::random_inputs;
 using test_util::reduce;
 using test_util::replicate;
 using test_util::slice;
@@ -47,20 +48,6 @@ using test_util::zeros_of;
 using ::testing::HasSubstr;
 
 H from_array(const Array& a) { return H{a.shape(), a.to_vector<double>()}; }
-
-// n replicas' inputs of one shape: small integers, or floats in [-1, 1] (exact in float32).
-std::vector<H> random_inputs(int n, const Shape& shape, DType dtype, unsigned seed = 7) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> ints(-20, 20);
-  std::uniform_real_distribution<float> floats(-1.0f, 1.0f);
-  std::vector<H> out;
-  for (int r = 0; r < n; ++r) {
-    H h = zeros_of(shape);
-    for (double& d : h.v) d = dtype == DType::Int32 ? ints(gen) : static_cast<double>(floats(gen));
-    out.push_back(h);
-  }
-  return out;
-}
 
 void expect_values(const Array& got, const H& want, DType dtype, const std::string& what) {
   ASSERT_EQ(shape_str(got.shape()), shape_str(want.shape)) << what;

@@ -26,20 +26,8 @@ namespace {
 using test_util::error_of;
 using test_util::expect_contains;
 
-// ---- files -------------------------------------------------------------------------------------
-struct ScratchDir {
-  std::filesystem::path path =
-      std::filesystem::path(SPMD_TEST_TMP) / ("hostile_inputs_test." + std::to_string(getpid()));
-  ScratchDir() { std::filesystem::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 std::string tmp(const std::string& name) {
-  static ScratchDir dir;
-  return (dir.path / name).string();
+  return test_util::scratch_path("hostile_inputs_test", name);
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

@@ -27,22 +27,7 @@ using spmd::Array;
 using spmd::DType;
 using spmd::Shape;
 
-// Files go to a directory of this process's own (ctest runs tests in parallel processes), removed
-// at exit.
-struct ScratchDir {
-  std::filesystem::path path =
-      std::filesystem::path(SPMD_TEST_TMP) / ("io_test." + std::to_string(getpid()));
-  ScratchDir() { std::filesystem::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
-std::string tmp(const std::string& name) {
-  static ScratchDir dir;
-  return (dir.path / name).string();
-}
+std::string tmp(const std::string& name) { return spmd::test_util::scratch_path("io_test", name); }
 
 // Runs a Python script (with numpy imported as np) and returns what it printed.
 std::string python(const std::string& name, const std::string& body) {

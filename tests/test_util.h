@@ -3,8 +3,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +47,24 @@ inline int64_t ravel_index(const std::vector<int64_t>& idx, const Shape& shape) 
   int64_t flat = 0;
   for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
   return flat;
+}
+
+// A file path in a directory of this test process's own (ctest runs tests in parallel
+// processes), removed at exit: scratch_path("io_test", "a.npy").
+inline std::string scratch_path(const std::string& test, const std::string& name) {
+  struct ScratchDir {
+    std::filesystem::path path;
+    explicit ScratchDir(const std::string& test)
+        : path(std::filesystem::path(SPMD_TEST_TMP) / (test + "." + std::to_string(getpid()))) {
+      std::filesystem::create_directories(path);
+    }
+    ~ScratchDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static ScratchDir dir(test);
+  return (dir.path / name).string();
 }
 
 // The message of the spmd::Error that f throws, or "<no spmd::Error thrown>".
