@@ -561,7 +561,11 @@ TEST(RandomErrors, NonFloatUniformDtype) {
 
 TEST(RandomErrors, NegativeShapeOrCount) {
   EXPECT_THROW(random::uniform(random::key(0), {-1}), spmd::Error);
-  EXPECT_THROW(random::split(random::key(0), 0), spmd::Error);
+  EXPECT_THROW(random::split(random::key(0), -1), spmd::Error);
+  // No keys at all is an empty (0, 2) array, as in JAX.
+  Array none = random::split(random::key(0), 0);
+  EXPECT_EQ(none.shape(), (Shape{0, 2}));
+  EXPECT_EQ(none.dtype(), DType::UInt32);
   EXPECT_THROW(random::permutation(random::key(0), -3), spmd::Error);
 }
 

@@ -504,6 +504,25 @@ class Pullback {
 
 namespace detail {
 
+// The leaves of an f that returned (out, aux): the first n are out's, the rest aux's.
+template <class R>
+struct AuxSplit {
+  using Out = std::decay_t<std::tuple_element_t<0, R>>;
+  using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
+  explicit AuxSplit(const TreeDef& out_tree)
+      : out_def(out_tree.children.at(0)),
+        aux_def(out_tree.children.at(1)),
+        n(static_cast<size_t>(out_def.num_leaves())) {}
+  Out out(const std::vector<Array>& leaves) const {
+    return tree_unflatten<Out>(out_def, std::vector<Array>(leaves.begin(), leaves.begin() + n));
+  }
+  AuxT aux(const std::vector<Array>& leaves) const {
+    return tree_unflatten<AuxT>(aux_def, std::vector<Array>(leaves.begin() + n, leaves.end()));
+  }
+  const TreeDef &out_def, &aux_def;
+  size_t n;
+};
+
 template <class... Args>
 struct ends_with_has_aux : std::false_type {};
 template <class A>
@@ -521,16 +540,11 @@ auto vjp_impl(const F& f, const Args&... primals) {
   std::vector<Array> outs;
   auto lin = linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
   if constexpr (Aux) {
-    using Out = std::decay_t<std::tuple_element_t<0, R>>;
-    using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
-    const TreeDef &out_def = out_tree.children.at(0), &aux_def = out_tree.children.at(1);
-    size_t n = static_cast<size_t>(out_def.num_leaves());
-    std::vector<Array> value_leaves(outs.begin(), outs.begin() + n);
-    std::vector<Array> aux_leaves(outs.begin() + n, outs.end());
-    return std::make_tuple(
-        tree_unflatten<Out>(out_def, value_leaves),
-        Pullback<Out, std::decay_t<Args>...>(lin, call.in_tree, out_def, aux_leaves.size()),
-        tree_unflatten<AuxT>(aux_def, aux_leaves));
+    AuxSplit<R> split(out_tree);
+    return std::make_tuple(split.out(outs),
+                           Pullback<typename AuxSplit<R>::Out, std::decay_t<Args>...>(
+                               lin, call.in_tree, split.out_def, outs.size() - split.n),
+                           split.aux(outs));
   } else {
     R value = tree_unflatten<R>(out_tree, outs);
     return std::make_pair(value, Pullback<R, std::decay_t<Args>...>(lin, call.in_tree, out_tree));
@@ -568,16 +582,8 @@ auto jvp_impl(const F& f, const std::tuple<Args...>& primals, const std::tuple<A
         auto [t_leaves, t_tree] = tree_flatten(tangents);
         std::vector<Array> tout = jvp_tangents(*lin, t_leaves);
         if constexpr (Aux) {
-          using Out = std::decay_t<std::tuple_element_t<0, R>>;
-          using AuxT = std::decay_t<std::tuple_element_t<1, R>>;
-          const TreeDef &out_def = out_tree.children.at(0), &aux_def = out_tree.children.at(1);
-          size_t n = static_cast<size_t>(out_def.num_leaves());
-          std::vector<Array> value_leaves(outs.begin(), outs.begin() + n);
-          std::vector<Array> tangent_leaves(tout.begin(), tout.begin() + n);
-          std::vector<Array> aux_leaves(outs.begin() + n, outs.end());
-          return std::make_tuple(tree_unflatten<Out>(out_def, value_leaves),
-                                 tree_unflatten<Out>(out_def, tangent_leaves),
-                                 tree_unflatten<AuxT>(aux_def, aux_leaves));
+          AuxSplit<R> split(out_tree);
+          return std::make_tuple(split.out(outs), split.out(tout), split.aux(outs));
         } else {
           return std::make_pair(tree_unflatten<R>(out_tree, outs),
                                 tree_unflatten<R>(out_tree, tout));

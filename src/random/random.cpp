@@ -102,7 +102,8 @@ Array key(uint64_t seed) {
 
 Array split(const Array& k, int64_t num) {
   check_key(k, "split");
-  if (num < 1) fail("random.split: expected a positive number of keys, got ", num);
+  if (num < 0) fail("random.split: expected a non-negative number of keys, got ", num);
+  if (num == 0) return zeros({0, 2}, DType::UInt32);  // as jax.random.split(key, 0)
   Array keys = broadcast_to(k, {num, 2});
   Array counters = stack({zeros({num}, DType::UInt32), iota(DType::UInt32, {num}, 0)}, 1);
   return bind1(std::make_shared<prim::Threefry>(), {keys, counters});
