@@ -6,7 +6,7 @@
 #include "backend/cpu/dispatch.h"
 #include "core/array_impl.h"
 #include "core/checked_size.h"
-#include "runtime/client.h"
+#include "core/first_use.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 
@@ -28,7 +28,7 @@ size_t checked_nbytes(const AbstractValue& aval) {
 }
 
 Array make_array(const AbstractValue& aval, int device) {
-  runtime::note_first_use();
+  core::note_first_use();
   size_t bytes = checked_nbytes(aval);
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = aval;
@@ -54,7 +54,7 @@ Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> bu
 }
 
 Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var) {
-  runtime::note_first_use();
+  core::note_first_use();
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = aval;
   impl->trace_id = trace_id;

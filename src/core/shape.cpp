@@ -12,32 +12,38 @@ namespace spmd {
 
 namespace detail {
 
-std::optional<int64_t> element_count(const Shape& shape) {
+namespace {
+// The product of the non-zero dimensions (what strides are computed from), or nullopt when a
+// dimension is negative or the product overflows int64.
+std::optional<int64_t> nonzero_product(const Shape& shape) {
   int64_t n = 1;
-  bool empty = false;
   for (int64_t d : shape) {
     if (d < 0) return std::nullopt;
-    if (d == 0) {
-      empty = true;
-      continue;
-    }
-    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+    if (d != 0 && __builtin_mul_overflow(n, d, &n)) return std::nullopt;
   }
-  return empty ? 0 : n;
+  return n;
+}
+bool has_zero(const Shape& shape) {
+  for (int64_t d : shape)
+    if (d == 0) return true;
+  return false;
+}
+}  // namespace
+
+std::optional<int64_t> element_count(const Shape& shape) {
+  auto n = nonzero_product(shape);
+  if (!n) return std::nullopt;
+  return has_zero(shape) ? 0 : *n;
 }
 
 std::optional<size_t> byte_count(const Shape& shape, DType dtype) {
-  auto n = element_count(shape);
-  if (!n) return std::nullopt;
-  int64_t bytes;
   // The non-zero dimensions times the item size must fit too, for the same reason.
-  int64_t nonzero = 1;
-  for (int64_t d : shape)
-    if (d) nonzero *= d;  // cannot overflow: element_count checked it
-  if (__builtin_mul_overflow(nonzero, static_cast<int64_t>(itemsize(dtype)), &bytes))
+  auto n = nonzero_product(shape);
+  int64_t bytes;
+  if (!n || __builtin_mul_overflow(*n, static_cast<int64_t>(itemsize(dtype)), &bytes))
     return std::nullopt;
   if (static_cast<uint64_t>(bytes) > static_cast<uint64_t>(PTRDIFF_MAX)) return std::nullopt;
-  return *n == 0 ? 0 : static_cast<size_t>(bytes);
+  return has_zero(shape) ? 0 : static_cast<size_t>(bytes);
 }
 
 size_t checked_byte_count(const Shape& shape, DType dtype, const char* op) {

@@ -10,6 +10,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/first_use.h"
 #include "runtime/env.h"
 #include "runtime/process.h"
 #include "spmd/error.h"
@@ -22,9 +23,6 @@ thread_local bool t_on_worker = false;
 std::mutex g_config_mu;
 int g_requested = 0;  // from set_cpu_device_count
 bool g_started = false;
-
-// Set by the first array, trace or device query: from then on the device count is fixed.
-std::atomic<bool> g_used{false};
 
 int configured_count() {
   if (g_requested > 0) return g_requested;
@@ -121,7 +119,7 @@ Client& Client::get() {
   static Client* client = [] {
     std::lock_guard lock(g_config_mu);
     auto* c = new Client(configured_count());  // lives until exit; workers are joined by the OS
-    g_used = true;
+    core::note_first_use();
     g_started = true;
     return c;
   }();
@@ -194,10 +192,6 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
 
 bool on_worker_thread() { return t_on_worker; }
 
-void note_first_use() {
-  if (!g_used.load(std::memory_order_relaxed)) g_used.store(true, std::memory_order_relaxed);
-}
-
 void check_device_count(int64_t replicas) {
   int available = Client::get().local_device_count();
   if (replicas > available)
@@ -214,7 +208,7 @@ void set_cpu_device_count(int n) {
     fail("set_cpu_device_count: expected a positive device count from 1 to ", max_cpu_devices,
          ", got ", n);
   std::lock_guard lock(runtime::g_config_mu);
-  if (runtime::g_started || runtime::g_used) {
+  if (runtime::g_started || core::used()) {
     // Arrays or traces exist (or the devices run): they were made for the count in force then.
     int current = runtime::g_started ? runtime::Client::get().local_device_count()
                                      : runtime::configured_count();

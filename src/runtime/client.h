@@ -30,10 +30,6 @@ class Client {
 // "compiling computation that requires N logical devices, but only M devices are available".
 void check_device_count(int64_t replicas);
 
-// Marks the device count as in use (called for every new array and trace): from then on
-// set_cpu_device_count may not change it.
-void note_first_use();
-
 // True on a device worker thread (where blocking on another run would deadlock).
 bool on_worker_thread();
 

@@ -29,10 +29,6 @@ Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axe
   return s;
 }
 
-}  // namespace spmd::transforms
-
-namespace spmd::transforms {
-
 void check_cache_capacity(size_t capacity, const char* what) {
   if (capacity < 1) fail(what, ": expected a cache of at least 1 entry, got ", capacity);
 }
