@@ -1,8 +1,5 @@
 #include "spmd/primitive.h"
 
-#include <functional>
-#include <typeinfo>
-
 #include "backend/eager.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
@@ -17,17 +14,6 @@ Batched Primitive::batch(const BatchContext&, const std::vector<Array>&,
 std::vector<Array> Primitive::vjp(const std::vector<Array>&, const std::vector<Array>&,
                                   const std::vector<Array>&) const {
   fail("grad: primitive '", name(), "' has no differentiation rule");
-}
-
-bool Primitive::same_as(const Primitive& other) const {
-  return typeid(*this) == typeid(other) && name() == other.name() && params() == other.params();
-}
-
-size_t Primitive::hash() const {
-  size_t h = std::hash<std::string>()(name());
-  for (auto& [k, v] : params())
-    h = h * 1000003u ^ std::hash<std::string>()(k) * 31u ^ std::hash<std::string>()(v);
-  return h;
 }
 
 std::vector<Array> bind(const PrimitivePtr& primitive, const std::vector<Array>& inputs) {
