@@ -1,7 +1,7 @@
 #pragma once
 // The primitive set (lax-level: operands already promoted and broadcast by the ops layer).
-// Each class holds its parameters; rules live in the matching primitives/*.cpp file and
-// kernels in backend/cpu/kernels_*.cpp.
+// Each class holds its parameters and lists them in key() (its identity, see PrimitiveOf); rules
+// live in the matching primitives/*.cpp file and kernels in backend/cpu/kernels_*.cpp.
 #include <string>
 #include <tuple>
 #include <vector>
