@@ -54,7 +54,7 @@ const compile::Executable& ControlFlow::compiled(size_t k) const {
 
 Scan::Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool reverse,
            int unroll)
-    : ControlFlow({std::move(body)}),
+    : PrimitiveOf(std::vector<ProgramPtr>{std::move(body)}),
       num_consts(num_consts),
       num_carry(num_carry),
       length(length),
@@ -105,7 +105,7 @@ std::shared_ptr<const Primitive> Scan::with_subprograms(std::vector<ProgramPtr> 
 // ---- while ------------------------------------------------------------------------------------
 
 While::While(ProgramPtr cond, ProgramPtr body, int cond_consts, int body_consts)
-    : ControlFlow({std::move(cond), std::move(body)}),
+    : PrimitiveOf(std::vector<ProgramPtr>{std::move(cond), std::move(body)}),
       cond_consts(cond_consts),
       body_consts(body_consts) {}
 
@@ -135,7 +135,7 @@ std::shared_ptr<const Primitive> While::with_subprograms(std::vector<ProgramPtr>
 
 // ---- cond -------------------------------------------------------------------------------------
 
-Cond::Cond(std::vector<ProgramPtr> branches) : ControlFlow(std::move(branches)) {}
+Cond::Cond(std::vector<ProgramPtr> branches) : PrimitiveOf(std::move(branches)) {}
 
 Params Cond::params() const {
   std::string s = "(";

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ir/trace.h"
@@ -45,8 +46,9 @@ class ControlFlow : public Primitive {
 
 // scan: operands consts, init carry, xs (stacked on axis 0); the body maps
 // (consts, carry, x slice) -> (carry, y); results: final carry, ys stacked on axis 0.
-class Scan : public ControlFlow {
+class Scan final : public PrimitiveOf<Scan, ControlFlow> {
  public:
+  auto key() const { return std::tie(bodies_, num_consts, num_carry, length, reverse, unroll); }
   Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool reverse, int unroll);
   const Program& body() const { return *bodies_[0]; }
   int num_consts, num_carry;
@@ -81,8 +83,9 @@ class Scan : public ControlFlow {
 
 // while: operands cond consts, body consts, init carry; cond (cond consts, carry) -> bool[];
 // body (body consts, carry) -> carry; result: the carry once cond is false.
-class While : public ControlFlow {
+class While final : public PrimitiveOf<While, ControlFlow> {
  public:
+  auto key() const { return std::tie(bodies_, cond_consts, body_consts); }
   While(ProgramPtr cond, ProgramPtr body, int cond_consts, int body_consts);
   const Program& cond() const { return *bodies_[0]; }
   const Program& body() const { return *bodies_[1]; }
@@ -100,8 +103,9 @@ class While : public ControlFlow {
 
 // cond (switch): operands an int32 index and the branches' operands; runs
 // branches[clamp(index, 0, n - 1)] on the operands.
-class Cond : public ControlFlow {
+class Cond final : public PrimitiveOf<Cond, ControlFlow> {
  public:
+  auto key() const { return std::tie(bodies_); }
   explicit Cond(std::vector<ProgramPtr> branches);
   const std::vector<ProgramPtr>& branches() const { return bodies_; }
 
