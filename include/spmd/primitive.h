@@ -85,6 +85,16 @@ class Primitive {
                                       const std::vector<bool>& wrt,
                                       const std::vector<Array>& cotangents) const;
 
+  // Forward mode: outputs and their tangents, given primal inputs and their tangents (an empty
+  // Array is a zero tangent). A primitive without a rule of its own (has_jvp() false) is
+  // differentiated forward by transposing its vjp rule (transforms/forward.cpp); control flow
+  // whose reverse mode is undefined (while) has its own.
+  struct Jvp {
+    std::vector<Array> outputs, tangents;
+  };
+  virtual bool has_jvp() const { return false; }
+  virtual Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const;
+
   // The Programs this primitive runs (control-flow bodies, a pmap's per-replica program), and
   // the same primitive over rewritten ones of the same types: rewrites of a Program (pmap's
   // renaming of axes) recurse through these.

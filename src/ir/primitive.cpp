@@ -25,6 +25,10 @@ std::vector<Array> Primitive::backward(const std::vector<Array>&, const std::vec
   fail("grad: primitive '", name(), "' saves no residuals");
 }
 
+Primitive::Jvp Primitive::jvp(const std::vector<Array>&, const std::vector<Array>&) const {
+  fail("jvp: primitive '", name(), "' has no forward-mode rule");
+}
+
 std::shared_ptr<const Primitive> Primitive::with_subprograms(
     std::vector<std::shared_ptr<const Program>>) const {
   fail("primitive '", name(), "' runs no programs");

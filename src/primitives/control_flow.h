@@ -98,6 +98,8 @@ class While final : public PrimitiveOf<While, ControlFlow> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 
@@ -132,6 +134,9 @@ Closed close_over(Program p, std::vector<Array> captured, size_t leading);
 // for the caller to pass); a branch ignores the others' captured values.
 std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t num_operands,
                                       std::vector<Array>& extra);
+
+// Which outputs of p depend on the inputs flagged (through floating-point values only).
+std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& inputs);
 
 // Traces `p` under vmap: input i batched at axis 0 (size ctx.axis_size) when in_batched[i];
 // outputs come with the batch at axis 0, or unbatched unless force_batched[j] (then broadcast).
