@@ -206,6 +206,48 @@ std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t n
   return out;
 }
 
+std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts) {
+  std::vector<bool> invariant(body.var_types.size(), false), defined_here(body.var_types.size());
+  for (int i = 0; i < num_consts; ++i) invariant[static_cast<size_t>(body.inputs[i])] = true;
+  std::vector<bool> moves(body.equations.size(), false);
+  bool any = false;
+  for (size_t e = 0; e < body.equations.size(); ++e) {
+    const Equation& eq = body.equations[e];
+    bool inv = eq.primitive->is_pure() && eq.primitive->axis_names().empty();
+    for (auto& a : eq.inputs) inv = inv && (a.is_literal() || invariant[a.var]);
+    if (!inv) continue;
+    moves[e] = any = true;
+    for (int v : eq.outputs) invariant[v] = defined_here[v] = true;
+  }
+  if (!any) return std::nullopt;
+  // The hoisted values the rest of the body (or its outputs) reads.
+  std::vector<bool> needed(body.var_types.size(), false);
+  for (size_t e = 0; e < body.equations.size(); ++e)
+    if (!moves[e])
+      for (auto& a : body.equations[e].inputs)
+        if (!a.is_literal() && defined_here[a.var]) needed[a.var] = true;
+  for (auto& a : body.outputs)
+    if (!a.is_literal() && defined_here[a.var]) needed[a.var] = true;
+  Program pre, rest;
+  pre.var_types = rest.var_types = body.var_types;
+  pre.inputs.assign(body.inputs.begin(), body.inputs.begin() + num_consts);
+  rest.inputs = pre.inputs;
+  Hoisted h;
+  for (size_t v = 0; v < needed.size(); ++v)
+    if (needed[v]) {
+      pre.outputs.push_back(Atom::of(static_cast<int>(v)));
+      rest.inputs.push_back(static_cast<int>(v));
+      ++h.num_new;
+    }
+  rest.inputs.insert(rest.inputs.end(), body.inputs.begin() + num_consts, body.inputs.end());
+  for (size_t e = 0; e < body.equations.size(); ++e)
+    (moves[e] ? pre : rest).equations.push_back(body.equations[e]);
+  rest.outputs = body.outputs;
+  h.hoisted = std::make_shared<const Program>(std::move(pre));
+  h.body = std::make_shared<const Program>(std::move(rest));
+  return h;
+}
+
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& in) {
   std::vector<bool> d(p.var_types.size(), false);
   for (size_t i = 0; i < p.inputs.size(); ++i)

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -134,6 +135,16 @@ Closed close_over(Program p, std::vector<Array> captured, size_t leading);
 // for the caller to pass); a branch ignores the others' captured values.
 std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t num_operands,
                                       std::vector<Array>& extra);
+
+// Loop-invariant code motion: the equations of a loop body that depend only on its first
+// `num_consts` inputs (and literals) and are pure move out of the loop. `hoisted` computes, from
+// the constants, the values the remaining body reads; `body` takes them as extra constants right
+// after the old ones. Null when nothing moves.
+struct Hoisted {
+  ProgramPtr hoisted, body;
+  int num_new = 0;
+};
+std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts);
 
 // Which outputs of p depend on the inputs flagged (through floating-point values only).
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& inputs);
