@@ -55,7 +55,9 @@ Two cond_fun(const Array& x) {
       },
       x);
 }
-std::pair<int, int> host_cond_fun(int x) { return x < 3 ? std::pair(x, x) : std::pair(2 * x, 4 * x); }
+std::pair<int, int> host_cond_fun(int x) {
+  return x < 3 ? std::pair(x, x) : std::pair(2 * x, 4 * x);
+}
 
 // JAX's testSwitch: index <= 0: (x, x); 1: (2x, 4x); >= 2: (x, -x).
 using Branch = std::function<Two(const Array&)>;
@@ -90,7 +92,8 @@ TEST(Cond, TakesTheBranchTheHostIfTakesEagerAndUnderJit) {
 
 TEST(Cond, NumericPredicatesAreTrueWhenNonzero) {
   auto pick = [](const Array& pred) {
-    return lax::cond(pred, [](const Array& v) { return v + 1; }, [](const Array& v) { return v - 1; }, f64(10));
+    return lax::cond(
+        pred, [](const Array& v) { return v + 1; }, [](const Array& v) { return v - 1; }, f64(10));
   };
   EXPECT_DOUBLE_EQ(pick(f64(0)).item<double>(), 9);
   EXPECT_DOUBLE_EQ(pick(f64(-2.5)).item<double>(), 11);
@@ -105,12 +108,15 @@ TEST(Cond, NumericPredicatesAreTrueWhenNonzero) {
 TEST(Cond, SeveralOperands) {
   // JAX's testCondTwoOperands / testCondThreeOperands.
   auto two = [](const Array& x) {
-    return lax::cond(equal(x, Array(0)), [](const Array& a, const Array& b) { return a + b; },
-                     [](const Array& a, const Array& b) { return a * b; }, x, x);
+    return lax::cond(
+        equal(x, Array(0)), [](const Array& a, const Array& b) { return a + b; },
+        [](const Array& a, const Array& b) { return a * b; }, x, x);
   };
   auto three = [](const Array& x) {
-    return lax::cond(equal(x, Array(0)), [](const Array& a, const Array& b, const Array& c) { return a + b + c; },
-                     [](const Array& a, const Array& b, const Array& c) { return a * b * c; }, x, x, x);
+    return lax::cond(
+        equal(x, Array(0)),
+        [](const Array& a, const Array& b, const Array& c) { return a + b + c; },
+        [](const Array& a, const Array& b, const Array& c) { return a * b * c; }, x, x, x);
   };
   for (int x : {0, 1, 3}) {
     EXPECT_EQ(two(i32(x)).item<int32_t>(), x == 0 ? 2 * x : x * x);
@@ -123,7 +129,8 @@ TEST(Cond, SeveralOperands) {
 TEST(Cond, ABranchMayIgnoreItsOperandAndReturnAConstant) {
   // JAX's testCondOneBranchConstant.
   auto f = jit([](const Array& x) {
-    return lax::cond(x < 3.0, [](const Array&) { return f64(5); }, [](const Array& v) { return v; }, x);
+    return lax::cond(
+        x < 3.0, [](const Array&) { return f64(5); }, [](const Array& v) { return v; }, x);
   });
   EXPECT_DOUBLE_EQ(f(f64(0)).item<double>(), 5);
   EXPECT_DOUBLE_EQ(f(f64(4)).item<double>(), 4);
@@ -165,11 +172,14 @@ TEST(Cond, NestedConds) {
     return lax::cond(
         x < 2, [](const Array& v) { return v * 2; },
         [&](const Array& v) {
-          return lax::cond(v < 5, [](const Array& u) { return u * 3; }, [&](const Array& u) { return u * 0 + x * 4; }, v);
+          return lax::cond(
+              v < 5, [](const Array& u) { return u * 3; },
+              [&](const Array& u) { return u * 0 + x * 4; }, v);
         },
         x);
   });
-  for (int x : {1, 3, 6}) EXPECT_EQ(f(i32(x)).item<int32_t>(), x < 2 ? 2 * x : x < 5 ? 3 * x : 4 * x) << x;
+  for (int x : {1, 3, 6})
+    EXPECT_EQ(f(i32(x)).item<int32_t>(), x < 2 ? 2 * x : x < 5 ? 3 * x : 4 * x) << x;
 }
 
 TEST(Switch, ClampsTheIndexEagerAndUnderJit) {
@@ -204,7 +214,8 @@ TEST(Switch, TupleOfDifferentCallablesAndSeveralOperands) {
     int x = 5;
     int want = i <= 0 ? x + x : i == 1 ? x * x : x - 3 * x;
     EXPECT_EQ(lax::switch_(i32(i), branches, i32(x), i32(x)).item<int32_t>(), want) << i;
-    auto j = jit([&](const Array& idx, const Array& v) { return lax::switch_(idx, branches, v, v); });
+    auto j =
+        jit([&](const Array& idx, const Array& v) { return lax::switch_(idx, branches, v, v); });
     EXPECT_EQ(j(i32(i), i32(x)).item<int32_t>(), want) << i;
   }
 }
@@ -221,14 +232,20 @@ TEST(Switch, Int64AndUnsignedIndices) {
 // ---- errors ----------------------------------------------------------------------------------
 TEST(CondErrors, BranchOutputStructuresMustAgree) {
   std::string msg = error_of([] {
-    lax::cond(Array(true), [](const Array& x) { return std::vector<Array>{x}; },
-              [](const Array& x) { return std::vector<Array>{x, x}; }, f64(1));
+    lax::cond(
+        Array(true), [](const Array& x) { return std::vector<Array>{x}; },
+        [](const Array& x) {
+          return std::vector<Array>{x, x};
+        },
+        f64(1));
   });
   expect_contains(msg, "structure");
   std::string sw = error_of([] {
     std::vector<std::function<std::vector<Array>(const Array&)>> b = {
         [](const Array& x) { return std::vector<Array>{x}; },
-        [](const Array& x) { return std::vector<Array>{x, x}; }};
+        [](const Array& x) {
+          return std::vector<Array>{x, x};
+        }};
     lax::switch_(i32(1), b, f64(1));
   });
   expect_contains(sw, "structure");
@@ -236,8 +253,9 @@ TEST(CondErrors, BranchOutputStructuresMustAgree) {
 
 TEST(CondErrors, BranchOutputShapesMustAgree) {
   std::string msg = error_of([] {
-    lax::cond(Array(true), [](const Array&) { return zeros({1}, DType::Float32); },
-              [](const Array&) { return zeros({}, DType::Float32); }, f64(1));
+    lax::cond(
+        Array(true), [](const Array&) { return zeros({1}, DType::Float32); },
+        [](const Array&) { return zeros({}, DType::Float32); }, f64(1));
   });
   expect_contains(msg, zeros({1}, DType::Float32).aval().str());
   expect_contains(msg, zeros({}, DType::Float32).aval().str());
@@ -257,8 +275,9 @@ TEST(CondErrors, BranchOutputDtypesMustAgree) {
 
 TEST(CondErrors, PredicateMustBeAScalar) {
   std::string msg = error_of([] {
-    lax::cond(Array(std::vector<bool>{true, false}, {2}), [](const Array& x) { return x; },
-              [](const Array& x) { return -x; }, f64(1));
+    lax::cond(
+        Array(std::vector<bool>{true, false}, {2}), [](const Array& x) { return x; },
+        [](const Array& x) { return -x; }, f64(1));
   });
   expect_contains(msg, "scalar");
   expect_contains(msg, Array(std::vector<bool>{true, false}, {2}).aval().str());
@@ -266,7 +285,9 @@ TEST(CondErrors, PredicateMustBeAScalar) {
 
 TEST(CondErrors, SwitchIndexMustBeAnIntegerScalar) {
   expect_contains(error_of([] { lax::switch_(f64(1), three_branches(), i32(1)); }), "integer");
-  expect_contains(error_of([] { lax::switch_(Array({0, 1}, DType::Int32), three_branches(), i32(1)); }),
+  expect_contains(error_of([] {
+                    lax::switch_(Array({0, 1}, DType::Int32), three_branches(), i32(1));
+                  }),
                   "scalar");
 }
 
@@ -279,7 +300,9 @@ TEST(CondErrors, SwitchNeedsAtLeastOneBranch) {
 TEST(CondJit, CapturedConstantsAndBothBodiesInTheProgram) {
   Array w = rnd({3}, 3);
   auto f = [&](const Array& p, const Array& x) {
-    return lax::cond(p, [&](const Array& v) { return sin(v) * w; }, [&](const Array& v) { return cos(v) + w; }, x);
+    return lax::cond(
+        p, [&](const Array& v) { return sin(v) * w; }, [&](const Array& v) { return cos(v) + w; },
+        x);
   };
   Array x = rnd({3}, 4);
   expect_allclose(jit(f)(Array(true), x), sin(x) * w, 1e-15, 0, "true");
@@ -296,7 +319,8 @@ TEST(CondJit, CapturedConstantsAndBothBodiesInTheProgram) {
 TEST(CondVmap, BatchedPredicateSelectsPerLane) {
   // log of a negative lane is never selected: both branches run, select keeps the taken one.
   auto f = [](const Array& x) {
-    return lax::cond(x > 0.0, [](const Array& v) { return log(v); }, [](const Array& v) { return -v * 3; }, x);
+    return lax::cond(
+        x > 0.0, [](const Array& v) { return log(v); }, [](const Array& v) { return -v * 3; }, x);
   };
   std::vector<double> v = {2.0, -1.0, 0.5, -3.0, 0.0};
   Array got = vmap(f)(Array(v, {5}));
@@ -309,8 +333,9 @@ TEST(CondVmap, BatchedPredicateSelectsPerLane) {
 TEST(CondVmap, BatchedPredicateWithSeparatelyBatchedOperands) {
   // JAX's testCondBatched: pred from x, operands y (batched) and z (batched along axis 1).
   auto f = [](const Array& x, const Array& y, const Array& z) {
-    return lax::cond(x < 3, [](const Array& a, const Array&) { return a; },
-                     [](const Array&, const Array& b) { return -b; }, y, z);
+    return lax::cond(
+        x < 3, [](const Array& a, const Array&) { return a; },
+        [](const Array&, const Array& b) { return -b; }, y, z);
   };
   Array x({1, 5, 2, 7}, DType::Int32);
   Array y = rnd({4, 2}, 5), z = rnd({2, 4}, 6);
@@ -325,17 +350,20 @@ TEST(CondVmap, BatchedPredicateWithSeparatelyBatchedOperands) {
 
 TEST(CondVmap, UnbatchedPredicateWithBatchedOperands) {
   auto f = [](const Array& p, const Array& x) {
-    return lax::cond(p, [](const Array& v) { return sum(v) * v; }, [](const Array& v) { return v - 1.0; }, x);
+    return lax::cond(
+        p, [](const Array& v) { return sum(v) * v; }, [](const Array& v) { return v - 1.0; }, x);
   };
   Array x = rnd({3, 4}, 7);
   for (bool p : {true, false}) {
     Array got = vmap(f, {none, 0})(Array(p), x);
     for (int b = 0; b < 3; ++b)
-      expect_allclose(got[b], f(Array(p), x[b]), 1e-15, 0, std::string(p ? "true" : "false") + " lane " + std::to_string(b));
+      expect_allclose(got[b], f(Array(p), x[b]), 1e-15, 0,
+                      std::string(p ? "true" : "false") + " lane " + std::to_string(b));
     Array out_axis = vmap(f, {none, 1}, 1)(Array(p), x);  // in_axes / out_axes 1
     ASSERT_EQ(out_axis.shape(), (Shape{3, 4}));
     for (int b = 0; b < 4; ++b)
-      expect_allclose(moveaxis(out_axis, 1, 0)[b], f(Array(p), moveaxis(x, 1, 0)[b]), 1e-15, 0, "axis 1");
+      expect_allclose(moveaxis(out_axis, 1, 0)[b], f(Array(p), moveaxis(x, 1, 0)[b]), 1e-15, 0,
+                      "axis 1");
   }
 }
 
@@ -360,7 +388,9 @@ TEST(CondVmap, SwitchWithABatchedIndexMatchesPerLaneRuns) {
 
 TEST(CondVmap, CollectiveOverTheVmappedAxisInABatchedPredicateBranchIsAnError) {
   auto f = [](const Array& x) {
-    return lax::cond(x > 0.0, [](const Array& v) { return psum(v, "lanes"); }, [](const Array& v) { return v; }, x);
+    return lax::cond(
+        x > 0.0, [](const Array& v) { return psum(v, "lanes"); }, [](const Array& v) { return v; },
+        x);
   };
   std::string msg = error_of([&] { vmap(f, 0, 0, "lanes")(rnd({4}, 8)); });
   expect_contains(msg, "lanes");
@@ -370,7 +400,9 @@ TEST(CondVmap, CollectiveOverTheVmappedAxisInABatchedPredicateBranchIsAnError) {
 TEST(CondGrad, OnlyTheTakenBranchContributes) {
   // cond(x > 0, sin(x) * x, x^3): d/dx = sin + x cos, or 3 x^2.
   auto f = [](const Array& x) {
-    return lax::cond(x > 0.0, [](const Array& v) { return sin(v) * v; }, [](const Array& v) { return v * v * v; }, x);
+    return lax::cond(
+        x > 0.0, [](const Array& v) { return sin(v) * v; },
+        [](const Array& v) { return v * v * v; }, x);
   };
   for (double x : {0.7, -1.3}) {
     double want = x > 0 ? std::sin(x) + x * std::cos(x) : 3 * x * x;
@@ -385,7 +417,8 @@ TEST(CondGrad, OnlyTheTakenBranchContributes) {
 TEST(CondGrad, CapturedConstantOfTheUntakenBranchGetsAZeroGradient) {
   Array x = rnd({3}, 9);
   auto f = [&](const Array& w, const Array& p) {
-    return sum(lax::cond(p, [&](const Array& v) { return v * w; }, [&](const Array& v) { return v * 2.0; }, x));
+    return sum(lax::cond(
+        p, [&](const Array& v) { return v * w; }, [&](const Array& v) { return v * 2.0; }, x));
   };
   Array w = rnd({3}, 10);
   expect_allclose(grad(f)(w, Array(true)), x, 1e-15, 0, "taken");
@@ -402,17 +435,28 @@ TEST(CondGrad, SwitchWithPytreeOperandsMatchesCentralDifferences) {
     auto loss = [&](const Weighted& a) { return lax::switch_(i32(i), b, a); };
     Weighted g = grad(loss)(w);
     std::string what = "index " + std::to_string(i);
-    expect_allclose(g.point, fd_grad([&](const Array& p) { return loss(Weighted{p, w.weight}); }, w.point),
+    expect_allclose(g.point,
+                    fd_grad(
+                        [&](const Array& p) {
+                          return loss(Weighted{p, w.weight});
+                        },
+                        w.point),
                     1e-7, 1e-9, what + " point");
-    expect_allclose(g.weight, fd_grad([&](const Array& s) { return loss(Weighted{w.point, s}); }, w.weight),
+    expect_allclose(g.weight,
+                    fd_grad(
+                        [&](const Array& s) {
+                          return loss(Weighted{w.point, s});
+                        },
+                        w.weight),
                     1e-7, 1e-9, what + " weight");
   }
 }
 
 TEST(CondGrad, VjpWithACotangentForEachOutput) {
   auto f = [](const Array& x) {
-    return lax::cond(sum(x) > 0.0, [](const Array& v) { return Two(exp(v), sum(v * v)); },
-                     [](const Array& v) { return Two(v * 3.0, sum(sin(v))); }, x);
+    return lax::cond(
+        sum(x) > 0.0, [](const Array& v) { return Two(exp(v), sum(v * v)); },
+        [](const Array& v) { return Two(v * 3.0, sum(sin(v))); }, x);
   };
   for (unsigned seed : {12u, 13u, 14u}) {
     Array x = rnd({4}, seed), ct0 = rnd({4}, seed + 50), ct1 = f64(0.7);
@@ -428,19 +472,24 @@ TEST(CondGrad, VjpWithACotangentForEachOutput) {
 
 TEST(CondGrad, UnderVmapOfGradWithABatchedPredicate) {
   auto f = [](const Array& x) {
-    return lax::cond(x > 0.0, [](const Array& v) { return sin(v) * v; }, [](const Array& v) { return v * v * v; }, x);
+    return lax::cond(
+        x > 0.0, [](const Array& v) { return sin(v) * v; },
+        [](const Array& v) { return v * v * v; }, x);
   };
   std::vector<double> v = {0.7, -1.3, 2.0, -0.2};
   Array g = vmap(grad(f))(Array(v, {4}));
   for (size_t k = 0; k < v.size(); ++k) {
     double x = v[k];
-    EXPECT_NEAR(g[static_cast<int64_t>(k)].item<double>(), x > 0 ? std::sin(x) + x * std::cos(x) : 3 * x * x, 1e-14);
+    EXPECT_NEAR(g[static_cast<int64_t>(k)].item<double>(),
+                x > 0 ? std::sin(x) + x * std::cos(x) : 3 * x * x, 1e-14);
   }
 }
 
 TEST(CondJvp, TangentOfTheTakenBranch) {
   auto f = [](const Array& x) {
-    return lax::cond(sum(x) > 0.0, [](const Array& v) { return exp(v) * v; }, [](const Array& v) { return cos(v); }, x);
+    return lax::cond(
+        sum(x) > 0.0, [](const Array& v) { return exp(v) * v; },
+        [](const Array& v) { return cos(v); }, x);
   };
   for (unsigned seed : {15u, 16u, 17u, 18u}) {
     Array x = rnd({3}, seed), t = rnd({3}, seed + 50);

@@ -47,13 +47,16 @@ Array rnd(const Shape& s, unsigned seed, double lo = -1, double hi = 1) {
 // cond on the data, a while loop halving until below 1.
 using Outs = std::tuple<Array, Array, Array, Array>;
 Outs every_construct(const Array& x) {
-  Array cums = lax::scan([](const Array& c, const Array& v) { return std::pair<Array, Array>(c + v, c + v); },
+  Array cums = lax::scan([](const Array& c,
+                            const Array& v) { return std::pair<Array, Array>(c + v, c + v); },
                          f64(0), x)
                    .second;
-  Array fori = lax::fori_loop(0, 3, [](const Array& i, const Array& c) { return c * 0.5 + astype(i, DType::Float64); }, x);
-  Array branch = lax::cond(sum(x) > 0.0, [](const Array& v) { return exp(v); }, [](const Array& v) { return -v; }, x);
-  Array halved = lax::while_loop([](const Array& v) { return max(abs(v)) >= 1.0; }, [](const Array& v) { return v * 0.5; },
-                                 x * 10.0);
+  Array fori = lax::fori_loop(
+      0, 3, [](const Array& i, const Array& c) { return c * 0.5 + astype(i, DType::Float64); }, x);
+  Array branch = lax::cond(
+      sum(x) > 0.0, [](const Array& v) { return exp(v); }, [](const Array& v) { return -v; }, x);
+  Array halved = lax::while_loop([](const Array& v) { return max(abs(v)) >= 1.0; },
+                                 [](const Array& v) { return v * 0.5; }, x * 10.0);
   return Outs(cums, fori, branch, halved);
 }
 
@@ -79,8 +82,9 @@ TEST_F(ControlFlowPmap, PsumInEveryScanIteration) {
   const int T = 6;
   std::vector<double> v = test_util::uniform(N * T, -1, 1, 2);
   auto f = [](const Array& xs) {
-    return lax::scan([](const Array& c, const Array& x) { return std::pair<Array, Array>(c + psum(x, "i"), c); },
-                     f64(0), xs);
+    return lax::scan(
+        [](const Array& c, const Array& x) { return std::pair<Array, Array>(c + psum(x, "i"), c); },
+        f64(0), xs);
   };
   auto [carry, ys] = pmap(f, "i")(Array(v, {N, T}));
   auto [jc, jy] = jit(pmap(f, "i"))(Array(v, {N, T}));
@@ -104,10 +108,13 @@ TEST_F(ControlFlowPmap, CollectivesOnACarryThatNeedsTheOtherDevices) {
   std::vector<std::pair<int, int>> ring;
   for (int d = 0; d < N; ++d) ring.emplace_back(d, (d + 1) % N);
   auto f = [&](const Array& xs) {
-    return lax::scan([&](const Array& c, const Array& x) {
-      Array next = ppermute(c, "i", ring) + x;
-      return std::pair<Array, NoXs>(next, NoXs{});
-    }, f64(0), xs).first;
+    return lax::scan(
+               [&](const Array& c, const Array& x) {
+                 Array next = ppermute(c, "i", ring) + x;
+                 return std::pair<Array, NoXs>(next, NoXs{});
+               },
+               f64(0), xs)
+        .first;
   };
   Array got = pmap(f, "i")(Array(v, {N, T}));
   std::vector<double> c(N, 0);
@@ -126,7 +133,8 @@ TEST_F(ControlFlowPmap, WhileLoopWithPerDeviceTripCountsRunsEachToItsOwnEnd) {
   auto f = [](const Array& x) {
     Array limit = axis_index("i") * 2 + 1;
     S out = lax::while_loop([&](const S& s) { return s.second < limit; },
-                            [](const S& s) { return S(sin(s.first) + 1.0, s.second + 1); }, S(x, i32(0)));
+                            [](const S& s) { return S(sin(s.first) + 1.0, s.second + 1); },
+                            S(x, i32(0)));
     return out;
   };
   Array x = rnd({N, 3}, 4);
@@ -143,9 +151,9 @@ TEST_F(ControlFlowPmap, WhileLoopWithPerDeviceTripCountsRunsEachToItsOwnEnd) {
 
 TEST_F(ControlFlowPmap, TracedForiLoopBoundFromTheDeviceIndex) {
   auto f = [](const Array& x) {
-    return lax::fori_loop(Array(0), axis_index("i") + 1, [](const Array& i, const Array& c) {
-      return c + astype(i, DType::Float64) * c;
-    }, x);
+    return lax::fori_loop(
+        Array(0), axis_index("i") + 1,
+        [](const Array& i, const Array& c) { return c + astype(i, DType::Float64) * c; }, x);
   };
   Array x = rnd({N}, 5);
   Array got = pmap(f, "i")(x);
@@ -185,7 +193,8 @@ TEST_F(ControlFlowPmap, CommunicatingWhileLoopWithDisagreeingTripCountsIsAnError
     using S = std::pair<Array, Array>;
     Array limit = axis_index("i") + 1;
     return lax::while_loop([&](const S& s) { return s.second < limit; },
-                           [](const S& s) { return S(s.first + psum(s.first, "i"), s.second + 1); }, S(x, i32(0)))
+                           [](const S& s) { return S(s.first + psum(s.first, "i"), s.second + 1); },
+                           S(x, i32(0)))
         .first;
   };
   std::string msg = error_of([&] { pmap(f, "i")(rnd({N}, 7)); });
@@ -195,10 +204,11 @@ TEST_F(ControlFlowPmap, CommunicatingWhileLoopWithDisagreeingTripCountsIsAnError
 
 TEST_F(ControlFlowPmap, CondWhosePredicateDependsOnTheDevice) {
   auto f = [](const Array& x) {
-    return lax::switch_(axis_index("i"), std::make_tuple([](const Array& v) { return v + 1.0; },
-                                                         [](const Array& v) { return v * 3.0; },
-                                                         [](const Array& v) { return -v; }),
-                        x);
+    return lax::switch_(
+        axis_index("i"),
+        std::make_tuple([](const Array& v) { return v + 1.0; },
+                        [](const Array& v) { return v * 3.0; }, [](const Array& v) { return -v; }),
+        x);
   };
   Array x = rnd({N, 2}, 8);
   Array got = pmap(f, "i")(x);
@@ -212,18 +222,26 @@ TEST_F(ControlFlowPmap, CondWhosePredicateDependsOnTheDevice) {
 TEST_F(ControlFlowPmap, ScanInScanAndCondInWhileInsidePmap) {
   auto f = [](const Array& m) {
     // Scan over rows; each row's body scans its elements with a running max.
-    Array row_max = lax::scan([](const NoXs&, const Array& row) {
-      Array mx = lax::scan([](const Array& c, const Array& v) { return std::pair<Array, NoXs>(maximum(c, v), NoXs{}); },
-                           f64(-1e300), row).first;
-      return std::pair<NoXs, Array>(NoXs{}, mx);
-    }, NoXs{}, m).second;
+    Array row_max = lax::scan(
+                        [](const NoXs&, const Array& row) {
+                          Array mx = lax::scan(
+                                         [](const Array& c, const Array& v) {
+                                           return std::pair<Array, NoXs>(maximum(c, v), NoXs{});
+                                         },
+                                         f64(-1e300), row)
+                                         .first;
+                          return std::pair<NoXs, Array>(NoXs{}, mx);
+                        },
+                        NoXs{}, m)
+                        .second;
     // While the total is below 50: add 7 if the counter is even, else double.
     using S = std::pair<Array, Array>;
     Array grown = lax::while_loop([](const S& s) { return s.first < 50.0; },
                                   [](const S& s) {
-                                    Array next = lax::cond(equal(remainder(s.second, Array(2)), Array(0)),
-                                                           [](const Array& v) { return v + 7.0; },
-                                                           [](const Array& v) { return v * 2.0; }, s.first);
+                                    Array next = lax::cond(
+                                        equal(remainder(s.second, Array(2)), Array(0)),
+                                        [](const Array& v) { return v + 7.0; },
+                                        [](const Array& v) { return v * 2.0; }, s.first);
                                     return S(next, s.second + 1);
                                   },
                                   S(sum(abs(m)), i32(0)))
@@ -252,9 +270,12 @@ TEST_F(ControlFlowPmap, VmapOfPmapOfAScanWithCollectivesOverBothAxes) {
   const int V = 3, T = 4;
   std::vector<double> v = test_util::uniform(V * N * T, -1, 1, 10);
   auto per_device = [](const Array& xs) {
-    return lax::scan([](const Array& c, const Array& x) {
-      return std::pair<Array, NoXs>(c + psum(x, "p") + pmean(x, "v"), NoXs{});
-    }, f64(0), xs).first;
+    return lax::scan(
+               [](const Array& c, const Array& x) {
+                 return std::pair<Array, NoXs>(c + psum(x, "p") + pmean(x, "v"), NoXs{});
+               },
+               f64(0), xs)
+        .first;
   };
   Array got = vmap(pmap(per_device, "p"), 0, 0, "v")(Array(v, {V, N, T}));
   ASSERT_EQ(got.shape(), (Shape{V, N}));
@@ -278,9 +299,12 @@ TEST_F(ControlFlowPmap, GradOfAPmappedScanWithAPsumPerStep) {
   // loss(X) = sum over devices of the final carry, c <- sin(c) * x_t + psum(x_t^2) * 0.1.
   const int T = 4;
   auto per_device = [](const Array& xs) {
-    return lax::scan([](const Array& c, const Array& x) {
-      return std::pair<Array, NoXs>(sin(c) * x + psum(x * x, "i") * 0.1, NoXs{});
-    }, f64(0.3), xs).first;
+    return lax::scan(
+               [](const Array& c, const Array& x) {
+                 return std::pair<Array, NoXs>(sin(c) * x + psum(x * x, "i") * 0.1, NoXs{});
+               },
+               f64(0.3), xs)
+        .first;
   };
   auto loss = [&](const Array& X) { return sum(pmap(per_device, "i")(X)); };
   Array x = rnd({N, T}, 11);
@@ -295,24 +319,30 @@ TEST_F(ControlFlowPmap, DataParallelTrainingStepsAsAScanInsidePmap) {
   // as K full-batch steps on one device.
   const int K = 3, B = 2, D = 3;
   Array x = rnd({N, B, D}, 12), y = rnd({N, B}, 13), w0 = rnd({D}, 14);
-  auto loss = [](const Array& w, const Array& xb, const Array& yb) { return mean(square(matmul(xb, w) - yb)); };
+  auto loss = [](const Array& w, const Array& xb, const Array& yb) {
+    return mean(square(matmul(xb, w) - yb));
+  };
   PmapOptions o;
   o.in_axes = {none, 0, 0};
   auto train = pmap(
       [&](const Array& w, const Array& xb, const Array& yb) {
         lax::ScanOptions so;
         so.length = K;
-        return lax::scan([&](const Array& wc, const NoXs&) {
-          Array g = pmean(grad(loss)(wc, xb, yb), "i");
-          return std::pair<Array, NoXs>(wc - g * 0.1, NoXs{});
-        }, w, NoXs{}, so).first;
+        return lax::scan(
+                   [&](const Array& wc, const NoXs&) {
+                     Array g = pmean(grad(loss)(wc, xb, yb), "i");
+                     return std::pair<Array, NoXs>(wc - g * 0.1, NoXs{});
+                   },
+                   w, NoXs{}, so)
+            .first;
       },
       "i", o);
   Array got = train(w0, x, y);
   Array w = w0;
   Array xf = reshape(x, {N * B, D}), yf = reshape(y, {N * B});
   for (int k = 0; k < K; ++k) w = w - grad(loss)(w, xf, yf) * 0.1;
-  for (int d = 0; d < N; ++d) expect_allclose(got[d], w, 1e-13, 1e-14, "device " + std::to_string(d));
+  for (int d = 0; d < N; ++d)
+    expect_allclose(got[d], w, 1e-13, 1e-14, "device " + std::to_string(d));
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ Array prefix_sum_2d(const Array& x) {
   return lax::scan(
              [](const Array& row_above, const Array& row) {
                Array row_prefix =
-                   lax::scan([](const Array& c, const Array& v) { return std::pair<Array, Array>(c + v, c + v); },
+                   lax::scan([](const Array& c,
+                                const Array& v) { return std::pair<Array, Array>(c + v, c + v); },
                              zeros({}, row.dtype()), row)
                        .second;
                Array out = row_above + row_prefix;
@@ -69,15 +70,15 @@ std::vector<double> host_prefix_sum_2d(const std::vector<double>& x, int rows, i
 // Collatz steps to reach 1: a while loop whose body is a cond.
 Array collatz_steps(const Array& n) {
   using S = std::pair<Array, Array>;
-  return lax::while_loop(
-             [](const S& s) { return not_equal(s.first, Array(1)); },
-             [](const S& s) {
-               Array next = lax::cond(
-                   equal(remainder(s.first, Array(2)), Array(0)), [](const Array& v) { return floor_divide(v, Array(2)); },
-                   [](const Array& v) { return v * 3 + 1; }, s.first);
-               return S(next, s.second + 1);
-             },
-             S(n, i32(0)))
+  return lax::while_loop([](const S& s) { return not_equal(s.first, Array(1)); },
+                         [](const S& s) {
+                           Array next = lax::cond(
+                               equal(remainder(s.first, Array(2)), Array(0)),
+                               [](const Array& v) { return floor_divide(v, Array(2)); },
+                               [](const Array& v) { return v * 3 + 1; }, s.first);
+                           return S(next, s.second + 1);
+                         },
+                         S(n, i32(0)))
       .second;
 }
 int host_collatz_steps(int n) {
@@ -134,25 +135,30 @@ TEST(Nesting, WhileInScan) {
   Array got = sqrt_by_newton_in_scan(Array(v, {5}));
   Array got_jit = jit(sqrt_by_newton_in_scan)(Array(v, {5}));
   for (size_t k = 0; k < v.size(); ++k) {
-    EXPECT_NEAR(got[static_cast<int64_t>(k)].item<double>(), std::sqrt(v[k]), 1e-12 * std::sqrt(v[k]));
-    EXPECT_NEAR(got_jit[static_cast<int64_t>(k)].item<double>(), std::sqrt(v[k]), 1e-12 * std::sqrt(v[k]));
+    EXPECT_NEAR(got[static_cast<int64_t>(k)].item<double>(), std::sqrt(v[k]),
+                1e-12 * std::sqrt(v[k]));
+    EXPECT_NEAR(got_jit[static_cast<int64_t>(k)].item<double>(), std::sqrt(v[k]),
+                1e-12 * std::sqrt(v[k]));
   }
 }
 
 TEST(Nesting, ScanInCondAndFixedLoopInSwitch) {
   auto f = [](const Array& i, const Array& xs) {
     auto cumsum = [](const Array& v) {
-      return lax::scan([](const Array& c, const Array& x) { return std::pair<Array, Array>(c + x, c + x); },
+      return lax::scan([](const Array& c,
+                          const Array& x) { return std::pair<Array, Array>(c + x, c + x); },
                        f64(0), v)
           .second;
     };
     auto cumprod = [](const Array& v) {
-      return lax::scan([](const Array& c, const Array& x) { return std::pair<Array, Array>(c * x, c * x); },
+      return lax::scan([](const Array& c,
+                          const Array& x) { return std::pair<Array, Array>(c * x, c * x); },
                        f64(1), v)
           .second;
     };
     auto doubled_thrice = [](const Array& v) {
-      return lax::fori_loop(0, 3, [](const Array&, const Array& c) { return c * 2; }, v);
+      return lax::fori_loop(
+          0, 3, [](const Array&, const Array& c) { return c * 2; }, v);
     };
     return lax::switch_(i, std::make_tuple(cumsum, cumprod, doubled_thrice), xs);
   };
@@ -177,13 +183,13 @@ TEST(Nesting, MakeJaxprPrintsEachBodyInsideItsEquation) {
   Program p = make_jaxpr([](const Array& xs) {
     return lax::scan(
                [](const Array& c, const Array& x) {
-                 Array r = lax::while_loop(
-                     [](const Array& v) { return v < 10.0; },
-                     [](const Array& v) {
-                       return lax::cond(v > 3.0, [](const Array& u) { return u * 2.0; },
-                                        [](const Array& u) { return exp(u) + 1.0; }, v);
-                     },
-                     x);
+                 Array r = lax::while_loop([](const Array& v) { return v < 10.0; },
+                                           [](const Array& v) {
+                                             return lax::cond(
+                                                 v > 3.0, [](const Array& u) { return u * 2.0; },
+                                                 [](const Array& u) { return exp(u) + 1.0; }, v);
+                                           },
+                                           x);
                  return std::pair<Array, Array>(c + r, r);
                },
                f64(0), xs)
@@ -257,10 +263,14 @@ TEST(Stacked, PerExampleGradientsByVmapOfGradOfAScan) {
 TEST(Stacked, GradOfJitAndJitOfGradThroughAStaticForiLoopWithACondBody) {
   // fori_loop (static) whose body is a cond: grad of jit and jit of grad.
   auto f = [](const Array& x) {
-    return sum(lax::fori_loop(0, 4, [](const Array& i, const Array& c) {
-      return lax::cond(equal(remainder(i, Array(2)), Array(0)), [](const Array& v) { return sin(v) * 1.3; },
-                       [](const Array& v) { return v * v * 0.5; }, c);
-    }, x));
+    return sum(lax::fori_loop(
+        0, 4,
+        [](const Array& i, const Array& c) {
+          return lax::cond(
+              equal(remainder(i, Array(2)), Array(0)), [](const Array& v) { return sin(v) * 1.3; },
+              [](const Array& v) { return v * v * 0.5; }, c);
+        },
+        x));
   };
   Array x = rnd({3}, 14);
   Array want = fd_grad(f, x);
@@ -272,9 +282,13 @@ TEST(Stacked, GradOfGradThroughACondInsideAScan) {
   // c <- cond(c > 0, c * a, -c) three times from 1. a > 0: a^3 (f'' = 6a);
   // -1 < a < 0: 1 -> a -> -a -> -a^2 (f'' = -2).
   auto f = [](const Array& a) {
-    return lax::fori_loop(0, 3, [&](const Array&, const Array& c) {
-      return lax::cond(c > 0.0, [&](const Array& v) { return v * a; }, [](const Array& v) { return -v; }, c);
-    }, f64(1));
+    return lax::fori_loop(
+        0, 3,
+        [&](const Array&, const Array& c) {
+          return lax::cond(
+              c > 0.0, [&](const Array& v) { return v * a; }, [](const Array& v) { return -v; }, c);
+        },
+        f64(1));
   };
   for (double a : {0.5, 1.7}) {
     EXPECT_NEAR(f(f64(a)).item<double>(), a * a * a, 1e-14);
@@ -291,7 +305,8 @@ TEST(Stacked, JvpOfVmapAndVmapOfJvpOfAScan) {
   Array d = rnd({2}, 15), c = rnd({4}, 16), xs = rnd({3, 5, 3}, 17), t = rnd({3, 5, 3}, 18);
   auto final_carry = [&](const Array& x) { return lax::scan(mixing_body(d), c, x).first; };
   auto [y, ty] = jvp(vmap(final_carry), xs, t);
-  Array per_lane = vmap([&](const Array& x, const Array& tx) { return jvp(final_carry, x, tx).second; })(xs, t);
+  Array per_lane =
+      vmap([&](const Array& x, const Array& tx) { return jvp(final_carry, x, tx).second; })(xs, t);
   for (int b = 0; b < 3; ++b) {
     Array want = fd_jvp(final_carry, xs[b], t[b]);
     expect_allclose(ty[b], want, 1e-6, 1e-8, "jvp(vmap) lane " + std::to_string(b));
@@ -307,14 +322,18 @@ TEST(Stacked, GradInsideAScanBodyThenGradOfTheScan) {
     auto energy = [&](const Array& conf) { return sum(conf * p); };
     ScanOptions o;
     o.length = 75;
-    return lax::scan([&](const Array& x, const NoXs&) { return std::pair<Array, NoXs>(x - grad(energy)(x) * 0.1, NoXs{}); },
-                     x0, NoXs{}, o)
+    return lax::scan(
+               [&](const Array& x, const NoXs&) {
+                 return std::pair<Array, NoXs>(x - grad(energy)(x) * 0.1, NoXs{});
+               },
+               x0, NoXs{}, o)
         .first;
   };
   auto loss = [&](const Array& p) { return sum(sin(1.0 - minimize(p))); };
   double p = 0.25, want = 0;
   for (double x : {1.0, 2.0, 3.0}) want += 7.5 * std::cos(1 - (x - 7.5 * p));
-  expect_allclose(minimize(f64(p)), std::vector<double>{1 - 7.5 * p, 2 - 7.5 * p, 3 - 7.5 * p}, 1e-13, 1e-13);
+  expect_allclose(minimize(f64(p)), std::vector<double>{1 - 7.5 * p, 2 - 7.5 * p, 3 - 7.5 * p},
+                  1e-13, 1e-13);
   EXPECT_NEAR(grad(loss)(f64(p)).item<double>(), want, 1e-12);
 }
 
@@ -323,10 +342,12 @@ TEST(Stacked, CollectiveOverAVmappedAxisInsideAScanBody) {
   const int B = 3, T = 4;
   std::vector<double> v = test_util::uniform(B * T, -1, 1, 19);
   auto f = [](const Array& xs) {
-    return lax::scan([](const Array& c, const Array& x) {
-      Array total = psum(x, "b");
-      return std::pair<Array, Array>(c + total, total);
-    }, f64(0), xs);
+    return lax::scan(
+        [](const Array& c, const Array& x) {
+          Array total = psum(x, "b");
+          return std::pair<Array, Array>(c + total, total);
+        },
+        f64(0), xs);
   };
   auto [carry, ys] = vmap(f, 0, 0, "b")(Array(v, {B, T}));
   std::vector<double> step(T, 0);

@@ -104,7 +104,9 @@ TEST(Scan, CumulativeSumAgainstAHostLoopStacksYsAlongANewAxis) {
 TEST(Scan, ReverseIteratesFromTheLastSliceAndKeepsYsInOrder) {
   // JAX's test_scan_reverse: a reversed cumulative sum.
   std::vector<double> x = {3, 1, 4, 1, 5, 9};
-  auto cumsum = [](const Array& c, const Array& v) { return std::pair<Array, Array>(c + v, c + v); };
+  auto cumsum = [](const Array& c, const Array& v) {
+    return std::pair<Array, Array>(c + v, c + v);
+  };
   ScanOptions reverse;
   reverse.reverse = true;
   auto [fwd_c, fwd] = lax::scan(cumsum, f64(0), Array(x, {6}));
@@ -157,9 +159,9 @@ TEST(Scan, CarryOnlyScanTakesItsLengthFromTheOptions) {
   // JAX's testScanLengthArg: an arange built by a scan over no xs.
   ScanOptions o;
   o.length = 10;
-  auto [carry, ys] = lax::scan(
-      [](const Array& c, const NoXs&) { return std::pair<Array, Array>(c + 1, c); },
-      zeros({}, DType::Int32), NoXs{}, o);
+  auto [carry, ys] =
+      lax::scan([](const Array& c, const NoXs&) { return std::pair<Array, Array>(c + 1, c); },
+                zeros({}, DType::Int32), NoXs{}, o);
   EXPECT_EQ(carry.item<int32_t>(), 10);
   EXPECT_EQ(ys.shape(), (Shape{10}));
   EXPECT_EQ(ys.dtype(), DType::Int32);
@@ -294,9 +296,9 @@ TEST(Scan, WeaklyTypedInitTakesTheDtypeTheBodyGivesIt) {
   // lax.scan(lambda c, x: (c + x, c), 0., xs_f32) works in JAX: a weakly typed init is
   // promoted to the carry type the body produces.
   std::vector<float> v = {1.5f, 2.0f, -0.5f};
-  auto [carry, ys] = lax::scan(
-      [](const Array& c, const Array& x) { return std::pair<Array, Array>(c + x, c); }, Array(0.0),
-      Array(v, {3}));
+  auto [carry, ys] =
+      lax::scan([](const Array& c, const Array& x) { return std::pair<Array, Array>(c + x, c); },
+                Array(0.0), Array(v, {3}));
   EXPECT_EQ(carry.dtype(), DType::Float32);
   EXPECT_FLOAT_EQ(carry.item<float>(), 3.0f);
   EXPECT_EQ(ys.dtype(), DType::Float32);
@@ -308,7 +310,8 @@ auto identity_body = [](const Array& c, const Array& x) { return std::pair<Array
 TEST(ScanErrors, LengthOptionMustMatchTheXs) {
   ScanOptions o;
   o.length = 4;
-  std::string msg = error_of([&] { lax::scan(identity_body, f64(0), zeros({5}, DType::Float64), o); });
+  std::string msg =
+      error_of([&] { lax::scan(identity_body, f64(0), zeros({5}, DType::Float64), o); });
   expect_contains(msg, "4");
   expect_contains(msg, "5");
   expect_contains(msg, "length");
@@ -319,7 +322,8 @@ TEST(ScanErrors, XsLeavesMustAgreeOnTheirLeadingAxis) {
     return std::pair<Array, Array>(c + std::get<0>(x) + std::get<1>(x), c);
   };
   std::string msg = error_of([&] {
-    lax::scan(f, f64(0), std::tuple<Array, Array>(zeros({5}, DType::Float64), zeros({4}, DType::Float64)));
+    lax::scan(f, f64(0),
+              std::tuple<Array, Array>(zeros({5}, DType::Float64), zeros({4}, DType::Float64)));
   });
   expect_contains(msg, "5");
   expect_contains(msg, "4");
@@ -344,7 +348,8 @@ TEST(ScanErrors, CarryShapeMismatchNamesTheComponentAndBothTypes) {
   std::string msg = error_of([&] {
     lax::scan(
         [](const Carry& c, const Array& x) {
-          return std::pair<Carry, Array>(Carry(std::get<0>(c) + x, concatenate({std::get<1>(c), reshape(x, {1})})), x);
+          return std::pair<Carry, Array>(
+              Carry(std::get<0>(c) + x, concatenate({std::get<1>(c), reshape(x, {1})})), x);
         },
         init, zeros({3}, DType::Float64));
   });
@@ -356,8 +361,11 @@ TEST(ScanErrors, CarryShapeMismatchNamesTheComponentAndBothTypes) {
 
 TEST(ScanErrors, CarryDtypeMismatchNamesBothTypes) {
   std::string msg = error_of([&] {
-    lax::scan([](const Array& c, const Array& x) { return std::pair<Array, Array>(astype(c + x, DType::Float64), x); },
-              zeros({}, DType::Float32), zeros({3}, DType::Float32));
+    lax::scan(
+        [](const Array& c, const Array& x) {
+          return std::pair<Array, Array>(astype(c + x, DType::Float64), x);
+        },
+        zeros({}, DType::Float32), zeros({3}, DType::Float32));
   });
   expect_contains(msg, "carry");
   expect_contains(msg, zeros({}, DType::Float32).aval().str());
@@ -379,7 +387,8 @@ TEST(ScanErrors, CarryStructureMismatchIsAnError) {
 TEST(ScanErrors, UnrollMustBePositive) {
   ScanOptions o;
   o.unroll = 0;
-  std::string msg = error_of([&] { lax::scan(identity_body, f64(0), zeros({3}, DType::Float64), o); });
+  std::string msg =
+      error_of([&] { lax::scan(identity_body, f64(0), zeros({3}, DType::Float64), o); });
   expect_contains(msg, "unroll");
 }
 
@@ -398,9 +407,12 @@ TEST(Map, AppliesTheFunctionToEveryRow) {
 }
 
 TEST(Map, PytreeInAndOut) {
-  std::vector<double> a = test_util::uniform(4, -1, 1, 18), b = test_util::uniform(4 * 2, -1, 1, 19);
+  std::vector<double> a = test_util::uniform(4, -1, 1, 18),
+                      b = test_util::uniform(4 * 2, -1, 1, 19);
   auto out = lax::map(
-      [](const std::pair<Array, Array>& x) { return std::vector<Array>{x.first * 3, x.second + x.first}; },
+      [](const std::pair<Array, Array>& x) {
+        return std::vector<Array>{x.first * 3, x.second + x.first};
+      },
       std::pair<Array, Array>(Array(a, {4}), Array(b, {4, 2})));
   ASSERT_EQ(out.size(), 2u);
   std::vector<double> want0, want1;
@@ -421,8 +433,8 @@ TEST(Map, EmptyInputGivesAnEmptyOutput) {
 // ---- fori_loop with static bounds -------------------------------------------------------------
 TEST(ForiLoopStatic, SumsTheIndices) {
   for (auto [lo, hi] : std::vector<std::pair<int, int>>{{0, 10}, {2, 7}, {-3, 4}}) {
-    Array s = lax::fori_loop(lo, hi, [](const Array& i, const Array& acc) { return acc + i; },
-                             zeros({}, DType::Int32));
+    Array s = lax::fori_loop(
+        lo, hi, [](const Array& i, const Array& acc) { return acc + i; }, zeros({}, DType::Int32));
     int want = 0;
     for (int i = lo; i < hi; ++i) want += i;
     EXPECT_EQ(s.item<int32_t>(), want) << lo << ".." << hi;
@@ -449,16 +461,20 @@ TEST(ForiLoopStatic, IndexTakesTheDtypeOfArrayBounds) {
   EXPECT_EQ(*seen, DType::Int64);
   EXPECT_EQ(s.item<int64_t>(), 1 + 2 + 3 + 4);
   seen.reset();
-  lax::fori_loop(0, 3, [&](const Array& i, const Array& acc) {
-    seen = i.dtype();
-    return acc;
-  }, f64(0));
+  lax::fori_loop(
+      0, 3,
+      [&](const Array& i, const Array& acc) {
+        seen = i.dtype();
+        return acc;
+      },
+      f64(0));
   EXPECT_EQ(*seen, DType::Int32);
 }
 
 TEST(ForiLoopStatic, FloatingBoundsAreAnError) {
   std::string msg = error_of([&] {
-    lax::fori_loop(Array(0.5), Array(3.0), [](const Array&, const Array& x) { return x; }, f64(0));
+    lax::fori_loop(
+        Array(0.5), Array(3.0), [](const Array&, const Array& x) { return x; }, f64(0));
   });
   expect_contains(msg, "fori_loop");
 }
@@ -471,21 +487,28 @@ TEST(ForiLoopStatic, TupleAndMapStateSumTheFirstNElements) {
     double want = 0;
     for (int i = 0; i < n; ++i) want += v[i];
     using State = std::tuple<Array, Array>;
-    State out = lax::fori_loop(0, n, [](const Array& i, const State& s) {
-      return State(std::get<0>(s), std::get<1>(s) + take(std::get<0>(s), i));
-    }, State(arr, f64(0)));
+    State out = lax::fori_loop(
+        0, n,
+        [](const Array& i, const State& s) {
+          return State(std::get<0>(s), std::get<1>(s) + take(std::get<0>(s), i));
+        },
+        State(arr, f64(0)));
     EXPECT_NEAR(std::get<1>(out).item<double>(), want, 1e-14) << n;
     using Dict = std::map<std::string, Array>;
-    Dict d = lax::fori_loop(0, n, [](const Array& i, const Dict& s) {
-      return Dict{{"arr", s.at("arr")}, {"total", s.at("total") + take(s.at("arr"), i)}};
-    }, Dict{{"arr", arr}, {"total", f64(0)}});
+    Dict d = lax::fori_loop(
+        0, n,
+        [](const Array& i, const Dict& s) {
+          return Dict{{"arr", s.at("arr")}, {"total", s.at("total") + take(s.at("arr"), i)}};
+        },
+        Dict{{"arr", arr}, {"total", f64(0)}});
     EXPECT_NEAR(d.at("total").item<double>(), want, 1e-14) << n;
   }
 }
 
 TEST(ForiLoopStatic, LowersToAScanNotAWhile) {
   Program p = make_jaxpr([](const Array& x) {
-    return lax::fori_loop(0, 10, [](const Array& i, const Array& c) { return c * 2 + astype(i, DType::Float64); }, x);
+    return lax::fori_loop(
+        0, 10, [](const Array& i, const Array& c) { return c * 2 + astype(i, DType::Float64); }, x);
   })(f64(1));
   std::string text = p.str();
   expect_contains(text, "scan[");
@@ -533,8 +556,9 @@ TEST(ScanJit, AThousandStepsAreOneEquationWithTheBodyNested) {
   ScanOptions o;
   o.length = 1000;
   Program p = make_jaxpr([&](const Array& x) {
-    return lax::scan([](const Array& c, const NoXs&) { return std::pair<Array, NoXs>(sin(c) + 1, NoXs{}); }, x,
-                     NoXs{}, o)
+    return lax::scan([](const Array& c,
+                        const NoXs&) { return std::pair<Array, NoXs>(sin(c) + 1, NoXs{}); },
+                     x, NoXs{}, o)
         .first;
   })(f64(0));
   ASSERT_EQ(p.equations.size(), 1u) << p.str();
@@ -553,9 +577,10 @@ TEST(ScanVmap, EveryCombinationOfCarryAndXsAxesMatchesPerLaneRuns) {
   auto f = mixing_body(d);
   auto scan_fn = [&](const Array& c, const Array& xs) { return lax::scan(f, c, xs); };
   unsigned seed = 40;
-  for (std::optional<int> c_axis : {std::optional<int>(), std::optional<int>(0), std::optional<int>(1)})
-    for (std::optional<int> x_axis :
-         {std::optional<int>(), std::optional<int>(0), std::optional<int>(1), std::optional<int>(2)}) {
+  for (std::optional<int> c_axis :
+       {std::optional<int>(), std::optional<int>(0), std::optional<int>(1)})
+    for (std::optional<int> x_axis : {std::optional<int>(), std::optional<int>(0),
+                                      std::optional<int>(1), std::optional<int>(2)}) {
       if (!c_axis && !x_axis) continue;
       Shape cs = {4}, xss = {5, 3};
       if (c_axis) cs.insert(cs.begin() + *c_axis, B);
@@ -569,7 +594,8 @@ TEST(ScanVmap, EveryCombinationOfCarryAndXsAxesMatchesPerLaneRuns) {
       ASSERT_EQ(carry.shape(), (Shape{B, 4})) << what;
       ASSERT_EQ(ys.shape(), (Shape{B, 5})) << what;
       for (int b = 0; b < B; ++b) {
-        auto [wc, wy] = unrolled(f, c_axis ? lane(c, *c_axis, b) : c, x_axis ? lane(xs, *x_axis, b) : xs);
+        auto [wc, wy] =
+            unrolled(f, c_axis ? lane(c, *c_axis, b) : c, x_axis ? lane(xs, *x_axis, b) : xs);
         expect_allclose(carry[b], wc, 1e-13, 1e-14, what + " carry lane " + std::to_string(b));
         expect_allclose(ys[b], wy, 1e-13, 1e-14, what + " ys lane " + std::to_string(b));
       }
@@ -596,9 +622,12 @@ TEST(ScanVmap, CarryThatBecomesBatchedOnlyAfterSomeSteps) {
   auto [carry, ys] = vmap([](const Array& last) {
     ScanOptions o;
     o.length = 2;
-    return lax::scan([](const C& c, const NoXs&) {
-      return std::pair<C, NoXs>(C(std::get<1>(c), std::get<2>(c), std::get<3>(c), f64(0)), NoXs{});
-    }, C(f64(0), f64(1), f64(2), last), NoXs{}, o);
+    return lax::scan(
+        [](const C& c, const NoXs&) {
+          return std::pair<C, NoXs>(C(std::get<1>(c), std::get<2>(c), std::get<3>(c), f64(0)),
+                                    NoXs{});
+        },
+        C(f64(0), f64(1), f64(2), last), NoXs{}, o);
   })(init);
   expect_allclose(std::get<0>(carry), std::vector<double>{2, 2, 2});
   expect_allclose(std::get<1>(carry), std::vector<double>{3, 4, 5});
@@ -610,14 +639,16 @@ TEST(ScanVmap, MapAndStaticForiLoopUnderVmap) {
   // JAX's testForiLoopBatched.
   using S = std::tuple<Array, Array>;
   auto [x, y] = vmap([](const Array& x0) {
-    return lax::fori_loop(0, 10, [](const Array&, const S& s) {
-      return S(std::get<0>(s) + 1, std::get<1>(s) + 2);
-    }, S(x0, zeros({}, DType::Int32)));
+    return lax::fori_loop(
+        0, 10, [](const Array&, const S& s) { return S(std::get<0>(s) + 1, std::get<1>(s) + 2); },
+        S(x0, zeros({}, DType::Int32)));
   })(Array({0, 1}, DType::Int32));
   EXPECT_EQ(x.to_vector<int32_t>(), (std::vector<int32_t>{10, 11}));
   EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{20, 20}));
   Array m = rnd({3, 4, 2}, 31);
-  Array got = vmap([](const Array& rows) { return lax::map([](const Array& r) { return sum(r * r); }, rows); })(m);
+  Array got = vmap([](const Array& rows) {
+    return lax::map([](const Array& r) { return sum(r * r); }, rows);
+  })(m);
   EXPECT_EQ(got.shape(), (Shape{3, 4}));
   expect_allclose(got, sum(m * m, {2}), 1e-14, 1e-14);
 }
@@ -628,7 +659,8 @@ TEST(ScanGrad, SumOfYsWithRespectToXsAndInitMatchesCentralDifferences) {
   auto f = mixing_body(d);
   auto loss = [&](const Array& c0, const Array& x) { return sum(lax::scan(f, c0, x).second); };
   auto [gc, gx] = grad(loss, argnums<0, 1>)(c, xs);
-  expect_allclose(gc, fd_grad([&](const Array& v) { return loss(v, xs); }, c), 1e-6, 1e-8, "d/dinit");
+  expect_allclose(gc, fd_grad([&](const Array& v) { return loss(v, xs); }, c), 1e-6, 1e-8,
+                  "d/dinit");
   expect_allclose(gx, fd_grad([&](const Array& v) { return loss(c, v); }, xs), 1e-6, 1e-8, "d/dxs");
 }
 
@@ -642,8 +674,11 @@ TEST(ScanGrad, FinalCarryForwardReverseAndUnrolled) {
       o.unroll = unroll;
       auto loss = [&](const Array& c0) { return sum(sin(lax::scan(f, c0, xs, o).first)); };
       auto [value, g] = value_and_grad(loss)(c);
-      std::string what = std::string(reverse ? "reverse" : "forward") + " unroll " + std::to_string(unroll);
-      EXPECT_NEAR(value.item<double>(), sum(sin(unrolled(f, c, xs, reverse).first)).item<double>(), 1e-13) << what;
+      std::string what =
+          std::string(reverse ? "reverse" : "forward") + " unroll " + std::to_string(unroll);
+      EXPECT_NEAR(value.item<double>(), sum(sin(unrolled(f, c, xs, reverse).first)).item<double>(),
+                  1e-13)
+          << what;
       expect_allclose(g, fd_grad(loss, c), 1e-6, 1e-8, what);
     }
 }
@@ -692,8 +727,9 @@ TEST(ScanGrad, SecondDerivativeOfAScanAgainstTheClosedForm) {
   auto fourth = [](const Array& a) {
     ScanOptions o;
     o.length = 4;
-    return lax::scan([&](const Array& c, const NoXs&) { return std::pair<Array, NoXs>(c * a, NoXs{}); },
-                     ones({}, DType::Float64), NoXs{}, o)
+    return lax::scan(
+               [&](const Array& c, const NoXs&) { return std::pair<Array, NoXs>(c * a, NoXs{}); },
+               ones({}, DType::Float64), NoXs{}, o)
         .first;
   };
   for (double a : {0.5, -1.25, 2.0}) {
@@ -705,28 +741,39 @@ TEST(ScanGrad, SecondDerivativeOfAScanAgainstTheClosedForm) {
 TEST(ScanGrad, StaticForiLoopMatchesCentralDifferences) {
   Array x = rnd({3}, 50);
   auto loss = [](const Array& v) {
-    return sum(lax::fori_loop(0, 4, [](const Array& i, const Array& c) {
-      return sin(c) * (astype(i, DType::Float64) + 1) + c * 0.5;
-    }, v));
+    return sum(lax::fori_loop(
+        0, 4,
+        [](const Array& i, const Array& c) {
+          return sin(c) * (astype(i, DType::Float64) + 1) + c * 0.5;
+        },
+        v));
   };
   expect_allclose(grad(loss)(x), fd_grad(loss, x), 1e-6, 1e-8);
   // JAX's testWhileJVPViaForiLoop as a gradient: x * 2 three times -> 8.
-  auto times8 = [](const Array& v) { return lax::fori_loop(0, 3, [](const Array&, const Array& c) { return c * 2; }, v); };
+  auto times8 = [](const Array& v) {
+    return lax::fori_loop(
+        0, 3, [](const Array&, const Array& c) { return c * 2; }, v);
+  };
   EXPECT_DOUBLE_EQ(grad(times8)(f64(2)).item<double>(), 8);
 }
 
 TEST(ScanJvp, TangentsOfCarryAndYsMatchFiniteDifferences) {
   // JAX's testScanJVP.
-  Array d = rnd({2}, 51), c = rnd({4}, 52), xs = rnd({5, 3}, 53), tc = rnd({4}, 54), tx = rnd({5, 3}, 55);
+  Array d = rnd({2}, 51), c = rnd({4}, 52), xs = rnd({5, 3}, 53), tc = rnd({4}, 54),
+        tx = rnd({5, 3}, 55);
   auto f = mixing_body(d);
   auto [primal, tangent] = jvp([&](const Array& c0, const Array& x) { return lax::scan(f, c0, x); },
                                std::tuple<Array, Array>(c, xs), std::tuple<Array, Array>(tc, tx));
   // Both inputs perturbed together: directions packed into one flat vector.
   auto carry_of = [&](const Array& packed) {
-    return lax::scan(f, reshape(slice(packed, {0}, {4}), {4}), reshape(slice(packed, {4}, {19}), {5, 3})).first;
+    return lax::scan(f, reshape(slice(packed, {0}, {4}), {4}),
+                     reshape(slice(packed, {4}, {19}), {5, 3}))
+        .first;
   };
   auto ys_of = [&](const Array& packed) {
-    return lax::scan(f, reshape(slice(packed, {0}, {4}), {4}), reshape(slice(packed, {4}, {19}), {5, 3})).second;
+    return lax::scan(f, reshape(slice(packed, {0}, {4}), {4}),
+                     reshape(slice(packed, {4}, {19}), {5, 3}))
+        .second;
   };
   Array p = concatenate({c, ravel(xs)}), t = concatenate({tc, ravel(tx)});
   expect_allclose(primal.first, unrolled(f, c, xs).first, 1e-14, 1e-14, "primal");
@@ -737,7 +784,9 @@ TEST(ScanJvp, TangentsOfCarryAndYsMatchFiniteDifferences) {
 TEST(ScanJvp, StaticForiLoopTangentIsTheClosedForm) {
   // JAX's testWhileJVPViaForiLoop: x * (i + 1) for i < 3 is 6x.
   auto f = [](const Array& x) {
-    return lax::fori_loop(0, 3, [](const Array& i, const Array& c) { return c * (astype(i, DType::Float64) + 1); }, x);
+    return lax::fori_loop(
+        0, 3, [](const Array& i, const Array& c) { return c * (astype(i, DType::Float64) + 1); },
+        x);
   };
   auto [y, ty] = jvp(f, f64(2), f64(1));
   EXPECT_DOUBLE_EQ(y.item<double>(), 12);

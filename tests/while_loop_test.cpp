@@ -55,10 +55,11 @@ Array count_to(const Array& init, int limit) {
 
 // Newton's iteration for sqrt(a) from x = a until |x^2 - a| <= tol * a.
 NewtonState newton_sqrt(const Array& a, double tol) {
-  return lax::while_loop(
-      [&](const NewtonState& s) { return abs(s.x * s.x - a) > a * tol; },
-      [&](const NewtonState& s) { return NewtonState{(s.x + a / s.x) * 0.5, s.steps + 1}; },
-      NewtonState{a, i32(0)});
+  return lax::while_loop([&](const NewtonState& s) { return abs(s.x * s.x - a) > a * tol; },
+                         [&](const NewtonState& s) {
+                           return NewtonState{(s.x + a / s.x) * 0.5, s.steps + 1};
+                         },
+                         NewtonState{a, i32(0)});
 }
 std::pair<double, int> host_newton_sqrt(double a, double tol) {
   double x = a;
@@ -114,18 +115,20 @@ TEST(While, NestedWhileLoops) {
   auto outer_loop = [](const Array& num) {
     using Outer = std::tuple<Array, Array, Array>;
     auto inner_loop = [](const Array& i, const Array& count) {
-      Outer out = lax::while_loop(
-          [](const Outer& s) { return std::get<1>(s) <= std::get<0>(s); },
-          [](const Outer& s) { return Outer(std::get<0>(s), std::get<1>(s) + 1, std::get<2>(s) + 1); },
-          Outer(i, i32(0), count));
+      Outer out =
+          lax::while_loop([](const Outer& s) { return std::get<1>(s) <= std::get<0>(s); },
+                          [](const Outer& s) {
+                            return Outer(std::get<0>(s), std::get<1>(s) + 1, std::get<2>(s) + 1);
+                          },
+                          Outer(i, i32(0), count));
       return std::get<2>(out);
     };
-    Outer out = lax::while_loop(
-        [](const Outer& s) { return std::get<1>(s) < std::get<0>(s); },
-        [&](const Outer& s) {
-          return Outer(std::get<0>(s), std::get<1>(s) + 1, inner_loop(std::get<1>(s), std::get<2>(s)));
-        },
-        Outer(num, i32(0), i32(0)));
+    Outer out = lax::while_loop([](const Outer& s) { return std::get<1>(s) < std::get<0>(s); },
+                                [&](const Outer& s) {
+                                  return Outer(std::get<0>(s), std::get<1>(s) + 1,
+                                               inner_loop(std::get<1>(s), std::get<2>(s)));
+                                },
+                                Outer(num, i32(0), i32(0)));
     return std::pair<Array, Array>(std::get<1>(out), std::get<2>(out));
   };
   auto jitted = jit(outer_loop);
@@ -144,13 +147,12 @@ TEST(While, ClosureOverOuterTracersUnderJitTracesTheBodyOnce) {
   // function, captured by cond and body.
   int body_traces = 0;
   auto loop = [&](const Array& init, const Array& limit, const Array& inc) {
-    PosCount out = lax::while_loop(
-        [&](const PosCount& s) { return std::get<0>(s) < limit; },
-        [&](const PosCount& s) {
-          ++body_traces;
-          return PosCount(std::get<0>(s) + 1, std::get<1>(s) + inc);
-        },
-        PosCount(init, i32(0)));
+    PosCount out = lax::while_loop([&](const PosCount& s) { return std::get<0>(s) < limit; },
+                                   [&](const PosCount& s) {
+                                     ++body_traces;
+                                     return PosCount(std::get<0>(s) + 1, std::get<1>(s) + inc);
+                                   },
+                                   PosCount(init, i32(0)));
     return std::get<1>(out);
   };
   auto jitted = jit(loop);
@@ -204,16 +206,19 @@ TEST(WhileErrors, ConditionMustReturnABooleanScalar) {
 TEST(WhileErrors, BodyMustKeepTheStateTypes) {
   using S = std::tuple<Array, Array>;
   std::string msg = error_of([] {
-    lax::while_loop([](const S&) { return Array(true); },
-                    [](const S& s) { return S(std::get<0>(s), astype(std::get<1>(s), DType::Float64)); },
-                    S(Array(true), zeros({}, DType::Float32)));
+    lax::while_loop(
+        [](const S&) { return Array(true); },
+        [](const S& s) { return S(std::get<0>(s), astype(std::get<1>(s), DType::Float64)); },
+        S(Array(true), zeros({}, DType::Float32)));
   });
   expect_contains(msg, "body_fun");
   expect_contains(msg, zeros({}, DType::Float32).aval().str());
   expect_contains(msg, zeros({}, DType::Float64).aval().str());
   std::string structure = error_of([] {
     lax::while_loop([](const std::vector<Array>&) { return Array(true); },
-                    [](const std::vector<Array>& s) { return std::vector<Array>{s[0], s[0]}; },
+                    [](const std::vector<Array>& s) {
+                      return std::vector<Array>{s[0], s[0]};
+                    },
                     std::vector<Array>{f64(0)});
   });
   expect_contains(structure, "body_fun");
@@ -244,8 +249,9 @@ TEST(ForiLoopTraced, BoundsAsJitArgumentsTakeTheWhilePathAndTraceOnce) {
 TEST(ForiLoopTraced, ClosureOverTheBound) {
   // JAX's testForiLoopClosure: body adds num too: sum(i) + num^2.
   auto count = jit([](const Array& num) {
-    return lax::fori_loop(Array(0), num, [&](const Array& i, const Array& tot) { return num + tot + i; },
-                          zeros({}, DType::Int32));
+    return lax::fori_loop(
+        Array(0), num, [&](const Array& i, const Array& tot) { return num + tot + i; },
+        zeros({}, DType::Int32));
   });
   for (int n : {2, 3, 4}) EXPECT_EQ(count(i32(n)).item<int32_t>(), n * (n - 1) / 2 + n * n) << n;
 }
@@ -254,7 +260,8 @@ TEST(ForiLoopTraced, ClosureOverTheBound) {
 TEST(WhileVmap, BatchedPredicateRunsEachLaneToItsOwnEnd) {
   // JAX's testWhileLoopBatched: [0, 1, 2, 3] -> [4, 3, 4, 3].
   auto fun = [](const Array& x) {
-    return lax::while_loop([](const Array& v) { return v < 3; }, [](const Array& v) { return v + 2; }, x);
+    return lax::while_loop([](const Array& v) { return v < 3; },
+                           [](const Array& v) { return v + 2; }, x);
   };
   Array x({0, 1, 2, 3}, DType::Int32);
   EXPECT_EQ(vmap(fun)(x).to_vector<int32_t>(), (std::vector<int32_t>{4, 3, 4, 3}));
@@ -270,10 +277,12 @@ TEST(WhileVmap, FinishedLanesKeepTheirStateWhileOthersRun) {
   std::vector<int32_t> limits = {0, 3, 1, 7, 4};
   Array x0 = rnd({B, 2}, 3), w = rnd({2}, 4);
   auto run = [&](const Array& x, const Array& limit) {
-    S out = lax::while_loop(
-        [](const S& s) { return std::get<1>(s) < std::get<2>(s); },
-        [&](const S& s) { return S(sin(std::get<0>(s)) * 1.5 + w, std::get<1>(s) + 1, std::get<2>(s)); },
-        S(x, i32(0), limit));
+    S out = lax::while_loop([](const S& s) { return std::get<1>(s) < std::get<2>(s); },
+                            [&](const S& s) {
+                              return S(sin(std::get<0>(s)) * 1.5 + w, std::get<1>(s) + 1,
+                                       std::get<2>(s));
+                            },
+                            S(x, i32(0), limit));
     return std::pair<Array, Array>(std::get<0>(out), std::get<1>(out));
   };
   auto [xs, steps] = vmap(run)(x0, Array(limits, {B}));
@@ -298,19 +307,22 @@ TEST(WhileVmap, AxisIndexInThePredicate) {
   std::vector<int32_t> want = {0, 2, 2, 4};
   EXPECT_EQ(vmap(fun, 0, 0, "i")(x).to_vector<int32_t>(), want);
   EXPECT_EQ(vmap(jit(fun), 0, 0, "i")(x).to_vector<int32_t>(), want);
-  auto unbatched_init = vmap([&](const Array&, const Array& v) { return fun(v); }, {0, none}, 0, "i");
+  auto unbatched_init =
+      vmap([&](const Array&, const Array& v) { return fun(v); }, {0, none}, 0, "i");
   EXPECT_EQ(unbatched_init(zeros({4}, DType::Int32), i32(0)).to_vector<int32_t>(), want);
 }
 
 TEST(WhileVmap, BatchedConstantsOfTheConditionOrTheBody) {
   // JAX's testWhileLoopCondConstsBatched / testWhileLoopBodyConstsBatched.
   auto cond_const = [](const Array& x, const Array& y) {
-    return lax::while_loop([&](const Array& v) { return v < y; }, [](const Array& v) { return v + 2; }, x);
+    return lax::while_loop([&](const Array& v) { return v < y; },
+                           [](const Array& v) { return v + 2; }, x);
   };
   EXPECT_EQ(vmap(cond_const, {none, 0})(i32(0), Array({2, 3}, DType::Int32)).to_vector<int32_t>(),
             (std::vector<int32_t>{2, 4}));
   auto body_const = [](const Array& x, const Array& y) {
-    return lax::while_loop([](const Array& v) { return v < 3; }, [&](const Array& v) { return v + y; }, x);
+    return lax::while_loop([](const Array& v) { return v < 3; },
+                           [&](const Array& v) { return v + y; }, x);
   };
   EXPECT_EQ(vmap(body_const, {none, 0})(i32(0), Array({2, 3}, DType::Int32)).to_vector<int32_t>(),
             (std::vector<int32_t>{4, 3}));
@@ -319,9 +331,10 @@ TEST(WhileVmap, BatchedConstantsOfTheConditionOrTheBody) {
 TEST(WhileVmap, TupleStateWithOneComponentBatchedInTheCondition) {
   // JAX's testWhileLoopTupleBatched: x + y < 5, x += 1.
   auto fun = [](const Array& x, const Array& y) {
-    return lax::while_loop([](const PosCount& s) { return std::get<0>(s) + std::get<1>(s) < 5; },
-                           [](const PosCount& s) { return PosCount(std::get<0>(s) + 1, std::get<1>(s)); },
-                           PosCount(x, y));
+    return lax::while_loop(
+        [](const PosCount& s) { return std::get<0>(s) + std::get<1>(s) < 5; },
+        [](const PosCount& s) { return PosCount(std::get<0>(s) + 1, std::get<1>(s)); },
+        PosCount(x, y));
   };
   auto [x, y] = vmap(fun)(Array({0, 0}, DType::Int32), Array({1, 2}, DType::Int32));
   EXPECT_EQ(x.to_vector<int32_t>(), (std::vector<int32_t>{4, 3}));
@@ -331,7 +344,8 @@ TEST(WhileVmap, TupleStateWithOneComponentBatchedInTheCondition) {
 TEST(WhileVmap, TracedForiLoopUnderVmapOfVmap) {
   // JAX's test_vmaps_of_while_loop: x + max(n, 0) over every (x, n) pair.
   auto f = [](const Array& x, const Array& n) {
-    return lax::fori_loop(Array(0), n, [](const Array&, const Array& v) { return v + 1; }, x);
+    return lax::fori_loop(
+        Array(0), n, [](const Array&, const Array& v) { return v + 1; }, x);
   };
   Array x({0, 1, 2}, DType::Int32), n({0, 1, 2, 3}, DType::Int32);
   Array got = vmap(vmap(f, {none, 0}), {0, none})(x, n);
@@ -360,7 +374,8 @@ TEST(WhileGrad, ReverseModeThroughAWhileLoopPointsAtScan) {
   // JAX: "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with
   // dynamic start/stop values. Try using lax.scan, or using fori_loop with static start/stop."
   auto f = [](const Array& x) {
-    return lax::while_loop([](const Array& v) { return v < 5.0; }, [](const Array& v) { return v + 1.0; }, x);
+    return lax::while_loop([](const Array& v) { return v < 5.0; },
+                           [](const Array& v) { return v + 1.0; }, x);
   };
   std::string msg = error_of([&] { grad(f)(f64(1)); });
   expect_contains(msg, "while_loop");
@@ -373,7 +388,8 @@ TEST(WhileGrad, ReverseModeThroughAWhileLoopPointsAtScan) {
 
 TEST(WhileGrad, ReverseModeThroughATracedForiLoopPointsAtStaticBounds) {
   auto f = jit([](const Array& x, const Array& n) {
-    return lax::fori_loop(Array(0), n, [](const Array&, const Array& v) { return sin(v); }, x);
+    return lax::fori_loop(
+        Array(0), n, [](const Array&, const Array& v) { return sin(v); }, x);
   });
   std::string msg = error_of([&] { grad(f)(f64(0.5), i32(3)); });
   expect_contains(msg, "scan");
@@ -381,9 +397,15 @@ TEST(WhileGrad, ReverseModeThroughATracedForiLoopPointsAtStaticBounds) {
   expect_contains(msg, "static");
   // JAX's "fori_inside_scan" case: a traced-bound fori_loop in a scan body.
   auto in_scan = [](const Array& x) {
-    return lax::scan([](const Array& c, const Array& k) {
-      return std::pair<Array, lax::NoXs>(lax::fori_loop(Array(0), k, [&](const Array&, const Array& v) { return v * c; }, c), {});
-    }, x, Array({1, 2}, DType::Int32)).first;
+    return lax::scan(
+               [](const Array& c, const Array& k) {
+                 return std::pair<Array, lax::NoXs>(
+                     lax::fori_loop(
+                         Array(0), k, [&](const Array&, const Array& v) { return v * c; }, c),
+                     {});
+               },
+               x, Array({1, 2}, DType::Int32))
+        .first;
   };
   expect_contains(error_of([&] { grad(in_scan)(f64(0.9)); }), "scan");
 }
@@ -391,7 +413,8 @@ TEST(WhileGrad, ReverseModeThroughATracedForiLoopPointsAtStaticBounds) {
 TEST(WhileJvp, SquaringUntilAThresholdMatchesTheClosedFormAndFiniteDifferences) {
   // JAX's testWhileJVP: square x while x[0, 2] <= 8; from arange(9) that is twice: x^4.
   auto loop = [](const Array& x) {
-    return lax::while_loop([](const Array& v) { return v[0][2] <= 8.0; }, [](const Array& v) { return v * v; }, x);
+    return lax::while_loop([](const Array& v) { return v[0][2] <= 8.0; },
+                           [](const Array& v) { return v * v; }, x);
   };
   std::vector<double> v(9);
   for (int i = 0; i < 9; ++i) v[i] = i;
@@ -437,7 +460,8 @@ TEST(WhileJvp, GrowingNonzeroTangents) {
 TEST(WhileJvp, TracedForiLoopInsideJit) {
   // x <- sin(x) * 1.1 n times, n a jit argument.
   auto f = jit([](const Array& x, const Array& n) {
-    return lax::fori_loop(Array(0), n, [](const Array&, const Array& v) { return sin(v) * 1.1; }, x);
+    return lax::fori_loop(
+        Array(0), n, [](const Array&, const Array& v) { return sin(v) * 1.1; }, x);
   });
   Array x = rnd({3}, 11), t = rnd({3}, 12);
   for (int n : {0, 1, 4}) {
