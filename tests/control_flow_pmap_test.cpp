@@ -199,6 +199,7 @@ TEST_F(ControlFlowPmap, CommunicatingWhileLoopWithDisagreeingTripCountsIsAnError
   };
   std::string msg = error_of([&] { pmap(f, "i")(rnd({N}, 7)); });
   EXPECT_NE(msg, "<no spmd::Error thrown>");
+  test_util::expect_contains(msg, "mismatch");
   unsetenv("SPMD_COLLECTIVE_TIMEOUT");
 }
 
@@ -312,6 +313,27 @@ TEST_F(ControlFlowPmap, GradOfAPmappedScanWithAPsumPerStep) {
   // pmap of grad: device j's gradient of the summed per-device losses (JAX's psum transpose).
   Array g = pmap(grad([&](const Array& xs) { return per_device(xs); }), "i")(x);
   expect_allclose(g, fd_grad(loss, x), 1e-6, 1e-8, "pmap of grad");
+}
+
+TEST_F(ControlFlowPmap, PmapWithAPsumInsideAScanBodyAndItsGradient) {
+  // JAX's test_while_loop_of_pmap: x <- pmap(psum(sin(z)))(x) + x three times, then the
+  // gradient of the scan of pmaps against central differences.
+  auto body = [](const Array&, const Array& x) {
+    return pmap([](const Array& z) { return psum(sin(z), "i"); }, "i")(x) + x;
+  };
+  auto f = [&](const Array& x) { return lax::fori_loop(0, 3, body, x); };
+  Array x = rnd({N}, 15);
+  std::vector<double> h = x.to_vector<double>();
+  for (int k = 0; k < 3; ++k) {
+    double s = 0;
+    for (double e : h) s += std::sin(e);
+    for (double& e : h) e += s;
+  }
+  expect_allclose(f(x), h, 1e-13, 1e-13, "values");
+  expect_allclose(jit(f)(x), h, 1e-13, 1e-13, "jit");
+  Array w = rnd({N}, 16);
+  auto loss = [&](const Array& v) { return sum(f(v) * w); };
+  expect_allclose(grad(loss)(x), fd_grad(loss, x), 1e-6, 1e-8, "grad");
 }
 
 TEST_F(ControlFlowPmap, DataParallelTrainingStepsAsAScanInsidePmap) {

@@ -211,7 +211,7 @@ TEST(WhileErrors, BodyMustKeepTheStateTypes) {
         [](const S& s) { return S(std::get<0>(s), astype(std::get<1>(s), DType::Float64)); },
         S(Array(true), zeros({}, DType::Float32)));
   });
-  expect_contains(msg, "body_fun");
+  expect_contains(msg, "body function");
   expect_contains(msg, zeros({}, DType::Float32).aval().str());
   expect_contains(msg, zeros({}, DType::Float64).aval().str());
   std::string structure = error_of([] {
@@ -221,7 +221,7 @@ TEST(WhileErrors, BodyMustKeepTheStateTypes) {
                     },
                     std::vector<Array>{f64(0)});
   });
-  expect_contains(structure, "body_fun");
+  expect_contains(structure, "body function");
   expect_contains(structure, "structure");
 }
 
