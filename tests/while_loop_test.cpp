@@ -187,6 +187,25 @@ TEST(While, ConjunctionConditionSumsTheFirstNElements) {
   }
 }
 
+TEST(While, EmptyStateAndManyStateLeaves) {
+  // JAX's testWhileCondConstant and testWhileWithManyArgs.
+  lax::NoXs empty = lax::while_loop([](const lax::NoXs&) { return Array(false); },
+                                    [](const lax::NoXs&) { return lax::NoXs{}; }, lax::NoXs{});
+  (void)empty;
+  std::vector<Array> init;
+  for (int k = 0; k < 256; ++k) init.push_back(i32(k % 2 == 0 ? 0 : -k));
+  auto step = [](const std::vector<Array>& s) {
+    std::vector<Array> out;
+    for (const Array& a : s) out.push_back(a + 1);
+    return out;
+  };
+  std::vector<Array> out = jit([&](const std::vector<Array>& s) {
+    return lax::while_loop([](const std::vector<Array>& v) { return v[0] < 2; }, step, s);
+  })(init);
+  ASSERT_EQ(out.size(), 256u);
+  for (int k = 0; k < 256; ++k) EXPECT_EQ(out[k].item<int32_t>(), (k % 2 == 0 ? 0 : -k) + 2) << k;
+}
+
 // ---- errors ----------------------------------------------------------------------------------
 TEST(WhileErrors, ConditionMustReturnABooleanScalar) {
   std::string non_scalar = error_of([] {
