@@ -8,6 +8,7 @@
 
 #include "ir/trace.h"
 #include "primitives/batching.h"
+#include "primitives/collectives.h"
 #include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -18,9 +19,21 @@
 namespace spmd::prim {
 namespace {
 
-bool names_axis(const Primitive& p, const std::string& axis) {
-  auto names = p.axis_names();
-  return !axis.empty() && std::find(names.begin(), names.end(), axis) != names.end();
+// Whether a program exchanges data over `axis` (axis_index only reads the replica's position).
+bool communicates_over(const Program& p, const std::string& axis) {
+  if (axis.empty()) return false;
+  for (auto& eq : p.equations) {
+    if (dynamic_cast<const AxisIndex*>(eq.primitive.get())) continue;
+    auto subs = eq.primitive->subprograms();
+    if (!subs.empty()) {
+      for (auto& s : subs)
+        if (communicates_over(*s, axis)) return true;
+      continue;
+    }
+    auto names = eq.primitive->axis_names();
+    if (std::find(names.begin(), names.end(), axis) != names.end()) return true;
+  }
+  return false;
 }
 
 [[noreturn]] void collective_under_batched_predicate(const char* what, const std::string& axis) {
@@ -93,7 +106,8 @@ Batched While::batch(const BatchContext& ctx, const std::vector<Array>& in,
                                 cond_consts + static_cast<int>(c.captured.size()),
                                 body_consts + static_cast<int>(b.captured.size()));
   } else {
-    if (names_axis(*this, ctx.axis_name)) collective_under_batched_predicate("while_loop", ctx.axis_name);
+    if (communicates_over(body(), ctx.axis_name))
+      collective_under_batched_predicate("while_loop", ctx.axis_name);
     // Types of the rewritten bodies' inputs: the consts as batched, every carry batched.
     std::vector<AbstractValue> ct, bt, kt;
     for (auto& x : cc) ct.push_back(x.aval());
@@ -244,7 +258,8 @@ Batched Cond::batch(const BatchContext& ctx, const std::vector<Array>& in,
   const int64_t n = ctx.axis_size;
   const size_t nops = in.size() - 1;
   if (dims[0] != not_mapped) {
-    if (names_axis(*this, ctx.axis_name)) collective_under_batched_predicate("cond", ctx.axis_name);
+    for (auto& b : bodies_)
+      if (communicates_over(*b, ctx.axis_name)) collective_under_batched_predicate("cond", ctx.axis_name);
     // Every branch runs on the whole batch; each lane takes its own branch's outputs.
     Array index = clip(batch_at(in[0], dims[0], 0, n), Array(0),
                        Array(static_cast<int>(bodies_.size()) - 1));
