@@ -37,11 +37,9 @@ class ControlFlowPmap : public ::testing::Test {
   void SetUp() override { set_cpu_device_count(N); }
 };
 
-Array i32(int v) { return Array(std::vector<int32_t>{v}, Shape{}); }
-Array f64(double v) { return Array(std::vector<double>{v}, Shape{}); }
-Array rnd(const Shape& s, unsigned seed, double lo = -1, double hi = 1) {
-  return Array(test_util::uniform(static_cast<size_t>(shape_size(s)), lo, hi, seed), s);
-}
+using test_util::i32;
+using test_util::f64;
+using test_util::rnd;
 
 // A per-device body using every construct: a cumulative sum by scan, a static fori_loop, a
 // cond on the data, a while loop halving until below 1.

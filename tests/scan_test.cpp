@@ -39,11 +39,9 @@ using test_util::expect_contains;
 using test_util::fd_grad;
 using test_util::fd_jvp;
 
-Array rnd(const Shape& s, unsigned seed, double lo = -1, double hi = 1) {
-  return Array(test_util::uniform(static_cast<size_t>(shape_size(s)), lo, hi, seed), s);
-}
+using test_util::rnd;
 // A strongly typed float64 scalar.
-Array f64(double v) { return Array(std::vector<double>{v}, Shape{}); }
+using test_util::f64;
 
 // The body of JAX's testScanImpl: a carry of shape (4,) and slices of shape (3,) mixed with a
 // closed-over constant d; y is a scalar.

@@ -36,11 +36,9 @@ using test_util::expect_allclose;
 using test_util::expect_contains;
 using test_util::fd_jvp;
 
-Array i32(int v) { return Array(std::vector<int32_t>{v}, Shape{}); }
-Array f64(double v) { return Array(std::vector<double>{v}, Shape{}); }
-Array rnd(const Shape& s, unsigned seed, double lo = -1, double hi = 1) {
-  return Array(test_util::uniform(static_cast<size_t>(shape_size(s)), lo, hi, seed), s);
-}
+using test_util::i32;
+using test_util::f64;
+using test_util::rnd;
 
 using PosCount = std::tuple<Array, Array>;
 
