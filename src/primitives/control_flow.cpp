@@ -177,6 +177,13 @@ Closed close_over(Program p, std::vector<Array> captured, size_t leading) {
 
 std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t num_operands,
                                       std::vector<Array>& extra) {
+  std::vector<size_t> counts(branches.size(), num_operands);
+  return join_captured(std::move(branches), counts, extra);
+}
+
+std::vector<ProgramPtr> join_captured(std::vector<ir::Traced> branches,
+                                      const std::vector<size_t>& num_explicit,
+                                      std::vector<Array>& extra) {
   std::vector<std::vector<AbstractValue>> captured_types;
   for (auto& b : branches) {
     std::vector<AbstractValue> t;
@@ -186,6 +193,7 @@ std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t n
   std::vector<ProgramPtr> out;
   for (size_t k = 0; k < branches.size(); ++k) {
     Program p = std::move(branches[k].program);
+    const size_t num_operands = num_explicit[k];
     std::vector<int> inputs(p.inputs.begin(), p.inputs.begin() + static_cast<long>(num_operands));
     for (size_t m = 0; m < branches.size(); ++m) {
       if (m == k) {

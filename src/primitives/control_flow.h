@@ -135,6 +135,10 @@ Closed close_over(Program p, std::vector<Array> captured, size_t leading);
 // for the caller to pass); a branch ignores the others' captured values.
 std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t num_operands,
                                       std::vector<Array>& extra);
+// The same for programs whose explicit inputs differ (num_explicit[k] for program k).
+std::vector<ProgramPtr> join_captured(std::vector<ir::Traced> programs,
+                                      const std::vector<size_t>& num_explicit,
+                                      std::vector<Array>& extra);
 
 // Loop-invariant code motion: the equations of a loop body that depend only on its first
 // `num_consts` inputs (and literals) and are pure move out of the loop. `hoisted` computes, from
