@@ -1,5 +1,6 @@
 #pragma once
 // Devices: N emulated CPU devices in this process (and, with MPI, other processes' devices).
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -37,5 +38,16 @@ int device_count();
 int local_device_count();
 int process_index();
 int process_count();
+
+// Memory held by arrays and by compiled programs' buffers, as jax's Device.memory_stats(). The
+// emulated CPU devices share the host's memory (one allocator), so every device of a process
+// reports the process's totals. The peak is the most held at once since the last reset.
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;
+  int64_t num_allocs = 0;  // buffers handed out so far
+};
+MemoryStats memory_stats(const Device& device);
+void reset_peak_memory_stats();
 
 }  // namespace spmd

@@ -34,10 +34,20 @@ Cache& cache() {
   return *c;
 }
 
+
+std::atomic<size_t> g_allocations{0}, g_in_use{0}, g_peak{0};
+
+void note_allocated(size_t bytes) {
+  size_t now = g_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
 }  // namespace
 
 Buffer::~Buffer() {
   if (!data) return;
+  g_in_use.fetch_sub(capacity, std::memory_order_relaxed);
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   if (c.total + capacity <= kMaxCached) {
@@ -48,11 +58,10 @@ Buffer::~Buffer() {
   }
 }
 
-namespace {
-std::atomic<size_t> g_allocations{0};
-}  // namespace
-
 size_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+size_t bytes_in_use() { return g_in_use.load(std::memory_order_relaxed); }
+size_t peak_bytes_in_use() { return g_peak.load(std::memory_order_relaxed); }
+void reset_peak_bytes() { g_peak.store(g_in_use.load(std::memory_order_relaxed)); }
 
 std::shared_ptr<Buffer> allocate(size_t bytes) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
@@ -68,11 +77,13 @@ std::shared_ptr<Buffer> allocate(size_t bytes) {
       buf->data = it->second.back();
       it->second.pop_back();
       c.total -= cap;
+      note_allocated(cap);
       return buf;
     }
   }
   buf->data = std::aligned_alloc(kAlign, (cap + kAlign - 1) / kAlign * kAlign);
   if (!buf->data) throw std::bad_alloc();
+  note_allocated(cap);
   return buf;
 }
 

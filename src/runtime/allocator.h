@@ -25,5 +25,10 @@ size_t cached_bytes();
 // How many buffers allocate() has handed out in this process (cached or fresh): tests check
 // that a loop's iterations allocate nothing.
 size_t allocation_count();
+// Bytes held by live buffers (their size classes), and the most held at once since the last
+// reset_peak_bytes().
+size_t bytes_in_use();
+size_t peak_bytes_in_use();
+void reset_peak_bytes();
 
 }  // namespace spmd::runtime

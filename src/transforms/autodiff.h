@@ -14,8 +14,10 @@ namespace spmd::transforms {
 class Linearization {
  public:
   // Evaluates p on args (inputs then captured values); wrt[i] says whether input i is
-  // differentiated.
-  Linearization(Program p, std::vector<Array> args, std::vector<bool> wrt);
+  // differentiated. Equation e whose known[e] is not empty takes those outputs instead of
+  // computing them (a checkpoint's recomputation reuses what its forward pass saved).
+  Linearization(Program p, std::vector<Array> args, std::vector<bool> wrt,
+                const std::vector<std::vector<Array>>& known = {});
   const std::vector<Array>& outputs() const { return outputs_; }
   // One cotangent per explicit input: zeros where no path leads, an empty Array for inputs not
   // differentiated; given one cotangent per output (an empty Array is a zero cotangent).

@@ -9,6 +9,7 @@
 #include "compile/executable.h"
 #include "primitives/control_flow.h"
 #include "primitives/custom_call.h"
+#include "primitives/remat.h"
 #include "runtime/allocator.h"
 
 namespace spmd::cpu {
@@ -112,7 +113,7 @@ void cond_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   frame.run(args, results, ctx);
 }
 
-// custom_vjp_call, custom_jvp_call: run as they are, they run their function.
+// custom_vjp_call, custom_jvp_call, checkpoint, call: run as they are, they run their function.
 void call_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                  ExecContext& ctx) {
   const auto& c = static_cast<const prim::ControlFlow&>(p);
@@ -128,6 +129,8 @@ void call_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
 void register_control_flow_kernels() {
   backend::register_kernel(typeid(prim::CustomVjpCall), call_kernel);
   backend::register_kernel(typeid(prim::CustomJvpCall), call_kernel);
+  backend::register_kernel(typeid(prim::Checkpoint), call_kernel);
+  backend::register_kernel(typeid(prim::Call), call_kernel);
   backend::register_kernel(typeid(prim::Scan), scan_kernel);
   backend::register_kernel(typeid(prim::While), while_kernel);
   backend::register_kernel(typeid(prim::Cond), cond_kernel);

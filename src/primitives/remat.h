@@ -1,0 +1,56 @@
+#pragma once
+// checkpoint: a call of a function whose reverse mode saves only what a policy allows of its
+// intermediate values and recomputes the rest in the backward pass. The recomputation is an
+// opaque `call` equation, so simplification cannot merge it back into the forward pass (JAX's
+// prevent_cse).
+#include "primitives/control_flow.h"
+#include "spmd/checkpoint.h"
+
+namespace spmd::prim {
+
+class Checkpoint final : public PrimitiveOf<Checkpoint, ControlFlow> {
+ public:
+  Checkpoint(ProgramPtr body, CheckpointPolicy policy);
+  auto key() const { return std::tie(bodies_, policy.name); }
+  CheckpointPolicy policy;
+  const Program& body() const { return *bodies_[0]; }
+
+  std::string name() const override { return "checkpoint"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool saves_residuals() const override { return true; }
+  Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const override;
+  std::vector<Array> backward(const std::vector<Array>& primals,
+                              const std::vector<Array>& residuals, const std::vector<bool>& wrt,
+                              const std::vector<Array>& cotangents) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
+  std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
+
+ private:
+  // Which equations of the body save their outputs.
+  std::vector<bool> saved_equations() const;
+};
+
+// call: runs its body; an equation simplification does not look into (the recomputation of a
+// checkpoint's backward pass).
+class Call final : public PrimitiveOf<Call, ControlFlow> {
+ public:
+  explicit Call(ProgramPtr body);
+  auto key() const { return std::tie(bodies_); }
+  const Program& body() const { return *bodies_[0]; }
+  std::string name() const override { return "call"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
+};
+
+}  // namespace spmd::prim
