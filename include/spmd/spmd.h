@@ -10,6 +10,7 @@
 #include "spmd/dtype.h"
 #include "spmd/error.h"
 #include "spmd/io.h"
+#include "spmd/jacobians.h"
 #include "spmd/lax.h"
 #include "spmd/nn.h"
 #include "spmd/ops.h"

@@ -360,15 +360,17 @@ inline std::vector<size_t> leaf_offsets(const TreeDef& in_tree) {
   return off;
 }
 
-inline std::vector<bool> leaf_mask(const TreeDef& in_tree, std::initializer_list<int> args) {
+// The leaves of the arguments `args` names; `what` ("grad", "jacfwd") opens the errors.
+inline std::vector<bool> leaf_mask(const TreeDef& in_tree, std::initializer_list<int> args,
+                                   const char* what = "grad") {
   auto off = leaf_offsets(in_tree);
   std::vector<bool> mask(off.back(), false);
   for (int a : args) {
     if (a < 0 || a >= static_cast<int>(in_tree.children.size()))
-      fail("grad: argnums ", a, " is out of range for a function of ", in_tree.children.size(),
+      fail(what, ": argnums ", a, " is out of range for a function of ", in_tree.children.size(),
            " arguments");
     if (in_tree.children[a].kind == TreeDef::Kind::Static)
-      fail("grad: argnums ", a,
+      fail(what, ": argnums ", a,
            " names a non-array (static) argument; expected arrays to differentiate");
     for (size_t k = off[a]; k < off[a + 1]; ++k) mask[k] = true;
   }
@@ -397,7 +399,7 @@ class GradFn {
              call.leaves[k].aval().str(), "; cast it with astype or leave it out of argnums");
     TreeDef out_tree;
     std::vector<Array> outs;
-    auto lin = linearize(fn, call, mask, out_tree, outs);
+    auto lin = detail::linearize(fn, call, mask, out_tree, outs);
     if (outs.empty()) fail("grad: the function returned no arrays; expected a scalar loss");
     check_scalar_loss(outs[0], Aux ? "grad(has_aux)" : "grad");
     std::vector<Array> cts(outs.size());
@@ -541,7 +543,8 @@ auto vjp_impl(const F& f, const Args&... primals) {
   FlatFn fn = make_flat_fn(f, call.in_tree, primals...);
   TreeDef out_tree;
   std::vector<Array> outs;
-  auto lin = linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
+  auto lin =
+      detail::linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
   if constexpr (Aux) {
     AuxSplit<R> split(out_tree);
     return std::make_tuple(split.out(outs),
