@@ -13,6 +13,8 @@
 
 namespace spmd {
 
+struct Program;
+
 // A batch dimension, or not_mapped for a value that is the same for every batch element.
 inline constexpr int not_mapped = -1;
 
@@ -63,6 +65,27 @@ class Primitive {
   }
   // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.
   virtual bool is_view() const { return false; }
+
+  // Reverse mode that saves residuals (control flow, whose backward pass needs values its body
+  // computed): when saves_residuals(), grad's forward pass calls forward() instead of binding
+  // and keeps the residuals; its backward pass hands them to backward() instead of calling vjp.
+  // wrt[i] says whether input i needs a cotangent.
+  struct Forward {
+    std::vector<Array> outputs, residuals;
+  };
+  virtual bool saves_residuals() const { return false; }
+  virtual Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const;
+  virtual std::vector<Array> backward(const std::vector<Array>& primals,
+                                      const std::vector<Array>& residuals,
+                                      const std::vector<bool>& wrt,
+                                      const std::vector<Array>& cotangents) const;
+
+  // The Programs this primitive runs (control-flow bodies, a pmap's per-replica program), and
+  // the same primitive over rewritten ones of the same types: rewrites of a Program (pmap's
+  // renaming of axes) recurse through these.
+  virtual std::vector<std::shared_ptr<const Program>> subprograms() const { return {}; }
+  virtual std::shared_ptr<const Primitive> with_subprograms(
+      std::vector<std::shared_ptr<const Program>> programs) const;
 
   bool same_as(const Primitive& other) const;
   size_t hash() const;

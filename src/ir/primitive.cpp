@@ -19,6 +19,20 @@ std::vector<Array> Primitive::vjp(const std::vector<Array>&, const std::vector<A
   fail("grad: primitive '", name(), "' has no differentiation rule");
 }
 
+Primitive::Forward Primitive::forward(const std::vector<Array>&, const std::vector<bool>&) const {
+  fail("grad: primitive '", name(), "' saves no residuals");
+}
+
+std::vector<Array> Primitive::backward(const std::vector<Array>&, const std::vector<Array>&,
+                                       const std::vector<bool>&, const std::vector<Array>&) const {
+  fail("grad: primitive '", name(), "' saves no residuals");
+}
+
+std::shared_ptr<const Primitive> Primitive::with_subprograms(
+    std::vector<std::shared_ptr<const Program>>) const {
+  fail("primitive '", name(), "' runs no programs");
+}
+
 bool Primitive::same_as(const Primitive& other) const {
   return typeid(*this) == typeid(other) && name() == other.name() && params() == other.params();
 }

@@ -102,11 +102,20 @@ std::string Program::str() const {
       out << (i ? " " : "") << name(eq.outputs[i]) << ":" << var_types[eq.outputs[i]].str();
     out << " = " << eq.primitive->name();
     Params ps = eq.primitive->params();
-    if (!ps.empty()) {
+    bool nested = false;  // a param holding a program: one param per line, bodies indented
+    for (auto& [k, v] : ps) nested = nested || v.find('\n') != std::string::npos;
+    if (!ps.empty() && !nested) {
       out << "[";
       for (size_t i = 0; i < ps.size(); ++i)
         out << (i ? " " : "") << ps[i].first << "=" << ps[i].second;
       out << "]";
+    } else if (!ps.empty()) {
+      out << "[";
+      for (auto& [k, v] : ps) {
+        out << "\n      " << k << "=";
+        for (char c : v) out << c << (c == '\n' ? "      " : "");
+      }
+      out << "\n    ]";
     }
     for (auto& a : eq.inputs) out << " " << atom(a);
   }
