@@ -40,10 +40,11 @@ struct Chain {
   Array logp;      // log density at x
   Array key;       // threefry key, split at every step
   Array accepted;  // proposals accepted since the last reset (float32)
-  Array sum_x;     // (2,) and (2, 2): running sums of x and x xᵀ since the last reset
-  Array sum_xx;
+  Array origin;    // x at the last reset: the sums are of d = x - origin, so that float32
+  Array sum_d;     // sums of small numbers keep a tiny spread (a stuck chain's) visible
+  Array sum_dd;    // (2,) and (2, 2): running sums of d and d dᵀ since the last reset
 };
-SPMD_PYTREE(Chain, x, logp, key, accepted, sum_x, sum_xx)
+SPMD_PYTREE(Chain, x, logp, key, accepted, origin, sum_d, sum_dd)
 
 // Estimates over all chains (every device computes the same; the pmap returns one per device).
 struct Summary {
@@ -67,8 +68,10 @@ inline Chain mh_step(const Gaussian2& target, const Chain& c, const Array& scale
   n.logp = spmd::where(accept, logp, c.logp);
   n.key = keys[0];
   n.accepted = c.accepted + accept.astype(spmd::float32);
-  n.sum_x = c.sum_x + n.x;
-  n.sum_xx = c.sum_xx + spmd::expand_dims(n.x, 1) * spmd::expand_dims(n.x, 0);
+  n.origin = c.origin;
+  Array d = n.x - c.origin;
+  n.sum_d = c.sum_d + d;
+  n.sum_dd = c.sum_dd + spmd::expand_dims(d, 1) * spmd::expand_dims(d, 0);
   return n;
 }
 
@@ -84,8 +87,9 @@ inline Chain run_chains(const Gaussian2& target, const Chain& chains, const Arra
 
 inline Chain reset_counts(Chain c) {
   c.accepted = spmd::zeros_like(c.accepted);
-  c.sum_x = spmd::zeros_like(c.sum_x);
-  c.sum_xx = spmd::zeros_like(c.sum_xx);
+  c.origin = c.x;
+  c.sum_d = spmd::zeros_like(c.sum_d);
+  c.sum_dd = spmd::zeros_like(c.sum_dd);
   return c;
 }
 
@@ -128,15 +132,18 @@ inline Tuned tune_on_device(const Config& cfg, const Chain& chains, const std::s
 inline Summary summarize_on_device(const Chain& c, int64_t steps, const std::string& axis) {
   using spmd::expand_dims;
   const double n = static_cast<double>(steps);
-  Array m = c.sum_x / n;     // (C, 2)
-  Array exx = c.sum_xx / n;  // (C, 2, 2)
-  Array chain_cov = (exx - expand_dims(m, 2) * expand_dims(m, 1)) * (n / (n - 1));
-  Array all_m = spmd::all_gather(m, axis).reshape({-1, 2});  // every chain's
+  Array md = c.sum_d / n;  // (C, 2): each chain's mean, less its origin
+  Array m = c.origin + md;
+  Array chain_cov = (c.sum_dd / n - expand_dims(md, 2) * expand_dims(md, 1)) * (n / (n - 1));
+  Array all_m = spmd::all_gather(m, axis).reshape({-1, 2});  // every chain's, (K, 2)
   Array all_cov = spmd::all_gather(chain_cov, axis).reshape({-1, 2, 2});
   const double k = static_cast<double>(all_m.shape()[0]);
   Summary s;
   s.mean = spmd::pmean(spmd::mean(m, 0), axis);
-  s.cov = spmd::pmean(spmd::mean(exx, 0), axis) - expand_dims(s.mean, 1) * expand_dims(s.mean, 0);
+  // Over all samples: the chains' own covariances plus the spread of their means.
+  Array spread = all_m - s.mean;
+  s.cov = spmd::pmean(spmd::mean(chain_cov, 0), axis) * ((n - 1) / n) +
+          spmd::mean(expand_dims(spread, 2) * expand_dims(spread, 1), 0);
   Array between = spmd::var(all_m, 0) * (k / (k - 1));  // variance of the chains' means
   s.mean_se = spmd::sqrt(between / k);
   s.cov_se = spmd::sqrt(spmd::var(all_cov, 0) * (k / (k - 1)) / k);
@@ -182,8 +189,9 @@ class Sampler {
     const Gaussian2& target = cfg_.target;
     all.logp = spmd::vmap([&](const Array& x) { return target.log_density(x); })(all.x);
     all.accepted = spmd::zeros({total});
-    all.sum_x = spmd::zeros({total, 2});
-    all.sum_xx = spmd::zeros({total, 2, 2});
+    all.origin = all.x;
+    all.sum_d = spmd::zeros({total, 2});
+    all.sum_dd = spmd::zeros({total, 2, 2});
     chains_ = spmd::tree_map(
         [&](const Array& a) {
           spmd::Shape s = a.shape();
