@@ -3,6 +3,7 @@
 // and single-program multiple-data execution across devices. One header for everything.
 #include "spmd/array.h"
 #include "spmd/control_flow.h"
+#include "spmd/custom_derivatives.h"
 #include "spmd/device.h"
 #include "spmd/distributed.h"
 #include "spmd/dtype.h"

@@ -8,18 +8,32 @@
 
 #include "ir/trace.h"
 #include "primitives/batching.h"
+#include "primitives/collectives.h"
 #include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "transforms/autodiff.h"
 #include "transforms/batch.h"
+#include "transforms/forward.h"
 
 namespace spmd::prim {
 namespace {
 
-bool names_axis(const Primitive& p, const std::string& axis) {
-  auto names = p.axis_names();
-  return !axis.empty() && std::find(names.begin(), names.end(), axis) != names.end();
+// Whether a program exchanges data over `axis` (axis_index only reads the replica's position).
+bool communicates_over(const Program& p, const std::string& axis) {
+  if (axis.empty()) return false;
+  for (auto& eq : p.equations) {
+    if (dynamic_cast<const AxisIndex*>(eq.primitive.get())) continue;
+    auto subs = eq.primitive->subprograms();
+    if (!subs.empty()) {
+      for (auto& s : subs)
+        if (communicates_over(*s, axis)) return true;
+      continue;
+    }
+    auto names = eq.primitive->axis_names();
+    if (std::find(names.begin(), names.end(), axis) != names.end()) return true;
+  }
+  return false;
 }
 
 [[noreturn]] void collective_under_batched_predicate(const char* what, const std::string& axis) {
@@ -92,7 +106,8 @@ Batched While::batch(const BatchContext& ctx, const std::vector<Array>& in,
                                 cond_consts + static_cast<int>(c.captured.size()),
                                 body_consts + static_cast<int>(b.captured.size()));
   } else {
-    if (names_axis(*this, ctx.axis_name)) collective_under_batched_predicate("while_loop", ctx.axis_name);
+    if (communicates_over(body(), ctx.axis_name))
+      collective_under_batched_predicate("while_loop", ctx.axis_name);
     // Types of the rewritten bodies' inputs: the consts as batched, every carry batched.
     std::vector<AbstractValue> ct, bt, kt;
     for (auto& x : cc) ct.push_back(x.aval());
@@ -160,6 +175,82 @@ std::vector<Array> While::vjp(const std::vector<Array>&, const std::vector<Array
        "dynamic start/stop values. Try using lax.scan, or using fori_loop with static start/stop.");
 }
 
+Primitive::Jvp While::jvp(const std::vector<Array>& primals,
+                          const std::vector<Array>& tangents) const {
+  // A while over (carry, carry tangents): the body carries tangents forward with the carry.
+  const size_t ncc = static_cast<size_t>(cond_consts), nbc = static_cast<size_t>(body_consts);
+  const size_t nk = primals.size() - ncc - nbc;
+  auto has = [&](size_t i) { return tangents[i].valid() && is_floating(primals[i].dtype()); };
+  std::vector<bool> flags;  // body inputs with a tangent: body consts, carry
+  for (size_t i = ncc; i < primals.size(); ++i) flags.push_back(has(i));
+  for (;;) {
+    std::vector<bool> d = float_dependence(body(), flags);
+    bool changed = false;
+    for (size_t j = 0; j < nk; ++j)
+      if (d[j] && !flags[nbc + j]) flags[nbc + j] = changed = true;
+    if (!changed) break;
+  }
+  std::vector<size_t> bt, kt;  // body consts / carry with tangents
+  for (size_t i = 0; i < nbc; ++i)
+    if (flags[i]) bt.push_back(i);
+  for (size_t j = 0; j < nk; ++j)
+    if (flags[nbc + j]) kt.push_back(j);
+  std::vector<AbstractValue> cc_types, bc_types, carry_types;
+  for (size_t i = 0; i < ncc; ++i) cc_types.push_back(primals[i].aval());
+  for (size_t i = 0; i < nbc; ++i) bc_types.push_back(primals[ncc + i].aval());
+  for (size_t i : bt) bc_types.push_back(primals[ncc + i].aval());
+  for (size_t j = 0; j < nk; ++j) carry_types.push_back(body().var_types[body().inputs[nbc + j]]);
+  for (size_t j : kt) carry_types.push_back(carry_types[j]);
+  auto split = [](const std::vector<Array>& xs, size_t at) {
+    return std::make_pair(std::vector<Array>(xs.begin(), xs.begin() + static_cast<long>(at)),
+                          std::vector<Array>(xs.begin() + static_cast<long>(at), xs.end()));
+  };
+  std::vector<AbstractValue> cond_in = cc_types;
+  cond_in.insert(cond_in.end(), carry_types.begin(), carry_types.end());
+  ir::Traced c = ir::trace(cond_in, [&](const std::vector<Array>& xs) {
+    std::vector<Array> args(xs.begin(), xs.begin() + static_cast<long>(ncc + nk));
+    return ir::eval_program(cond(), args);
+  });
+  std::vector<AbstractValue> body_in = bc_types;
+  body_in.insert(body_in.end(), carry_types.begin(), carry_types.end());
+  ir::Traced b = ir::trace(body_in, [&](const std::vector<Array>& xs) {
+    auto [consts, rest] = split(xs, nbc + bt.size());
+    auto [carry, carry_t] = split(rest, nk);
+    std::vector<Array> args(consts.begin(), consts.begin() + static_cast<long>(nbc));
+    std::vector<Array> ts(nbc + nk);
+    for (size_t k = 0; k < bt.size(); ++k) ts[bt[k]] = consts[nbc + k];
+    args.insert(args.end(), carry.begin(), carry.end());
+    for (size_t k = 0; k < kt.size(); ++k) ts[nbc + kt[k]] = carry_t[k];
+    transforms::JvpValues r = transforms::jvp_eval(body(), args, ts);
+    std::vector<Array> outs = r.outputs;
+    for (size_t j : kt) outs.push_back(r.tangents[j].valid() ? r.tangents[j] : zeros_like(r.outputs[j]));
+    return outs;
+  });
+  Closed cc = close_over(std::move(c.program), std::move(c.captured), 0);
+  Closed bc = close_over(std::move(b.program), std::move(b.captured), 0);
+  std::vector<Array> operands = cc.captured;
+  operands.insert(operands.end(), primals.begin(), primals.begin() + static_cast<long>(ncc));
+  operands.insert(operands.end(), bc.captured.begin(), bc.captured.end());
+  operands.insert(operands.end(), primals.begin() + static_cast<long>(ncc),
+                  primals.begin() + static_cast<long>(ncc + nbc));
+  for (size_t i : bt) operands.push_back(tangents[ncc + i]);
+  operands.insert(operands.end(), primals.begin() + static_cast<long>(ncc + nbc), primals.end());
+  for (size_t j : kt) {
+    const Array& t = tangents[ncc + nbc + j];
+    operands.push_back(t.valid() ? astype(t, primals[ncc + nbc + j].dtype())
+                                 : zeros_like(primals[ncc + nbc + j]));
+  }
+  auto p = std::make_shared<While>(
+      cc.program, bc.program, cond_consts + static_cast<int>(cc.captured.size()),
+      body_consts + static_cast<int>(bt.size() + bc.captured.size()));
+  std::vector<Array> r = bind(p, operands);
+  Jvp out;
+  out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nk));
+  out.tangents.resize(nk);
+  for (size_t k = 0; k < kt.size(); ++k) out.tangents[kt[k]] = r[nk + k];
+  return out;
+}
+
 // ---- cond ---------------------------------------------------------------------------------------
 
 Batched Cond::batch(const BatchContext& ctx, const std::vector<Array>& in,
@@ -167,7 +258,8 @@ Batched Cond::batch(const BatchContext& ctx, const std::vector<Array>& in,
   const int64_t n = ctx.axis_size;
   const size_t nops = in.size() - 1;
   if (dims[0] != not_mapped) {
-    if (names_axis(*this, ctx.axis_name)) collective_under_batched_predicate("cond", ctx.axis_name);
+    for (auto& b : bodies_)
+      if (communicates_over(*b, ctx.axis_name)) collective_under_batched_predicate("cond", ctx.axis_name);
     // Every branch runs on the whole batch; each lane takes its own branch's outputs.
     Array index = clip(batch_at(in[0], dims[0], 0, n), Array(0),
                        Array(static_cast<int>(bodies_.size()) - 1));

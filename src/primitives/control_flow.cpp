@@ -54,7 +54,7 @@ const compile::Executable& ControlFlow::compiled(size_t k) const {
 
 Scan::Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool reverse,
            int unroll)
-    : ControlFlow({std::move(body)}),
+    : PrimitiveOf(std::vector<ProgramPtr>{std::move(body)}),
       num_consts(num_consts),
       num_carry(num_carry),
       length(length),
@@ -105,7 +105,7 @@ std::shared_ptr<const Primitive> Scan::with_subprograms(std::vector<ProgramPtr> 
 // ---- while ------------------------------------------------------------------------------------
 
 While::While(ProgramPtr cond, ProgramPtr body, int cond_consts, int body_consts)
-    : ControlFlow({std::move(cond), std::move(body)}),
+    : PrimitiveOf(std::vector<ProgramPtr>{std::move(cond), std::move(body)}),
       cond_consts(cond_consts),
       body_consts(body_consts) {}
 
@@ -135,7 +135,7 @@ std::shared_ptr<const Primitive> While::with_subprograms(std::vector<ProgramPtr>
 
 // ---- cond -------------------------------------------------------------------------------------
 
-Cond::Cond(std::vector<ProgramPtr> branches) : ControlFlow(std::move(branches)) {}
+Cond::Cond(std::vector<ProgramPtr> branches) : PrimitiveOf(std::move(branches)) {}
 
 Params Cond::params() const {
   std::string s = "(";
@@ -177,6 +177,13 @@ Closed close_over(Program p, std::vector<Array> captured, size_t leading) {
 
 std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t num_operands,
                                       std::vector<Array>& extra) {
+  std::vector<size_t> counts(branches.size(), num_operands);
+  return join_captured(std::move(branches), counts, extra);
+}
+
+std::vector<ProgramPtr> join_captured(std::vector<ir::Traced> branches,
+                                      const std::vector<size_t>& num_explicit,
+                                      std::vector<Array>& extra) {
   std::vector<std::vector<AbstractValue>> captured_types;
   for (auto& b : branches) {
     std::vector<AbstractValue> t;
@@ -186,6 +193,7 @@ std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t n
   std::vector<ProgramPtr> out;
   for (size_t k = 0; k < branches.size(); ++k) {
     Program p = std::move(branches[k].program);
+    const size_t num_operands = num_explicit[k];
     std::vector<int> inputs(p.inputs.begin(), p.inputs.begin() + static_cast<long>(num_operands));
     for (size_t m = 0; m < branches.size(); ++m) {
       if (m == k) {
@@ -203,6 +211,62 @@ std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t n
     out.push_back(std::make_shared<const Program>(std::move(p)));
   }
   for (auto& b : branches) extra.insert(extra.end(), b.captured.begin(), b.captured.end());
+  return out;
+}
+
+std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts) {
+  std::vector<bool> invariant(body.var_types.size(), false), defined_here(body.var_types.size());
+  for (int i = 0; i < num_consts; ++i) invariant[static_cast<size_t>(body.inputs[i])] = true;
+  std::vector<bool> moves(body.equations.size(), false);
+  bool any = false;
+  for (size_t e = 0; e < body.equations.size(); ++e) {
+    const Equation& eq = body.equations[e];
+    bool inv = eq.primitive->is_pure() && eq.primitive->axis_names().empty();
+    for (auto& a : eq.inputs) inv = inv && (a.is_literal() || invariant[a.var]);
+    if (!inv) continue;
+    moves[e] = any = true;
+    for (int v : eq.outputs) invariant[v] = defined_here[v] = true;
+  }
+  if (!any) return std::nullopt;
+  // The hoisted values the rest of the body (or its outputs) reads.
+  std::vector<bool> needed(body.var_types.size(), false);
+  for (size_t e = 0; e < body.equations.size(); ++e)
+    if (!moves[e])
+      for (auto& a : body.equations[e].inputs)
+        if (!a.is_literal() && defined_here[a.var]) needed[a.var] = true;
+  for (auto& a : body.outputs)
+    if (!a.is_literal() && defined_here[a.var]) needed[a.var] = true;
+  Program pre, rest;
+  pre.var_types = rest.var_types = body.var_types;
+  pre.inputs.assign(body.inputs.begin(), body.inputs.begin() + num_consts);
+  rest.inputs = pre.inputs;
+  Hoisted h;
+  for (size_t v = 0; v < needed.size(); ++v)
+    if (needed[v]) {
+      pre.outputs.push_back(Atom::of(static_cast<int>(v)));
+      rest.inputs.push_back(static_cast<int>(v));
+      ++h.num_new;
+    }
+  rest.inputs.insert(rest.inputs.end(), body.inputs.begin() + num_consts, body.inputs.end());
+  for (size_t e = 0; e < body.equations.size(); ++e)
+    (moves[e] ? pre : rest).equations.push_back(body.equations[e]);
+  rest.outputs = body.outputs;
+  h.hoisted = std::make_shared<const Program>(std::move(pre));
+  h.body = std::make_shared<const Program>(std::move(rest));
+  return h;
+}
+
+std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& in) {
+  std::vector<bool> d(p.var_types.size(), false);
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    d[p.inputs[i]] = in[i] && is_floating(p.var_types[p.inputs[i]].dtype);
+  for (auto& eq : p.equations) {
+    bool any = false;
+    for (auto& a : eq.inputs) any = any || (!a.is_literal() && d[a.var]);
+    for (int v : eq.outputs) d[v] = any && is_floating(p.var_types[v].dtype);
+  }
+  std::vector<bool> out;
+  for (auto& a : p.outputs) out.push_back(!a.is_literal() && d[a.var]);
   return out;
 }
 

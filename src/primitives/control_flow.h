@@ -7,7 +7,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ir/trace.h"
@@ -45,8 +47,9 @@ class ControlFlow : public Primitive {
 
 // scan: operands consts, init carry, xs (stacked on axis 0); the body maps
 // (consts, carry, x slice) -> (carry, y); results: final carry, ys stacked on axis 0.
-class Scan : public ControlFlow {
+class Scan final : public PrimitiveOf<Scan, ControlFlow> {
  public:
+  auto key() const { return std::tie(bodies_, num_consts, num_carry, length, reverse, unroll); }
   Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool reverse, int unroll);
   const Program& body() const { return *bodies_[0]; }
   int num_consts, num_carry;
@@ -81,8 +84,9 @@ class Scan : public ControlFlow {
 
 // while: operands cond consts, body consts, init carry; cond (cond consts, carry) -> bool[];
 // body (body consts, carry) -> carry; result: the carry once cond is false.
-class While : public ControlFlow {
+class While final : public PrimitiveOf<While, ControlFlow> {
  public:
+  auto key() const { return std::tie(bodies_, cond_consts, body_consts); }
   While(ProgramPtr cond, ProgramPtr body, int cond_consts, int body_consts);
   const Program& cond() const { return *bodies_[0]; }
   const Program& body() const { return *bodies_[1]; }
@@ -95,13 +99,16 @@ class While : public ControlFlow {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 
 // cond (switch): operands an int32 index and the branches' operands; runs
 // branches[clamp(index, 0, n - 1)] on the operands.
-class Cond : public ControlFlow {
+class Cond final : public PrimitiveOf<Cond, ControlFlow> {
  public:
+  auto key() const { return std::tie(bodies_); }
   explicit Cond(std::vector<ProgramPtr> branches);
   const std::vector<ProgramPtr>& branches() const { return bodies_; }
 
@@ -128,6 +135,23 @@ Closed close_over(Program p, std::vector<Array> captured, size_t leading);
 // for the caller to pass); a branch ignores the others' captured values.
 std::vector<ProgramPtr> join_branches(std::vector<ir::Traced> branches, size_t num_operands,
                                       std::vector<Array>& extra);
+// The same for programs whose explicit inputs differ (num_explicit[k] for program k).
+std::vector<ProgramPtr> join_captured(std::vector<ir::Traced> programs,
+                                      const std::vector<size_t>& num_explicit,
+                                      std::vector<Array>& extra);
+
+// Loop-invariant code motion: the equations of a loop body that depend only on its first
+// `num_consts` inputs (and literals) and are pure move out of the loop. `hoisted` computes, from
+// the constants, the values the remaining body reads; `body` takes them as extra constants right
+// after the old ones. Null when nothing moves.
+struct Hoisted {
+  ProgramPtr hoisted, body;
+  int num_new = 0;
+};
+std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts);
+
+// Which outputs of p depend on the inputs flagged (through floating-point values only).
+std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& inputs);
 
 // Traces `p` under vmap: input i batched at axis 0 (size ctx.axis_size) when in_batched[i];
 // outputs come with the batch at axis 0, or unbatched unless force_batched[j] (then broadcast).

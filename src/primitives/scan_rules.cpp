@@ -16,21 +16,6 @@
 namespace spmd::prim {
 namespace {
 
-// Which outputs of p depend on inputs flagged in `in` (floating values only).
-std::vector<bool> depends(const Program& p, const std::vector<bool>& in) {
-  std::vector<bool> d(p.var_types.size(), false);
-  for (size_t i = 0; i < p.inputs.size(); ++i)
-    d[p.inputs[i]] = in[i] && is_floating(p.var_types[p.inputs[i]].dtype);
-  for (auto& eq : p.equations) {
-    bool any = false;
-    for (auto& a : eq.inputs) any = any || (!a.is_literal() && d[a.var]);
-    for (int v : eq.outputs) d[v] = any && is_floating(p.var_types[v].dtype);
-  }
-  std::vector<bool> out;
-  for (auto& a : p.outputs) out.push_back(!a.is_literal() && d[a.var]);
-  return out;
-}
-
 std::vector<bool> used_vars(const Program& p) {
   std::vector<bool> used(p.var_types.size(), false);
   for (auto& eq : p.equations)
@@ -97,7 +82,7 @@ const Scan::VjpPlan& Scan::plan(const std::vector<bool>& wrt) const {
     body_wrt[i] = i < wrt.size() && wrt[i] && is_floating(b.var_types[b.inputs[i]].dtype);
   // A carry needs a cotangent when its body output depends on one that does.
   for (;;) {
-    std::vector<bool> d = depends(b, body_wrt);
+    std::vector<bool> d = float_dependence(b, body_wrt);
     bool changed = false;
     for (size_t j = 0; j < nk; ++j)
       if (d[j] && !body_wrt[nc + j]) body_wrt[nc + j] = changed = true;

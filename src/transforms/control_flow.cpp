@@ -81,6 +81,34 @@ std::vector<Array> fit(std::vector<Array> outs, const std::vector<AbstractValue>
   return outs;
 }
 
+// The loop body's invariant equations run once, before the loop; their values become constants.
+void hoist(prim::Closed& closed, int& num_consts) {
+  auto h = prim::hoist_invariants(*closed.program, num_consts);
+  if (!h) return;
+  std::vector<Array> values = ir::eval_program(*h->hoisted, closed.captured);
+  closed.captured.insert(closed.captured.end(), values.begin(), values.end());
+  // Constants only the hoisted equations read are no longer operands of the loop.
+  Program body = *h->body;
+  std::vector<bool> used(body.var_types.size(), false);
+  for (auto& eq : body.equations)
+    for (auto& a : eq.inputs)
+      if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  for (auto& a : body.outputs)
+    if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  std::vector<int> inputs;
+  std::vector<Array> consts;
+  const size_t n = closed.captured.size();
+  for (size_t i = 0; i < body.inputs.size(); ++i) {
+    if (i < n && !used[static_cast<size_t>(body.inputs[i])]) continue;
+    inputs.push_back(body.inputs[i]);
+    if (i < n) consts.push_back(closed.captured[i]);
+  }
+  body.inputs = std::move(inputs);
+  closed.program = std::make_shared<const Program>(std::move(body));
+  closed.captured = std::move(consts);
+  num_consts = static_cast<int>(closed.captured.size());
+}
+
 TreeDef child(const TreeDef& pair, size_t k) {
   if (pair.children.size() <= k) fail("scan: the body must return a (carry, y) pair");
   return pair.children[k];
@@ -135,6 +163,7 @@ std::vector<Array> scan_flat(const FlatBody& body, const TreeDef& carry_tree,
   });
   int nc = static_cast<int>(traced.captured.size());
   prim::Closed closed = prim::close_over(std::move(traced.program), std::move(traced.captured), 0);
+  hoist(closed, nc);
   auto p = std::make_shared<prim::Scan>(closed.program, nc, static_cast<int>(nk), n,
                                         options.reverse, options.unroll);
   std::vector<Array> operands = closed.captured;
@@ -165,6 +194,7 @@ std::vector<Array> while_flat(const FlatBody& cond, const FlatBody& body, const 
   int ncc = static_cast<int>(c.captured.size()), nbc = static_cast<int>(b.captured.size());
   prim::Closed cc = prim::close_over(std::move(c.program), std::move(c.captured), 0);
   prim::Closed bc = prim::close_over(std::move(b.program), std::move(b.captured), 0);
+  hoist(bc, nbc);
   std::vector<Array> operands = cc.captured;
   operands.insert(operands.end(), bc.captured.begin(), bc.captured.end());
   operands.insert(operands.end(), carry.begin(), carry.end());

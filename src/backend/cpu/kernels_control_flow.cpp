@@ -8,6 +8,7 @@
 #include "backend/kernel.h"
 #include "compile/executable.h"
 #include "primitives/control_flow.h"
+#include "primitives/custom_call.h"
 #include "runtime/allocator.h"
 
 namespace spmd::cpu {
@@ -111,9 +112,22 @@ void cond_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   frame.run(args, results, ctx);
 }
 
+// custom_vjp_call, custom_jvp_call: run as they are, they run their function.
+void call_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                 ExecContext& ctx) {
+  const auto& c = static_cast<const prim::ControlFlow&>(p);
+  std::vector<void*> args, results;
+  for (auto& i : in) args.push_back(i.data);
+  for (auto& o : out) results.push_back(o.data);
+  Executable::Frame frame(c.compiled(0));
+  frame.run(args, results, ctx);
+}
+
 }  // namespace
 
 void register_control_flow_kernels() {
+  backend::register_kernel(typeid(prim::CustomVjpCall), call_kernel);
+  backend::register_kernel(typeid(prim::CustomJvpCall), call_kernel);
   backend::register_kernel(typeid(prim::Scan), scan_kernel);
   backend::register_kernel(typeid(prim::While), while_kernel);
   backend::register_kernel(typeid(prim::Cond), cond_kernel);
