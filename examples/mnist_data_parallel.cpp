@@ -2,13 +2,17 @@
 // every batch is split across devices, each device computes gradients on its shard, the gradients
 // are summed with psum, and every replica applies the same update to its copy of the parameters.
 // Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package.
+// --steps-per-call K runs K training steps as one lax::scan inside one pmap call (one dispatch
+// for K steps; the same parameters as K separate calls, bit for bit).
 #include <spmd/spmd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 using namespace spmd;
 
@@ -28,6 +32,7 @@ struct Options {
   int64_t test_limit = 0;
   bool progress = true;
   bool sharded_update = false;
+  int64_t steps_per_call = 1;
 };
 
 struct Dataset {
@@ -140,23 +145,40 @@ int run(const Options& opt) {
   }
 
   const double global_batch = static_cast<double>(opt.batch_size);
-  auto train_step = pmap(
-      [&](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
-        auto [value, grads] =
-            value_and_grad([&](const nn::MLP& q, const Array& xb,
-                               const Array& yb) { return shard_loss(q, xb, yb, global_batch); },
-                           argnums<0>, has_aux)(p, x, y);
-        std::pair<nn::MLP, nn::OptState> updated;
-        if (opt.sharded_update) {
-          updated = optimizer.update_sharded(p, grads, s, "batch");
-        } else {
-          grads = tree_map([](const Array& g) { return psum(g, "batch"); }, grads);
-          updated = optimizer.update(p, grads, s);
-        }
-        return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"),
-                               psum(value.second, "batch"));
+  // One step on this device's shard: (params, state, summed loss, summed correct count).
+  auto step_on_device = [&](const nn::MLP& p, const nn::OptState& s, const Array& x,
+                            const Array& y) {
+    auto [value, grads] =
+        value_and_grad([&](const nn::MLP& q, const Array& xb,
+                           const Array& yb) { return shard_loss(q, xb, yb, global_batch); },
+                       argnums<0>, has_aux)(p, x, y);
+    std::pair<nn::MLP, nn::OptState> updated;
+    if (opt.sharded_update) {
+      updated = optimizer.update_sharded(p, grads, s, "batch");
+    } else {
+      grads = tree_map([](const Array& g) { return psum(g, "batch"); }, grads);
+      updated = optimizer.update(p, grads, s);
+    }
+    return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"),
+                           psum(value.second, "batch"));
+  };
+  auto train_step = pmap(step_on_device, "batch");
+  // K steps in one call: x (K, per_device, features) and y (K, per_device) on each device; the
+  // losses and correct counts of every step come back stacked, (K,) per device.
+  PmapOptions along_axis1;  // the batches come as (K, devices, ...)
+  along_axis1.in_axes = {0, 0, 1, 1};
+  auto train_steps = pmap(
+      [&](const nn::MLP& p, const nn::OptState& s, const Array& xs, const Array& ys) {
+        auto step = [&](const std::pair<nn::MLP, nn::OptState>& carry,
+                        const std::pair<Array, Array>& batch) {
+          auto [np, ns, loss, corr] =
+              step_on_device(carry.first, carry.second, batch.first, batch.second);
+          return std::pair(std::pair(np, ns), std::pair(loss, corr));
+        };
+        auto [carry, metrics] = lax::scan(step, std::pair(p, s), std::pair(xs, ys));
+        return std::make_tuple(carry.first, carry.second, metrics.first, metrics.second);
       },
-      "batch");
+      "batch", along_axis1);
   // Every global device's part of a sharded state, stacked, from each device's part.
   auto gather = pmap(
       [](const nn::OptState& s) {
@@ -186,20 +208,41 @@ int run(const Options& opt) {
     Array ys = take(train.labels, perm, 0);
     double loss_sum = 0;
     int64_t correct = 0;
-    for (int64_t i = 0; i < steps_per_epoch; ++i) {
-      // This process's devices take their consecutive shards of the global batch.
-      int64_t b = i * opt.batch_size + first * per_device;
-      int64_t e = b + nlocal * per_device;
-      Array xb = slice(xs, {Range{b, e}}).reshape({nlocal, per_device, features});
-      Array yb = slice(ys, {Range{b, e}}).reshape({nlocal, per_device});
-      auto [np, ns, loss, corr] = train_step(rparams, rstate, xb, yb);
-      rparams = np;
-      rstate = ns;
-      loss_sum += loss[0].item<double>();
-      correct += corr[0].item<int64_t>();
-      ++step;
-      if (leader && opt.progress && (i % 10 == 0 || i + 1 == steps_per_epoch))
-        progress_bar(epoch + 1, i + 1, steps_per_epoch, loss_sum / static_cast<double>(i + 1));
+    for (int64_t i = 0; i < steps_per_epoch;) {
+      const int64_t k = std::min(opt.steps_per_call, steps_per_epoch - i);
+      if (opt.steps_per_call == 1) {
+        // This process's devices take their consecutive shards of the global batch.
+        int64_t b = i * opt.batch_size + first * per_device;
+        int64_t e = b + nlocal * per_device;
+        Array xb = slice(xs, {Range{b, e}}).reshape({nlocal, per_device, features});
+        Array yb = slice(ys, {Range{b, e}}).reshape({nlocal, per_device});
+        auto [np, ns, loss, corr] = train_step(rparams, rstate, xb, yb);
+        rparams = np;
+        rstate = ns;
+        loss_sum += loss[0].item<double>();
+        correct += corr[0].item<int64_t>();
+      } else {
+        // k global batches, (k, devices, per_device, ...), of which this process's devices'.
+        int64_t b = i * opt.batch_size, e = b + k * opt.batch_size;
+        Range mine{first, first + nlocal};
+        Array xb = slice(slice(xs, {Range{b, e}}).reshape({k, ndev, per_device, features}),
+                         {Range{}, mine});
+        Array yb = slice(slice(ys, {Range{b, e}}).reshape({k, ndev, per_device}), {Range{}, mine});
+        auto [np, ns, losses, corrs] = train_steps(rparams, rstate, xb, yb);
+        rparams = np;
+        rstate = ns;
+        std::vector<double> l = losses[0].to_vector<double>();
+        std::vector<int64_t> c = corrs[0].to_vector<int64_t>();
+        for (int64_t j = 0; j < k; ++j) {  // in step order, as k separate calls add them
+          loss_sum += l[static_cast<size_t>(j)];
+          correct += c[static_cast<size_t>(j)];
+        }
+      }
+      const int64_t before = i;
+      i += k;
+      step += k;
+      if (leader && opt.progress && (before / 10 != i / 10 || before == 0 || i == steps_per_epoch))
+        progress_bar(epoch + 1, i, steps_per_epoch, loss_sum / static_cast<double>(i));
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (leader && opt.progress) std::fprintf(stderr, "\r%*s\r", 80, "");
@@ -264,6 +307,10 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--sharded-update", opt.sharded_update,
       "shard the optimiser state and update over the devices (ZeRO-1) instead of replicating them");
+  app.add_option("--steps-per-call", opt.steps_per_call,
+                 "training steps per pmap call, run as one lax::scan on every device")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bool no_progress = false;
   app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
   CLI11_PARSE(app, argc, argv);

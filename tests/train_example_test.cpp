@@ -1,8 +1,9 @@
 // The data-parallel training example (examples/mnist_data_parallel.cpp), run as a program on a
 // small slice of Fashion-MNIST: resuming from a checkpoint reproduces an uninterrupted run bit
 // for bit, the per-epoch lines have the documented format (and the printed test accuracy is
-// that of the saved parameters), 1 and 8 devices train the same parameters, and a bad data
-// directory fails with a clear message.
+// that of the saved parameters), 1 and 8 devices train the same parameters, K steps per call
+// (one lax::scan) train the same parameters as K calls bit for bit, and a bad data directory
+// fails with a clear message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -189,6 +190,37 @@ TEST(TrainExample, OneAndEightDevicesTrainTheSameParameters) {
     ++compared;
   }
   EXPECT_EQ(compared, 6);
+}
+
+// --steps-per-call K runs K steps as one lax::scan in one pmap call: after an epoch of 8 steps,
+// K = 4 (two calls) and K = 3 (calls of 3, 3 and 2 steps) leave the parameters, optimiser state
+// and printed metrics of 8 separate calls, bit for bit.
+TEST(TrainExample, StepsPerCallTrainTheSameParametersBitForBit) {
+  REQUIRE_DATA();
+  const std::string few = " --epochs 1 --train-limit 1024 --test-limit 500 --no-progress";
+  std::string path1 = fresh_path("steps_per_call1.ckpt");
+  Finished r1 = run("--steps-per-call 1" + few + " --checkpoint " + path1);
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  std::vector<std::string> l1 = epoch_lines(r1.output);
+  ASSERT_EQ(l1.size(), 1u) << r1.output;
+  nn::Checkpoint c1 = nn::load_checkpoint(path1);
+  auto metrics = [](const std::string& line) { return line.substr(0, line.find(" samples/s=")); };
+  for (int k : {4, 3}) {
+    std::string path = fresh_path("steps_per_call" + std::to_string(k) + ".ckpt");
+    Finished r = run("--steps-per-call " + std::to_string(k) + few + " --checkpoint " + path);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::vector<std::string> lk = epoch_lines(r.output);
+    ASSERT_EQ(lk.size(), 1u) << r.output;
+    EXPECT_EQ(metrics(lk[0]), metrics(l1[0])) << "K = " << k;
+    nn::Checkpoint ck = nn::load_checkpoint(path);
+    EXPECT_EQ(ck.ints, c1.ints) << "K = " << k;
+    ASSERT_EQ(ck.arrays.size(), c1.arrays.size());
+    ASSERT_GT(c1.arrays.size(), 6u);  // params, optimiser state and key
+    for (const auto& [key, arr] : c1.arrays) {
+      ASSERT_TRUE(ck.arrays.count(key)) << key;
+      EXPECT_TRUE(bytes_equal(arr, ck.arrays.at(key))) << key << " differs for K = " << k;
+    }
+  }
 }
 
 TEST(TrainExample, MissingDataDirectoryFailsWithAClearMessage) {
