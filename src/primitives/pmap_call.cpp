@@ -9,6 +9,7 @@
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "primitives/collectives.h"
+#include "primitives/control_flow.h"
 #include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
@@ -304,6 +305,16 @@ Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames,
   return std::move(traced.program);
 }
 
+bool has_loop(const Program& p) {
+  for (const Equation& eq : p.equations) {
+    if (dynamic_cast<const Scan*>(eq.primitive.get()) || dynamic_cast<const While*>(eq.primitive.get()))
+      return true;
+    for (auto& sub : eq.primitive->subprograms())
+      if (has_loop(*sub)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 const PmapCall::Compiled& PmapCall::compiled() const {
@@ -317,6 +328,7 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
+    c->loops = has_loop(c->executable->program());
     compiled_ = std::move(c);
   });
   return *compiled_;

@@ -50,6 +50,7 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
     std::vector<std::string> mesh_names;
     std::vector<int64_t> mesh_sizes;
     bool communicates = false;  // the program has collectives (replicas depend on each other)
+    bool loops = false;         // the program has a scan or while: its work is not its data
   };
   const Compiled& compiled() const;
   // Replicas per row of the mapped axis: the product of the nested pmaps' sizes (1 if none).

@@ -134,11 +134,12 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   };
   // Replicas that never communicate and touch little data run one after the other on this
   // thread: waking 8 device threads costs ~50 µs here (an idle virtual CPU's wake-up), far more
-  // than the work. Everything else runs concurrently, one replica per device thread.
+  // than the work. Everything else runs concurrently, one replica per device thread — loops
+  // too, whose work is their trip count times their body, not their data.
   size_t bytes = 0;
   for (const Buf& b : in) bytes += b.aval->nbytes();
   for (const Buf& b : out) bytes += b.aval->nbytes();
-  if (!compiled.communicates && base == 0 && call.global_size == call.size &&
+  if (!compiled.communicates && !compiled.loops && base == 0 && call.global_size == call.size &&
       bytes <= kInlineBytes && !runtime::on_worker_thread()) {
     for (int r = 0; r < replicas; ++r) replica(r);
   } else {
