@@ -58,6 +58,21 @@ class ArenaPlanner {
   size_t end_ = 0;
 };
 
+// What tells the sub-programs of one equation apart in their sites (a while loop's condition
+// from its body): their input and output types and length, the same in every process.
+uint64_t signature(size_t equations, const std::vector<AbstractValue>& inputs,
+                   const std::vector<AbstractValue>& outputs) {
+  uint64_t h = backend::sub_site(0, equations);
+  for (const auto* types : {&inputs, &outputs}) {
+    h = backend::sub_site(h, types->size());
+    for (const AbstractValue& t : *types) {
+      h = backend::sub_site(h, static_cast<uint64_t>(t.dtype));
+      for (int64_t d : t.shape) h = backend::sub_site(h, static_cast<uint64_t>(d));
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 Executable::Executable(Program p) : program_(std::move(p)) {
@@ -65,6 +80,8 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   size_t nvars = prog.var_types.size();
   input_types_ = prog.input_types();
   output_types_ = prog.output_types();
+  const uint64_t program_signature =
+      signature(prog.equations.size(), input_types_, output_types_);
   slots_.assign(nvars, Slot{});
   std::vector<bool> assigned(nvars, false);
   for (size_t i = 0; i < prog.inputs.size(); ++i) {
@@ -196,7 +213,8 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   std::vector<std::vector<int>> release_at(prog.equations.size() + 1);
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
-    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr};
+    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr,
+              backend::sub_site(program_signature, s)};
     for (auto& a : eq.inputs)
       step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     for (int v : eq.outputs) {
@@ -279,6 +297,7 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
   }
   std::vector<backend::Buf> bufs(max_operands_);
   const auto& types = program_.var_types;
+  const uint64_t caller_site = ctx.site;
   for (const Step& st : steps_) {
     if (st.fused >= 0) {
       run_fused(fused_[st.fused], ptr, ctx);
@@ -288,10 +307,12 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
     size_t k = 0;
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
     for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
+    ctx.site = backend::sub_site(caller_site, st.site);
     st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
               std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
               ctx);
   }
+  ctx.site = caller_site;
   for (const Copy& c : output_copies_)
     if (output_types_[c.output].nbytes())
       std::memcpy(outputs[c.output], ptr[c.var], output_types_[c.output].nbytes());
