@@ -58,21 +58,6 @@ class ArenaPlanner {
   size_t end_ = 0;
 };
 
-// What tells the sub-programs of one equation apart in their sites (a while loop's condition
-// from its body): their input and output types and length, the same in every process.
-uint64_t signature(size_t equations, const std::vector<AbstractValue>& inputs,
-                   const std::vector<AbstractValue>& outputs) {
-  uint64_t h = backend::sub_site(0, equations);
-  for (const auto* types : {&inputs, &outputs}) {
-    h = backend::sub_site(h, types->size());
-    for (const AbstractValue& t : *types) {
-      h = backend::sub_site(h, static_cast<uint64_t>(t.dtype));
-      for (int64_t d : t.shape) h = backend::sub_site(h, static_cast<uint64_t>(d));
-    }
-  }
-  return h;
-}
-
 }  // namespace
 
 Executable::Executable(Program p) : program_(std::move(p)) {
@@ -80,8 +65,6 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   size_t nvars = prog.var_types.size();
   input_types_ = prog.input_types();
   output_types_ = prog.output_types();
-  const uint64_t program_signature =
-      signature(prog.equations.size(), input_types_, output_types_);
   slots_.assign(nvars, Slot{});
   std::vector<bool> assigned(nvars, false);
   for (size_t i = 0; i < prog.inputs.size(); ++i) {
@@ -214,7 +197,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
     Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr,
-              backend::sub_site(program_signature, s)};
+              s};
     for (auto& a : eq.inputs)
       step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     for (int v : eq.outputs) {
