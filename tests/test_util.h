@@ -82,4 +82,11 @@ inline void expect_contains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
+// Scalars of a definite dtype (not weak), and a float64 array uniform in [lo, hi).
+inline Array i32(int v) { return Array(std::vector<int32_t>{v}, Shape{}); }
+inline Array f64(double v) { return Array(std::vector<double>{v}, Shape{}); }
+inline Array rnd(const Shape& s, unsigned seed, double lo = -1, double hi = 1) {
+  return Array(uniform(static_cast<size_t>(shape_size(s)), lo, hi, seed), s);
+}
+
 }  // namespace spmd::test_util

@@ -33,7 +33,9 @@ using NoXs = std::tuple<>;
 struct ScanOptions {
   std::optional<int64_t> length;  // required when xs has no leaves; else must match them
   bool reverse = false;           // iterate from the last slice to the first (ys keep order)
-  int unroll = 1;                 // body copies per compiled loop iteration (>= 1)
+  // Iterations per step of the compiled loop (>= 1), as JAX's; a performance hint only. The CPU
+  // kernel runs the compiled body over buffers set up once, so it keeps one iteration per step.
+  int unroll = 1;
 };
 
 }  // namespace spmd::lax

@@ -3,15 +3,22 @@
 // members, and it states its name, its shape/dtype inference and its transformation rules.
 // Rules are written with the library's public ops, so transformations compose for free.
 // Kernels are not methods: each backend keeps a registry from primitive type to kernel.
+// Every concrete primitive derives from PrimitiveOf<Self>, which gives it a typed identity from
+// its key(): the parameters' values, not their printed form.
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "spmd/array.h"
 #include "spmd/aval.h"
+#include "spmd/identity.h"
 
 namespace spmd {
+
+struct Program;
 
 // A batch dimension, or not_mapped for a value that is the same for every batch element.
 inline constexpr int not_mapped = -1;
@@ -33,8 +40,8 @@ class Primitive {
  public:
   virtual ~Primitive() = default;
   virtual std::string name() const = 0;
-  // Parameters as printed in a Program ("axes", "(0,)"). Two primitives of one type with equal
-  // params are the same operation: this is the basis of equality and hashing (CSE, caches).
+  // Parameters as printed in a Program ("axes", "(0,)"); for reading only: identity is
+  // equals() and hash(), which compare the parameters' values.
   virtual Params params() const { return {}; }
   virtual std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const = 0;
 
@@ -64,8 +71,66 @@ class Primitive {
   // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.
   virtual bool is_view() const { return false; }
 
-  bool same_as(const Primitive& other) const;
-  size_t hash() const;
+  // Reverse mode that saves residuals (control flow, whose backward pass needs values its body
+  // computed): when saves_residuals(), grad's forward pass calls forward() instead of binding
+  // and keeps the residuals; its backward pass hands them to backward() instead of calling vjp.
+  // wrt[i] says whether input i needs a cotangent.
+  struct Forward {
+    std::vector<Array> outputs, residuals;
+  };
+  virtual bool saves_residuals() const { return false; }
+  virtual Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const;
+  virtual std::vector<Array> backward(const std::vector<Array>& primals,
+                                      const std::vector<Array>& residuals,
+                                      const std::vector<bool>& wrt,
+                                      const std::vector<Array>& cotangents) const;
+
+  // Forward mode: outputs and their tangents, given primal inputs and their tangents (an empty
+  // Array is a zero tangent). A primitive without a rule of its own (has_jvp() false) is
+  // differentiated forward by transposing its vjp rule (transforms/forward.cpp); control flow
+  // whose reverse mode is undefined (while) has its own.
+  struct Jvp {
+    std::vector<Array> outputs, tangents;
+  };
+  virtual bool has_jvp() const { return false; }
+  virtual Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const;
+
+  // The Programs this primitive runs (control-flow bodies, a pmap's per-replica program), and
+  // the same primitive over rewritten ones of the same types: rewrites of a Program (pmap's
+  // renaming of axes) recurse through these.
+  virtual std::vector<std::shared_ptr<const Program>> subprograms() const { return {}; }
+  virtual std::shared_ptr<const Primitive> with_subprograms(
+      std::vector<std::shared_ptr<const Program>> programs) const;
+
+  // Typed identity: the same primitive type with equal parameter values, so CSE and caches may
+  // use one for the other. PrimitiveOf implements both from the parameters' key().
+  virtual bool equals(const Primitive& other) const = 0;
+  virtual size_t hash() const = 0;
+  bool same_as(const Primitive& other) const { return this == &other || equals(other); }
+};
+
+// The identity of a concrete primitive `Self` (a final class) from `Self::key()`, a tuple of its
+// parameters (std::tie(op, axes)); see spmd/identity.h for how the elements compare and hash.
+// Base is Primitive, or an abstract family such as prim::Collective. A primitive without a key()
+// does not compile, and one that derives from Primitive directly stays abstract.
+template <class Self, class Base = Primitive>
+class PrimitiveOf : public Base {
+ public:
+  using Base::Base;
+
+  bool equals(const Primitive& other) const final {
+    static_assert(std::is_final_v<Self>,
+                  "a keyed primitive is final: a subclass would inherit a key without its own "
+                  "parameters");
+    if (typeid(other) != typeid(Self)) return false;
+    return identity::equal(self().key(), static_cast<const Self&>(other).key());
+  }
+  size_t hash() const final {
+    return identity::combine(typeid(Self).hash_code(), identity::hash_of(self().key()));
+  }
+
+ private:
+  const Self& self() const { return static_cast<const Self&>(*this); }
 };
 
 using PrimitivePtr = std::shared_ptr<const Primitive>;

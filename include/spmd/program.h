@@ -1,6 +1,7 @@
 #pragma once
 // Program: the traced representation every transformation reads and writes
-// (typed variables; equations = primitive + inputs -> outputs; outputs), printed like a jaxpr.
+// (typed variables; equations = primitive + inputs -> outputs; outputs), printed like a jaxpr,
+// compared and hashed structurally.
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -39,5 +40,11 @@ struct Program {
 };
 
 std::ostream& operator<<(std::ostream& os, const Program& p);
+
+// Structural identity: equal variable types, inputs, captures, outputs and equations (primitives
+// by their typed identity, literals by type and bytes). Variable ids are compared as they are,
+// not up to renaming; two traces of one function number their variables alike.
+bool operator==(const Program& a, const Program& b);
+size_t hash_value(const Program& p);
 
 }  // namespace spmd

@@ -348,7 +348,10 @@ std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
 // One cotangent per input leaf (empty Arrays for leaves not differentiated).
 std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& output_cotangents);
 // Forward-mode product J t, computed as the transpose of the (linear) vjp.
-std::vector<Array> jvp_tangents(const Linearized& lin, const std::vector<Array>& tangents);
+// Forward mode: the outputs of fn at the call's leaves and their tangents (one per leaf given).
+std::vector<Array> jvp_call(const FlatFn& fn, const FlatCall& call,
+                            const std::vector<Array>& tangents, TreeDef& out_tree,
+                            std::vector<Array>& outputs);
 void check_scalar_loss(const Array& loss, const char* what);
 
 inline std::vector<size_t> leaf_offsets(const TreeDef& in_tree) {
@@ -578,9 +581,8 @@ auto jvp_impl(const F& f, const std::tuple<Args...>& primals, const std::tuple<A
         FlatFn fn = make_flat_fn(f, call.in_tree, ps...);
         TreeDef out_tree;
         std::vector<Array> outs;
-        auto lin = linearize(fn, call, std::vector<bool>(call.leaves.size(), true), out_tree, outs);
         auto [t_leaves, t_tree] = tree_flatten(tangents);
-        std::vector<Array> tout = jvp_tangents(*lin, t_leaves);
+        std::vector<Array> tout = jvp_call(fn, call, t_leaves, out_tree, outs);
         if constexpr (Aux) {
           AuxSplit<R> split(out_tree);
           return std::make_tuple(split.out(outs), split.out(tout), split.aux(outs));

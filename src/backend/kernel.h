@@ -41,19 +41,20 @@ struct ExecContext {
   int device = 0;                     // local device id running the kernel
   const ReplicaAxes* axes = nullptr;  // set inside pmap runs
   int threads = 1;                    // intra-op threads a kernel may use
-  // Where in the program the running equation is: its site. compile::Executable::run_into
-  // sets it before each kernel call to site_of(the caller's site, the Executable's signature,
-  // the equation's position), and restores the caller's afterwards. Collectives hand it to their
-  // communicator, which compares it across the replicas (and processes) meeting there, so a
-  // replica that calls an identical-looking collective from another place in the program (after
-  // leaving a loop early, say) is reported as a mismatch instead of being combined with it.
+  // Where in the program the running equation is: its site. compile::Executable sets it before
+  // each kernel call to sub_site(the caller's site, the equation's position) and restores the
+  // caller's afterwards. Collectives hand it to their communicator, which compares it among the
+  // replicas (and processes) meeting there, so a replica that calls an identical-looking
+  // collective from another place in the program (after leaving a loop early, say) is reported
+  // as a mismatch instead of being combined with it.
   //
   // The hook for kernels that run sub-programs (while, scan, cond): run the body Executable
-  // with the ExecContext the kernel was given (not a fresh one); the body's equations then get
-  // sites under the calling equation's, deterministic in every replica and process, and distinct
-  // from the sites of the enclosing program and of every other call site. When one equation
-  // runs several sub-programs whose signatures may coincide (the branches of a cond), set
-  // ctx.site = sub_site(ctx.site, k) for sub-program k while it runs, then restore it.
+  // with the ExecContext the kernel was given (not a fresh one), so the body's equations get
+  // sites under the calling equation's: deterministic in every replica and process, distinct
+  // from the enclosing program's. When one equation runs several sub-programs (a while loop's
+  // condition and body, a cond's branches), set ctx.site = sub_site(site, k) while sub-program
+  // k runs and restore `site` afterwards, as backend/cpu/kernels_control_flow.cpp does;
+  // otherwise their k-th equations share a site.
   uint64_t site = 0;
 };
 

@@ -249,36 +249,47 @@ Executable::Executable(Program p) : program_(std::move(p)) {
     steps_.push_back(std::move(step));
   }
   arena_bytes_ = planner.size();
+  for (size_t v = 0; v < slots_.size(); ++v) {
+    if (slots_[v].where == Where::Input) bound_inputs_.emplace_back(static_cast<int>(v), slots_[v].index);
+    if (slots_[v].where == Where::Output)
+      bound_outputs_.emplace_back(static_cast<int>(v), slots_[v].index);
+  }
 }
 
 void Executable::run_into(std::span<void* const> inputs, std::span<void* const> outputs,
                           backend::ExecContext& ctx) const {
-  if (inputs.size() != input_types_.size())
-    fail("executable expects ", input_types_.size(), " inputs, got ", inputs.size());
-  std::shared_ptr<runtime::Buffer> arena = arena_bytes_ ? runtime::allocate(arena_bytes_) : nullptr;
-  char* base = arena ? static_cast<char*>(arena->data) : nullptr;
-  std::vector<void*> ptr(slots_.size());
-  for (size_t v = 0; v < slots_.size(); ++v) {
-    const Slot& s = slots_[v];
-    switch (s.where) {
-      case Where::Input:
-        ptr[v] = inputs[s.index];
-        break;
-      case Where::Literal:
-        ptr[v] = const_cast<void*>(s.literal);
-        break;
-      case Where::Arena:
-        ptr[v] = base + s.index;
-        break;
-      case Where::Output:
-        ptr[v] = outputs[s.index];
-        break;
-      case Where::Temp:
-        ptr[v] = nullptr;
-        break;  // a tile buffer, set per tile
-    }
+  Frame frame(*this);
+  frame.run(inputs, outputs, ctx);
+}
+
+Executable::Frame::Frame(const Executable& e) : exe_(e) {
+  arena_ = e.arena_bytes_ ? runtime::allocate(e.arena_bytes_) : nullptr;
+  char* base = arena_ ? static_cast<char*>(arena_->data) : nullptr;
+  ptr_.assign(e.slots_.size(), nullptr);
+  for (size_t v = 0; v < e.slots_.size(); ++v) {
+    const Slot& s = e.slots_[v];
+    if (s.where == Where::Literal) ptr_[v] = const_cast<void*>(s.literal);
+    if (s.where == Where::Arena) ptr_[v] = base + s.index;
   }
-  std::vector<backend::Buf> bufs(max_operands_);
+  bufs_.resize(e.max_operands_);
+}
+
+void Executable::Frame::run(std::span<void* const> inputs, std::span<void* const> outputs,
+                            backend::ExecContext& ctx) {
+  if (inputs.size() != exe_.input_types_.size() || outputs.size() != exe_.output_types_.size())
+    fail("executable expects ", exe_.input_types_.size(), " inputs and ",
+         exe_.output_types_.size(), " outputs, got ", inputs.size(), " and ", outputs.size());
+  for (auto [v, i] : exe_.bound_inputs_) ptr_[static_cast<size_t>(v)] = inputs[static_cast<size_t>(i)];
+  for (auto [v, j] : exe_.bound_outputs_)
+    ptr_[static_cast<size_t>(v)] = outputs[static_cast<size_t>(j)];
+  exe_.run_steps(ptr_, bufs_, ctx);
+  for (const Copy& c : exe_.output_copies_)
+    if (exe_.output_types_[c.output].nbytes())
+      std::memcpy(outputs[c.output], ptr_[c.var], exe_.output_types_[c.output].nbytes());
+}
+
+void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
+                           backend::ExecContext& ctx) const {
   const auto& types = program_.var_types;
   const uint64_t caller_site = ctx.site;
   for (const Step& st : steps_) {
@@ -296,9 +307,6 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
               ctx);
   }
   ctx.site = caller_site;
-  for (const Copy& c : output_copies_)
-    if (output_types_[c.output].nbytes())
-      std::memcpy(outputs[c.output], ptr[c.var], output_types_[c.output].nbytes());
 }
 
 void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/kernel.h"
+#include "runtime/allocator.h"
 #include "spmd/program.h"
 
 namespace spmd::compile {
@@ -28,6 +29,22 @@ class Executable {
   // straight into their slices of one sharded output).
   void run_into(std::span<void* const> inputs, std::span<void* const> outputs,
                 backend::ExecContext& ctx) const;
+
+  // The state of runs of this executable, set up once for many runs (a loop body runs once per
+  // iteration): the arena and every operand pointer are kept, so a run only rebinds the inputs
+  // and outputs and calls the kernels — no allocation, no per-run setup.
+  class Frame {
+   public:
+    explicit Frame(const Executable& executable);
+    void run(std::span<void* const> inputs, std::span<void* const> outputs,
+             backend::ExecContext& ctx);
+
+   private:
+    const Executable& exe_;
+    std::shared_ptr<runtime::Buffer> arena_;
+    std::vector<void*> ptr_;
+    std::vector<backend::Buf> bufs_;
+  };
 
  private:
   // Temp: a value that lives only inside a fused elementwise group, one tile at a time.
@@ -63,6 +80,10 @@ class Executable {
   std::vector<Step> steps_;
   std::vector<Fused> fused_;
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
+  void run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
+                 backend::ExecContext& ctx) const;
+  // (var, input or output number) of the vars whose storage each run binds.
+  std::vector<std::pair<int, int64_t>> bound_inputs_, bound_outputs_;
   std::vector<Copy> output_copies_;  // outputs that are inputs, literals or repeated vars
   size_t arena_bytes_ = 0;
   size_t max_operands_ = 0;

@@ -73,7 +73,12 @@ int64_t checked_mul(int64_t a, int64_t b, const char* op) {
 }  // namespace detail
 
 int64_t shape_size(const Shape& s) {
-  if (auto n = detail::element_count(s)) return *n;
+  // The common case (positive dimensions, no overflow) in one pass: kernels ask per call.
+  int64_t n = 1;
+  bool plain = true;
+  for (int64_t d : s) plain = plain && d > 0 && !__builtin_mul_overflow(n, d, &n);
+  if (plain) return n;
+  if (auto count = detail::element_count(s)) return *count;
   for (int64_t d : s)
     if (d < 0) fail("expected non-negative dimensions, got shape ", shape_str(s));
   fail("shape ", shape_str(s), " is too large: its number of elements overflows 64 bits");

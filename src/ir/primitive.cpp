@@ -1,8 +1,5 @@
 #include "spmd/primitive.h"
 
-#include <functional>
-#include <typeinfo>
-
 #include "backend/eager.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
@@ -19,15 +16,22 @@ std::vector<Array> Primitive::vjp(const std::vector<Array>&, const std::vector<A
   fail("grad: primitive '", name(), "' has no differentiation rule");
 }
 
-bool Primitive::same_as(const Primitive& other) const {
-  return typeid(*this) == typeid(other) && name() == other.name() && params() == other.params();
+Primitive::Forward Primitive::forward(const std::vector<Array>&, const std::vector<bool>&) const {
+  fail("grad: primitive '", name(), "' saves no residuals");
 }
 
-size_t Primitive::hash() const {
-  size_t h = std::hash<std::string>()(name());
-  for (auto& [k, v] : params())
-    h = h * 1000003u ^ std::hash<std::string>()(k) * 31u ^ std::hash<std::string>()(v);
-  return h;
+std::vector<Array> Primitive::backward(const std::vector<Array>&, const std::vector<Array>&,
+                                       const std::vector<bool>&, const std::vector<Array>&) const {
+  fail("grad: primitive '", name(), "' saves no residuals");
+}
+
+Primitive::Jvp Primitive::jvp(const std::vector<Array>&, const std::vector<Array>&) const {
+  fail("jvp: primitive '", name(), "' has no forward-mode rule");
+}
+
+std::shared_ptr<const Primitive> Primitive::with_subprograms(
+    std::vector<std::shared_ptr<const Program>>) const {
+  fail("primitive '", name(), "' runs no programs");
 }
 
 std::vector<Array> bind(const PrimitivePtr& primitive, const std::vector<Array>& inputs) {

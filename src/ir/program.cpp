@@ -1,8 +1,12 @@
-// Program printing in the style of jax.make_jaxpr.
+// Program printing in the style of jax.make_jaxpr, and structural equality and hashing.
 #include "spmd/program.h"
 
+#include <algorithm>
+#include <cstring>
 #include <ostream>
 #include <sstream>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/array_impl.h"
@@ -102,11 +106,20 @@ std::string Program::str() const {
       out << (i ? " " : "") << name(eq.outputs[i]) << ":" << var_types[eq.outputs[i]].str();
     out << " = " << eq.primitive->name();
     Params ps = eq.primitive->params();
-    if (!ps.empty()) {
+    bool nested = false;  // a param holding a program: one param per line, bodies indented
+    for (auto& [k, v] : ps) nested = nested || v.find('\n') != std::string::npos;
+    if (!ps.empty() && !nested) {
       out << "[";
       for (size_t i = 0; i < ps.size(); ++i)
         out << (i ? " " : "") << ps[i].first << "=" << ps[i].second;
       out << "]";
+    } else if (!ps.empty()) {
+      out << "[";
+      for (auto& [k, v] : ps) {
+        out << "\n      " << k << "=";
+        for (char c : v) out << c << (c == '\n' ? "      " : "");
+      }
+      out << "\n    ]";
     }
     for (auto& a : eq.inputs) out << " " << atom(a);
   }
@@ -117,5 +130,69 @@ std::string Program::str() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Program& p) { return os << p.str(); }
+
+namespace {
+
+// Literal bytes hashed at most: enough to tell constants apart, bounded for large ones.
+constexpr size_t kHashedLiteralBytes = 256;
+
+bool same_atom(const Atom& a, const Atom& b) {
+  if (a.is_literal() != b.is_literal()) return false;
+  if (!a.is_literal()) return a.var == b.var;
+  const auto& x = detail::concrete(a.literal, "a program literal");
+  const auto& y = detail::concrete(b.literal, "a program literal");
+  if (&x == &y) return true;
+  return x.aval == y.aval && std::memcmp(x.data(), y.data(), x.aval.nbytes()) == 0;
+}
+
+size_t atom_hash(const Atom& a) {
+  if (!a.is_literal()) return identity::hash_of(a.var);
+  const auto& x = detail::concrete(a.literal, "a program literal");
+  std::string_view bytes(static_cast<const char*>(x.data()),
+                         std::min(x.aval.nbytes(), kHashedLiteralBytes));
+  return identity::combine(identity::hash_of(std::tie(x.aval.shape, x.aval.dtype, x.aval.weak)),
+                           std::hash<std::string_view>()(bytes));
+}
+
+bool same_atoms(const std::vector<Atom>& a, const std::vector<Atom>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_atom);
+}
+
+size_t atoms_hash(size_t h, const std::vector<Atom>& atoms) {
+  h = identity::combine(h, atoms.size());
+  for (auto& a : atoms) h = identity::combine(h, atom_hash(a));
+  return h;
+}
+
+}  // namespace
+
+bool operator==(const Program& a, const Program& b) {
+  if (&a == &b) return true;
+  if (a.num_captured != b.num_captured || a.inputs != b.inputs ||
+      a.equations.size() != b.equations.size() || a.var_types != b.var_types ||
+      !same_atoms(a.outputs, b.outputs))
+    return false;
+  for (size_t i = 0; i < a.equations.size(); ++i) {
+    const Equation& x = a.equations[i];
+    const Equation& y = b.equations[i];
+    if (x.outputs != y.outputs || !same_atoms(x.inputs, y.inputs) ||
+        !x.primitive->same_as(*y.primitive))
+      return false;
+  }
+  return true;
+}
+
+size_t hash_value(const Program& p) {
+  size_t h = identity::hash_of(std::tie(p.inputs, p.num_captured));
+  for (auto& t : p.var_types)
+    h = identity::combine(h, identity::hash_of(std::tie(t.shape, t.dtype, t.weak)));
+  h = atoms_hash(h, p.outputs);
+  for (auto& eq : p.equations) {
+    h = identity::combine(h, eq.primitive->hash());
+    h = atoms_hash(h, eq.inputs);
+    h = identity::combine(h, identity::hash_of(eq.outputs));
+  }
+  return h;
+}
 
 }  // namespace spmd

@@ -4,6 +4,7 @@
 
 #include "core/array_impl.h"
 #include "core/checked_size.h"
+#include "ir/interpret.h"
 #include "spmd/error.h"
 
 namespace spmd::ir {
@@ -89,21 +90,9 @@ bool trace_is_open(uint64_t id) {
 }
 
 std::vector<Array> eval_program(const Program& p, const std::vector<Array>& args) {
-  if (args.size() != p.inputs.size())
-    fail("program expects ", p.inputs.size(), " inputs, got ", args.size());
-  std::vector<Array> env(p.var_types.size());
-  for (size_t i = 0; i < args.size(); ++i) env[p.inputs[i]] = args[i];
-  auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env[a.var]; };
-  for (const Equation& eq : p.equations) {
-    std::vector<Array> in;
-    in.reserve(eq.inputs.size());
-    for (auto& a : eq.inputs) in.push_back(read(a));
-    std::vector<Array> out = bind(eq.primitive, in);
-    for (size_t i = 0; i < out.size(); ++i) env[eq.outputs[i]] = std::move(out[i]);
-  }
-  std::vector<Array> outs;
-  for (auto& a : p.outputs) outs.push_back(read(a));
-  return outs;
+  return interpret_arrays(p, args, [](const Equation& eq, const std::vector<Array>& in) {
+    return bind(eq.primitive, in);
+  });
 }
 
 }  // namespace spmd::ir

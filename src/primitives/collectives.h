@@ -3,6 +3,7 @@
 // around them): every one names the axes it spans and records their sizes at trace time.
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,11 +38,12 @@ class Collective : public Primitive {
   virtual std::shared_ptr<Collective> clone() const = 0;
 };
 
-// Every concrete collective copies itself for with_names.
+// Every concrete collective copies itself for with_names, and has the typed identity of its
+// key() (names, sizes, layout and its own parameters).
 template <class Self>
-class CollectiveOf : public Collective {
+class CollectiveOf : public PrimitiveOf<Self, Collective> {
  public:
-  using Collective::Collective;
+  using PrimitiveOf<Self, Collective>::PrimitiveOf;
 
  private:
   std::shared_ptr<Collective> clone() const override {
@@ -52,8 +54,9 @@ class CollectiveOf : public Collective {
 enum class CollectiveReduce { Sum, Max, Min };
 
 // psum / pmax / pmin: elementwise over the group.
-class AllReduce : public CollectiveOf<AllReduce> {
+class AllReduce final : public CollectiveOf<AllReduce> {
  public:
+  auto key() const { return std::tie(op, names, sizes, layout); }
   AllReduce(CollectiveReduce op, std::vector<std::string> names, std::vector<int64_t> sizes)
       : CollectiveOf(std::move(names), std::move(sizes)), op(op) {}
   CollectiveReduce op;
@@ -66,8 +69,9 @@ class AllReduce : public CollectiveOf<AllReduce> {
 };
 
 // x -> (group, x...): every member's x stacked on a new leading axis.
-class AllGather : public CollectiveOf<AllGather> {
+class AllGather final : public CollectiveOf<AllGather> {
  public:
+  auto key() const { return std::tie(names, sizes, layout); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_gather"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -78,8 +82,9 @@ class AllGather : public CollectiveOf<AllGather> {
 };
 
 // (group, rest...) -> (rest...): the sum over members of their block [rank].
-class ReduceScatter : public CollectiveOf<ReduceScatter> {
+class ReduceScatter final : public CollectiveOf<ReduceScatter> {
  public:
+  auto key() const { return std::tie(names, sizes, layout); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "reduce_scatter"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -90,8 +95,9 @@ class ReduceScatter : public CollectiveOf<ReduceScatter> {
 };
 
 // (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
-class AllToAll : public CollectiveOf<AllToAll> {
+class AllToAll final : public CollectiveOf<AllToAll> {
  public:
+  auto key() const { return std::tie(names, sizes, layout); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_to_all"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -101,8 +107,9 @@ class AllToAll : public CollectiveOf<AllToAll> {
                          const std::vector<Array>&) const override;
 };
 
-class Ppermute : public CollectiveOf<Ppermute> {
+class Ppermute final : public CollectiveOf<Ppermute> {
  public:
+  auto key() const { return std::tie(names, sizes, perm, layout); }
   Ppermute(std::vector<std::string> names, std::vector<int64_t> sizes,
            std::vector<std::pair<int, int>> perm)
       : CollectiveOf(std::move(names), std::move(sizes)), perm(std::move(perm)) {}
@@ -116,8 +123,9 @@ class Ppermute : public CollectiveOf<Ppermute> {
                          const std::vector<Array>&) const override;
 };
 
-class AxisIndex : public CollectiveOf<AxisIndex> {
+class AxisIndex final : public CollectiveOf<AxisIndex> {
  public:
+  auto key() const { return std::tie(names, sizes, layout); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "axis_index"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;

@@ -5,6 +5,7 @@
 
 #include "compile/executable.h"
 #include "compile/simplify.h"
+#include "ir/interpret.h"
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "primitives/collectives.h"
@@ -43,7 +44,7 @@ Params PmapCall::params() const {
           {"axis_size", std::to_string(global_size)},
           {"in_axes", axes(in_axes)},
           {"out_axes", axes(out_axes)},
-          {"body", std::string(1, '\n').append(body->str())}};
+          {"body", body->str()}};
 }
 
 std::vector<AbstractValue> PmapCall::abstract_eval(const std::vector<AbstractValue>& in) const {
@@ -243,56 +244,60 @@ bool needs_lowering(const Program& p, const Renames& renames) {
   for (auto& eq : p.equations) {
     if (dynamic_cast<const PmapCall*>(eq.primitive.get())) return true;
     if (renamed(eq.primitive, renames) != eq.primitive) return true;
+    for (auto& sub : eq.primitive->subprograms())
+      if (needs_lowering(*sub, renames)) return true;
   }
   return false;
 }
 
-// Replaces each nested pmap in `p` by its body run on this device's slice, with the nested axis
-// laid out on the mesh: inputs are sliced at axis_index(inner), outputs all-gathered over it.
+Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames, int depth);
+
+// A nested pmap run on this device's slice, with the nested axis laid out on the mesh: inputs
+// are sliced at axis_index(inner), outputs all-gathered over it.
+std::vector<Array> lower_pmap(const PmapCall& inner, const std::vector<Array>& in,
+                              MeshLayout& mesh, const Renames& renames, int depth) {
+  if (!inner.devices.empty())
+    fail("Nested pmap with explicit devices argument: only the outermost pmap may list devices");
+  std::string axis = mesh.add(inner.axis_name, inner.size, depth + 1);
+  Renames inner_renames = renames;
+  inner_renames[inner.axis_name] = axis;
+  std::vector<std::string> nm{axis};
+  std::vector<int64_t> sz{inner.size};
+  Array index = bind1(std::make_shared<AxisIndex>(nm, sz), {});
+  std::vector<Array> pieces;
+  for (size_t i = 0; i < in.size(); ++i)
+    pieces.push_back(inner.in_axes[i] == not_mapped ? in[i]
+                                                    : lax::gather(in[i], index, inner.in_axes[i], 0));
+  Program body = lower_nested(*inner.body, mesh, inner_renames, depth + 1);
+  std::vector<Array> res = ir::eval_program(body, pieces), out;
+  for (size_t j = 0; j < res.size(); ++j) {
+    if (inner.out_axes[j] == not_mapped) {
+      out.push_back(res[j]);
+    } else {
+      Array g = bind1(std::make_shared<AllGather>(nm, sz), {res[j]});
+      out.push_back(moveaxis(g, 0, inner.out_axes[j]));
+    }
+  }
+  return out;
+}
+
+// Replaces each nested pmap in `p` (and in the bodies of its control flow) by its lowering, and
+// renames collectives to their mesh axes.
 Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames, int depth) {
   if (!needs_lowering(p, renames)) return p;
   ir::Traced traced = ir::trace(p.input_types(), [&](const std::vector<Array>& args) {
-    std::vector<Array> env(p.var_types.size());
-    for (size_t i = 0; i < args.size(); ++i) env[p.inputs[i]] = args[i];
-    auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env[a.var]; };
-    for (const Equation& eq : p.equations) {
-      std::vector<Array> in;
-      for (auto& a : eq.inputs) in.push_back(read(a));
-      std::vector<Array> out;
-      if (auto* inner = dynamic_cast<const PmapCall*>(eq.primitive.get())) {
-        if (!inner->devices.empty())
-          fail(
-              "Nested pmap with explicit devices argument: only the outermost pmap may list "
-              "devices");
-        std::string axis = mesh.add(inner->axis_name, inner->size, depth + 1);
-        Renames inner_renames = renames;
-        inner_renames[inner->axis_name] = axis;
-        std::vector<std::string> nm{axis};
-        std::vector<int64_t> sz{inner->size};
-        Array index = bind1(std::make_shared<AxisIndex>(nm, sz), {});
-        std::vector<Array> pieces;
-        for (size_t i = 0; i < in.size(); ++i)
-          pieces.push_back(inner->in_axes[i] == not_mapped
-                               ? in[i]
-                               : lax::gather(in[i], index, inner->in_axes[i], 0));
-        Program body = lower_nested(*inner->body, mesh, inner_renames, depth + 1);
-        auto res = ir::eval_program(body, pieces);
-        for (size_t j = 0; j < res.size(); ++j) {
-          if (inner->out_axes[j] == not_mapped) {
-            out.push_back(res[j]);
-          } else {
-            Array g = bind1(std::make_shared<AllGather>(nm, sz), {res[j]});
-            out.push_back(moveaxis(g, 0, inner->out_axes[j]));
-          }
-        }
-      } else {
-        out = bind(renamed(eq.primitive, renames), in);
+    return ir::interpret_arrays(p, args, [&](const Equation& eq, const std::vector<Array>& in) {
+      if (auto* inner = dynamic_cast<const PmapCall*>(eq.primitive.get()))
+        return lower_pmap(*inner, in, mesh, renames, depth);
+      PrimitivePtr prim = renamed(eq.primitive, renames);
+      auto subs = prim->subprograms();
+      if (!subs.empty()) {
+        for (auto& sub : subs)
+          sub = std::make_shared<const Program>(lower_nested(*sub, mesh, renames, depth));
+        prim = prim->with_subprograms(std::move(subs));
       }
-      for (size_t k = 0; k < out.size(); ++k) env[eq.outputs[k]] = out[k];
-    }
-    std::vector<Array> outs;
-    for (auto& a : p.outputs) outs.push_back(read(a));
-    return outs;
+      return bind(prim, in);
+    });
   });
   if (!traced.captured.empty())
     fail("xla_pmap: a nested pmap captured values of an enclosing trace");

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "spmd/program.h"
@@ -17,8 +18,11 @@ class Executable;
 
 namespace spmd::prim {
 
-class PmapCall : public Primitive {
+class PmapCall final : public PrimitiveOf<PmapCall> {
  public:
+  auto key() const {
+    return std::tie(body, axis_name, size, global_size, in_axes, out_axes, devices);
+  }
   PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
            std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices,
            int64_t global_size = 0);

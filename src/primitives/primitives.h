@@ -1,8 +1,9 @@
 #pragma once
 // The primitive set (lax-level: operands already promoted and broadcast by the ops layer).
-// Each class holds its parameters; rules live in the matching primitives/*.cpp file and
-// kernels in backend/cpu/kernels_*.cpp.
+// Each class holds its parameters and lists them in key() (its identity, see PrimitiveOf); rules
+// live in the matching primitives/*.cpp file and kernels in backend/cpu/kernels_*.cpp.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "spmd/primitive.h"
@@ -35,8 +36,9 @@ enum class UnaryOp {
   ErfInv,
   IsFinite
 };
-class Unary : public Primitive {
+class Unary final : public PrimitiveOf<Unary> {
  public:
+  auto key() const { return std::tie(op); }
   bool is_elementwise() const override { return true; }
   explicit Unary(UnaryOp op) : op(op) {}
   UnaryOp op;
@@ -72,8 +74,9 @@ enum class BinaryOp {
 };
 bool is_comparison(BinaryOp op);
 // Operands have one dtype and equal shapes, or one of them is a rank-0 scalar.
-class Binary : public Primitive {
+class Binary final : public PrimitiveOf<Binary> {
  public:
+  auto key() const { return std::tie(op); }
   bool is_elementwise() const override { return true; }
   explicit Binary(BinaryOp op) : op(op) {}
   BinaryOp op;
@@ -86,8 +89,9 @@ class Binary : public Primitive {
 };
 
 // select(pred, on_true, on_false); pred is bool; rank-0 operands broadcast.
-class Select : public Primitive {
+class Select final : public PrimitiveOf<Select> {
  public:
+  auto key() const { return std::tie(); }
   bool is_elementwise() const override { return true; }
   std::string name() const override { return "select_n"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -97,8 +101,9 @@ class Select : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
-class Convert : public Primitive {
+class Convert final : public PrimitiveOf<Convert> {
  public:
+  auto key() const { return std::tie(to, weak); }
   bool is_elementwise() const override { return true; }
   Convert(DType to, bool weak) : to(to), weak(weak) {}
   DType to;
@@ -113,8 +118,9 @@ class Convert : public Primitive {
 };
 
 // Identity whose gradient is zero.
-class StopGradient : public Primitive {
+class StopGradient final : public PrimitiveOf<StopGradient> {
  public:
+  auto key() const { return std::tie(); }
   bool is_elementwise() const override { return true; }
   std::string name() const override { return "stop_gradient"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override {
@@ -127,8 +133,9 @@ class StopGradient : public Primitive {
 };
 
 // A runtime assertion: no outputs; its kernel throws when any element of its input is false.
-class Check : public Primitive {
+class Check final : public PrimitiveOf<Check> {
  public:
+  auto key() const { return std::tie(message); }
   explicit Check(std::string message) : message(std::move(message)) {}
   std::string message;
   std::string name() const override { return "check"; }
@@ -143,8 +150,9 @@ class Check : public Primitive {
 
 // ---- reductions -----------------------------------------------------------------------------
 enum class ReduceOp { Sum, Max, Min, Prod, And, Or };
-class Reduce : public Primitive {
+class Reduce final : public PrimitiveOf<Reduce> {
  public:
+  auto key() const { return std::tie(op, axes); }
   Reduce(ReduceOp op, std::vector<int> axes) : op(op), axes(std::move(axes)) {}
   ReduceOp op;
   std::vector<int> axes;  // sorted, non-negative
@@ -160,8 +168,9 @@ class Reduce : public Primitive {
 };
 
 // argmax/argmin along one axis (first occurrence; NaN wins, as in numpy).
-class ArgReduce : public Primitive {
+class ArgReduce final : public PrimitiveOf<ArgReduce> {
  public:
+  auto key() const { return std::tie(is_max, axis, index_dtype); }
   ArgReduce(bool is_max, int axis, DType index_dtype)
       : is_max(is_max), axis(axis), index_dtype(index_dtype) {}
   bool is_max;
@@ -177,8 +186,9 @@ class ArgReduce : public Primitive {
 };
 
 // Inclusive cumulative sum along an axis.
-class CumSum : public Primitive {
+class CumSum final : public PrimitiveOf<CumSum> {
  public:
+  auto key() const { return std::tie(axis, reverse); }
   CumSum(int axis, bool reverse) : axis(axis), reverse(reverse) {}
   int axis;
   bool reverse;
@@ -193,8 +203,9 @@ class CumSum : public Primitive {
 
 // ---- shape ----------------------------------------------------------------------------------
 // Operand dim i becomes output dim dims[i] (sizes equal, or 1 to broadcast).
-class BroadcastInDim : public Primitive {
+class BroadcastInDim final : public PrimitiveOf<BroadcastInDim> {
  public:
+  auto key() const { return std::tie(shape, dims); }
   BroadcastInDim(Shape shape, std::vector<int> dims)
       : shape(std::move(shape)), dims(std::move(dims)) {}
   Shape shape;
@@ -208,8 +219,9 @@ class BroadcastInDim : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
-class Reshape : public Primitive {
+class Reshape final : public PrimitiveOf<Reshape> {
  public:
+  auto key() const { return std::tie(shape); }
   explicit Reshape(Shape shape) : shape(std::move(shape)) {}
   Shape shape;
   std::string name() const override { return "reshape"; }
@@ -222,8 +234,9 @@ class Reshape : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
-class Transpose : public Primitive {
+class Transpose final : public PrimitiveOf<Transpose> {
  public:
+  auto key() const { return std::tie(perm); }
   explicit Transpose(std::vector<int> perm) : perm(std::move(perm)) {}
   std::vector<int> perm;
   std::string name() const override { return "transpose"; }
@@ -235,8 +248,9 @@ class Transpose : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
-class Slice : public Primitive {
+class Slice final : public PrimitiveOf<Slice> {
  public:
+  auto key() const { return std::tie(start, limit, strides); }
   Slice(Shape start, Shape limit, Shape strides)
       : start(std::move(start)), limit(std::move(limit)), strides(std::move(strides)) {}
   Shape start, limit, strides;
@@ -250,8 +264,9 @@ class Slice : public Primitive {
 };
 
 // lax.rev: reverses the order of the elements along each of `dims` (x[::-1] on those axes).
-class Rev : public Primitive {
+class Rev final : public PrimitiveOf<Rev> {
  public:
+  auto key() const { return std::tie(dims); }
   explicit Rev(std::vector<int> dims) : dims(std::move(dims)) {}
   std::vector<int> dims;  // sorted, unique, non-negative
   std::string name() const override { return "rev"; }
@@ -264,8 +279,9 @@ class Rev : public Primitive {
 };
 
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
-class Pad : public Primitive {
+class Pad final : public PrimitiveOf<Pad> {
  public:
+  auto key() const { return std::tie(lo, hi, interior); }
   Pad(Shape lo, Shape hi, Shape interior)
       : lo(std::move(lo)), hi(std::move(hi)), interior(std::move(interior)) {}
   Shape lo, hi, interior;
@@ -278,8 +294,9 @@ class Pad : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
-class Concatenate : public Primitive {
+class Concatenate final : public PrimitiveOf<Concatenate> {
  public:
+  auto key() const { return std::tie(axis); }
   explicit Concatenate(int axis) : axis(axis) {}
   int axis;
   std::string name() const override { return "concatenate"; }
@@ -295,8 +312,9 @@ class Concatenate : public Primitive {
 // take along `axis`, with the first batch_dims axes of operand and indices paired:
 // operand (B..., pre..., N, post...), indices (B..., I...) -> (B..., pre..., I..., post...).
 // Out-of-range indices are clamped (JAX's default for gathers).
-class Gather : public Primitive {
+class Gather final : public PrimitiveOf<Gather> {
  public:
+  auto key() const { return std::tie(axis, batch_dims); }
   Gather(int axis, int batch_dims) : axis(axis), batch_dims(batch_dims) {}
   int axis, batch_dims;
   std::string name() const override { return "gather"; }
@@ -309,8 +327,9 @@ class Gather : public Primitive {
 };
 
 // The transpose of Gather: adds updates into zeros of operand_shape.
-class ScatterAdd : public Primitive {
+class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
  public:
+  auto key() const { return std::tie(axis, batch_dims, operand_shape); }
   ScatterAdd(int axis, int batch_dims, Shape operand_shape)
       : axis(axis), batch_dims(batch_dims), operand_shape(std::move(operand_shape)) {}
   int axis, batch_dims;
@@ -324,8 +343,9 @@ class ScatterAdd : public Primitive {
                          const std::vector<Array>&) const override;
 };
 
-class Iota : public Primitive {
+class Iota final : public PrimitiveOf<Iota> {
  public:
+  auto key() const { return std::tie(shape, dtype, dimension); }
   Iota(Shape shape, DType dtype, int dimension)
       : shape(std::move(shape)), dtype(dtype), dimension(dimension) {}
   Shape shape;
@@ -337,8 +357,9 @@ class Iota : public Primitive {
 };
 
 // Stable argsort along an axis, int32 indices.
-class Argsort : public Primitive {
+class Argsort final : public PrimitiveOf<Argsort> {
  public:
+  auto key() const { return std::tie(axis); }
   explicit Argsort(int axis) : axis(axis) {}
   int axis;
   std::string name() const override { return "argsort"; }
@@ -353,11 +374,13 @@ class Argsort : public Primitive {
 // ---- linear algebra -------------------------------------------------------------------------
 struct DotDims {
   std::vector<int> lhs_contract, rhs_contract, lhs_batch, rhs_batch;
+  auto key() const { return std::tie(lhs_contract, rhs_contract, lhs_batch, rhs_batch); }
   bool operator==(const DotDims&) const = default;
 };
 // Output axes: batch, lhs free (in order), rhs free (in order).
-class DotGeneral : public Primitive {
+class DotGeneral final : public PrimitiveOf<DotGeneral> {
  public:
+  auto key() const { return std::tie(dims); }
   explicit DotGeneral(DotDims dims) : dims(std::move(dims)) {}
   DotDims dims;
   std::string name() const override { return "dot_general"; }
@@ -371,8 +394,9 @@ class DotGeneral : public Primitive {
 
 // ---- random ---------------------------------------------------------------------------------
 // Threefry-2x32 counter-mode bits: key u32[K..., 2] -> u32[K..., shape...].
-class RandomBits : public Primitive {
+class RandomBits final : public PrimitiveOf<RandomBits> {
  public:
+  auto key() const { return std::tie(shape); }
   explicit RandomBits(Shape shape) : shape(std::move(shape)) {}
   Shape shape;
   std::string name() const override { return "random_bits"; }
@@ -386,8 +410,9 @@ class RandomBits : public Primitive {
 
 // Threefry-2x32 applied to a key u32[K..., 2] and counters u32[K..., 2]: the key derivation
 // behind split and fold_in.
-class Threefry : public Primitive {
+class Threefry final : public PrimitiveOf<Threefry> {
  public:
+  auto key() const { return std::tie(); }
   std::string name() const override { return "threefry2x32"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,

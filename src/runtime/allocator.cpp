@@ -1,5 +1,6 @@
 #include "runtime/allocator.h"
 
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -47,7 +48,14 @@ Buffer::~Buffer() {
   }
 }
 
+namespace {
+std::atomic<size_t> g_allocations{0};
+}  // namespace
+
+size_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+
 std::shared_ptr<Buffer> allocate(size_t bytes) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
   auto buf = std::make_shared<Buffer>();
   size_t cap = size_class(bytes);
   buf->bytes = bytes;

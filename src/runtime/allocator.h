@@ -22,5 +22,8 @@ std::shared_ptr<Buffer> allocate(size_t bytes);
 // Drops every cached block (tests use it to check for leaks).
 void release_cached_memory();
 size_t cached_bytes();
+// How many buffers allocate() has handed out in this process (cached or fresh): tests check
+// that a loop's iterations allocate nothing.
+size_t allocation_count();
 
 }  // namespace spmd::runtime

@@ -1,39 +1,71 @@
 #include "transforms/autodiff.h"
 
+#include "ir/interpret.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 
 namespace spmd::transforms {
 
 Linearization::Linearization(Program p, std::vector<Array> args, std::vector<bool> wrt)
-    : program_(std::move(p)), wrt_(std::move(wrt)) {
-  const Program& prog = program_;
-  env_.resize(prog.var_types.size());
+    : program_(std::make_shared<const Program>(std::move(p))), wrt_(std::move(wrt)) {
+  const Program& prog = *program_;
   needs_.assign(prog.var_types.size(), false);
-  for (size_t i = 0; i < args.size(); ++i) {
-    env_[prog.inputs[i]] = args[i];
+  residuals_.resize(prog.equations.size());
+  for (size_t i = 0; i < args.size() && i < prog.inputs.size(); ++i)
     needs_[prog.inputs[i]] =
         i < wrt_.size() && wrt_[i] && is_floating(prog.var_types[prog.inputs[i]].dtype);
-  }
-  auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env_[a.var]; };
-  for (const Equation& eq : prog.equations) {
-    std::vector<Array> in;
+  size_t index = 0;
+  auto apply = [&](const Equation& eq, const std::vector<Array>& in) {
+    std::vector<bool> wrt_in = input_needs(eq);
     bool needs = false;
-    for (auto& a : eq.inputs) {
-      in.push_back(read(a));
-      needs = needs || (!a.is_literal() && needs_[a.var]);
+    for (bool b : wrt_in) needs = needs || b;
+    std::vector<Array> out;
+    if (needs && eq.primitive->saves_residuals()) {
+      Primitive::Forward f = eq.primitive->forward(in, wrt_in);
+      out = std::move(f.outputs);
+      residuals_[index] = std::move(f.residuals);
+    } else {
+      out = bind(eq.primitive, in);
     }
-    std::vector<Array> out = bind(eq.primitive, in);
-    for (size_t k = 0; k < out.size(); ++k) {
-      env_[eq.outputs[k]] = out[k];
-      needs_[eq.outputs[k]] = needs && is_floating(prog.var_types[eq.outputs[k]].dtype);
-    }
+    for (int v : eq.outputs) needs_[v] = needs && is_floating(prog.var_types[v].dtype);
+    ++index;
+    return out;
+  };
+  outputs_ = ir::interpret_arrays(prog, args, apply, &env_);
+}
+
+std::vector<bool> Linearization::input_needs(const Equation& eq) const {
+  std::vector<bool> r;
+  for (const Atom& a : eq.inputs) r.push_back(!a.is_literal() && needs_[a.var]);
+  return r;
+}
+
+std::vector<Array> Linearization::saved() const {
+  std::vector<Array> s = env_;
+  for (auto& r : residuals_) s.insert(s.end(), r.begin(), r.end());
+  return s;
+}
+
+Linearization Linearization::with_saved(const std::vector<Array>& saved) const {
+  Linearization l;
+  l.program_ = program_;
+  l.needs_ = needs_;
+  l.wrt_ = wrt_;
+  size_t k = env_.size();
+  if (saved.size() < k) fail("vjp: expected at least ", k, " saved values, got ", saved.size());
+  l.env_.assign(saved.begin(), saved.begin() + static_cast<long>(k));
+  for (auto& r : residuals_) {
+    if (saved.size() < k + r.size()) fail("vjp: too few saved values (", saved.size(), ")");
+    l.residuals_.emplace_back(saved.begin() + static_cast<long>(k),
+                              saved.begin() + static_cast<long>(k + r.size()));
+    k += r.size();
   }
-  for (auto& a : prog.outputs) outputs_.push_back(read(a));
+  for (auto& a : program_->outputs) l.outputs_.push_back(a.is_literal() ? a.literal : l.env_[a.var]);
+  return l;
 }
 
 std::vector<Array> Linearization::backward(const std::vector<Array>& output_cotangents) const {
-  const Program& prog = program_;
+  const Program& prog = *program_;
   if (output_cotangents.size() != prog.outputs.size())
     fail("vjp: expected ", prog.outputs.size(), " cotangents, got ", output_cotangents.size());
   std::vector<Array> ct(prog.var_types.size());
@@ -50,13 +82,14 @@ std::vector<Array> Linearization::backward(const std::vector<Array>& output_cota
   for (size_t j = 0; j < prog.outputs.size(); ++j)
     if (!prog.outputs[j].is_literal()) accumulate(prog.outputs[j].var, output_cotangents[j]);
   auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env_[a.var]; };
-  for (auto it = prog.equations.rbegin(); it != prog.equations.rend(); ++it) {
-    const Equation& eq = *it;
+  for (size_t e = prog.equations.size(); e-- > 0;) {
+    const Equation& eq = prog.equations[e];
     bool any = false;
     for (int v : eq.outputs) any = any || ct[v].valid();
     if (!any) continue;
+    std::vector<bool> wrt_in = input_needs(eq);
     bool needed = false;
-    for (auto& a : eq.inputs) needed = needed || (!a.is_literal() && needs_[a.var]);
+    for (bool b : wrt_in) needed = needed || b;
     if (!needed) continue;
     std::vector<Array> primals, outs, cts;
     for (auto& a : eq.inputs) primals.push_back(read(a));
@@ -64,7 +97,10 @@ std::vector<Array> Linearization::backward(const std::vector<Array>& output_cota
       outs.push_back(env_[v]);
       cts.push_back(ct[v].valid() ? ct[v] : zeros_like(env_[v]));
     }
-    std::vector<Array> in_cts = eq.primitive->vjp(primals, outs, cts);
+    std::vector<Array> in_cts =
+        eq.primitive->saves_residuals()
+            ? eq.primitive->backward(primals, residuals_[e], wrt_in, cts)
+            : eq.primitive->vjp(primals, outs, cts);
     for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k)
       if (!eq.inputs[k].is_literal()) accumulate(eq.inputs[k].var, in_cts[k]);
   }

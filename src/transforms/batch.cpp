@@ -2,52 +2,54 @@
 
 #include <algorithm>
 
+#include "ir/interpret.h"
 #include "spmd/error.h"
 
 namespace spmd::transforms {
 
+namespace {
+struct Value {
+  Array value;
+  int dim = not_mapped;
+};
+}  // namespace
+
 BatchedValues batch_eval(const Program& p, const std::vector<Array>& args,
                          const std::vector<int>& dims, const BatchContext& ctx) {
-  std::vector<Array> env(p.var_types.size());
-  std::vector<int> bdim(p.var_types.size(), not_mapped);
-  for (size_t i = 0; i < args.size(); ++i) {
-    env[p.inputs[i]] = args[i];
-    bdim[p.inputs[i]] = dims[i];
-  }
-  for (const Equation& eq : p.equations) {
-    std::vector<Array> in;
+  std::vector<Value> in;
+  for (size_t i = 0; i < args.size(); ++i) in.push_back({args[i], dims[i]});
+  auto literal = [](const Array& a) { return Value{a, not_mapped}; };
+  auto apply = [&](const Equation& eq, const std::vector<Value>& vs) {
+    std::vector<Array> values;
     std::vector<int> in_dims;
     bool any = false;
-    for (auto& a : eq.inputs) {
-      in.push_back(a.is_literal() ? a.literal : env[a.var]);
-      in_dims.push_back(a.is_literal() ? not_mapped : bdim[a.var]);
-      any = any || in_dims.back() != not_mapped;
+    for (const Value& v : vs) {
+      values.push_back(v.value);
+      in_dims.push_back(v.dim);
+      any = any || v.dim != not_mapped;
     }
-    Batched out;
     auto names = eq.primitive->axis_names();
+    // A collective over this vmap's axis on an unbatched value still depends on the axis.
     bool names_this_axis = !ctx.axis_name.empty() &&
                            std::find(names.begin(), names.end(), ctx.axis_name) != names.end();
-    if (!any && names_this_axis) {
-      // A collective over this vmap's axis on an unbatched value still depends on the axis.
-      out = eq.primitive->batch(ctx, in, in_dims);
-    } else if (!any) {
-      out.values = bind(eq.primitive, in);
-      out.dims.assign(out.values.size(), not_mapped);
+    Batched out;
+    if (any || names_this_axis) {
+      out = eq.primitive->batch(ctx, values, in_dims);
     } else {
-      out = eq.primitive->batch(ctx, in, in_dims);
+      out.values = bind(eq.primitive, values);
+      out.dims.assign(out.values.size(), not_mapped);
     }
-    if (out.values.size() != eq.outputs.size())
+    if (out.values.size() != out.dims.size())
       fail("batching rule of '", eq.primitive->name(), "' returned ", out.values.size(),
-           " outputs, expected ", eq.outputs.size());
-    for (size_t i = 0; i < eq.outputs.size(); ++i) {
-      env[eq.outputs[i]] = out.values[i];
-      bdim[eq.outputs[i]] = out.dims[i];
-    }
-  }
+           " values with ", out.dims.size(), " batch dims");
+    std::vector<Value> res;
+    for (size_t k = 0; k < out.values.size(); ++k) res.push_back({out.values[k], out.dims[k]});
+    return res;
+  };
   BatchedValues r;
-  for (auto& a : p.outputs) {
-    r.values.push_back(a.is_literal() ? a.literal : env[a.var]);
-    r.dims.push_back(a.is_literal() ? not_mapped : bdim[a.var]);
+  for (Value& v : ir::interpret(p, in, literal, apply)) {
+    r.values.push_back(std::move(v.value));
+    r.dims.push_back(v.dim);
   }
   return r;
 }

@@ -4,6 +4,7 @@
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
 #include "transforms/autodiff.h"
+#include "transforms/forward.h"
 
 namespace spmd::detail {
 
@@ -72,36 +73,31 @@ std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& out
   return all;
 }
 
-std::vector<Array> jvp_tangents(const Linearized& lin, const std::vector<Array>& tangents) {
-  if (tangents.size() != lin.num_inputs)
-    fail("jvp: expected ", lin.num_inputs, " tangent arrays (one per primal leaf), got ",
+std::vector<Array> jvp_call(const FlatFn& fn, const FlatCall& call,
+                            const std::vector<Array>& tangents, TreeDef& out_tree,
+                            std::vector<Array>& outputs) {
+  if (tangents.size() != call.leaves.size())
+    fail("jvp: expected ", call.leaves.size(), " tangent arrays (one per primal leaf), got ",
          tangents.size());
-  const auto& outs = lin.lin->outputs();
-  // g(ct) = J^T ct is linear; its vjp at any point, applied to t, is J t.
-  std::vector<AbstractValue> ct_types;
-  for (const Array& o : outs) ct_types.push_back(o.aval());
-  ir::Traced g = ir::trace(ct_types, [&](const std::vector<Array>& cts) {
-    std::vector<Array> r = backward(lin, cts);
-    for (Array& a : r)
-      if (!a.valid()) a = zeros({});  // unreachable: every leaf is differentiated
-    return r;
-  });
-  std::vector<Array> args;
-  for (const Array& o : outs) args.push_back(zeros_like(o));
-  args.insert(args.end(), g.captured.begin(), g.captured.end());
-  std::vector<bool> wrt(args.size(), false);
-  for (size_t i = 0; i < outs.size(); ++i) wrt[i] = true;
-  transforms::Linearization lin2(std::move(g.program), std::move(args), wrt);
-  std::vector<Array> t = tangents;
-  for (size_t i = 0; i < t.size(); ++i) {
-    const Array& p = lin2.outputs()[i];
-    if (t[i].shape() != p.shape())
-      fail("jvp: tangent ", i, " has shape ", shape_str(t[i].shape()), ", expected ",
-           shape_str(p.shape()));
+  std::vector<AbstractValue> avals;
+  for (size_t i = 0; i < call.leaves.size(); ++i) {
+    const Array& a = call.leaves[i];
+    if (!a.valid() || !tangents[i].valid())
+      fail("jvp: expected array arguments, got an empty (default-constructed) Array");
+    if (tangents[i].shape() != a.shape())
+      fail("jvp: tangent ", i, " has shape ", shape_str(tangents[i].shape()), ", expected ",
+           shape_str(a.shape()));
+    avals.push_back(a.aval());
   }
-  std::vector<Array> r = lin2.backward(t);
-  r.resize(outs.size());
-  return r;
+  ir::Traced traced = ir::trace(avals, fn.fn);
+  out_tree = *fn.out_tree;
+  std::vector<Array> args = call.leaves;
+  args.insert(args.end(), traced.captured.begin(), traced.captured.end());
+  transforms::JvpValues r = transforms::jvp_eval(traced.program, args, tangents);
+  outputs = r.outputs;
+  for (size_t j = 0; j < r.tangents.size(); ++j)
+    if (!r.tangents[j].valid()) r.tangents[j] = zeros_like(r.outputs[j]);
+  return r.tangents;
 }
 
 void check_scalar_loss(const Array& loss, const char* what) {

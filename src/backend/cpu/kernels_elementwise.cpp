@@ -17,6 +17,13 @@ using prim::BinaryOp;
 using prim::UnaryOp;
 
 constexpr int64_t kGrain = 1 << 15;
+// parallel_for, with small arrays (scalars in a loop body) run inline without wrapping the
+// loop in a std::function.
+template <class F>
+void for_chunks(int64_t n, int threads, int64_t grain, F&& fn) {
+  if (threads <= 1 || n < 2 * grain) return fn(int64_t{0}, n);
+  parallel_for(n, threads, grain, fn);
+}
 
 // Inverse error function: Giles' single-precision approximation refined by two Newton steps.
 double erf_inv(double x) {
@@ -128,7 +135,7 @@ void unary_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
   visit(in[0].aval->dtype, [&]<class T>() {
     const T* x = in[0].as<T>();
     T* y = out[0].as<T>();
-    parallel_for(n, ctx.threads, kGrain, [&](int64_t b, int64_t e) {
+    for_chunks(n, ctx.threads, kGrain, [&](int64_t b, int64_t e) {
       // The switch is hoisted out of the loop for the hot ops.
       if constexpr (std::is_floating_point_v<T>) {
         if (op == UnaryOp::Neg) {
@@ -284,7 +291,7 @@ bool compare_value(BinaryOp op, T a, T b) {
 template <class T, class R, class F>
 void apply_binary(const T* a, int64_t sa, const T* b, int64_t sb, R* y, int64_t n, int threads,
                   F f) {
-  parallel_for(n, threads, kGrain, [&](int64_t lo, int64_t hi) {
+  for_chunks(n, threads, kGrain, [&](int64_t lo, int64_t hi) {
     if (sa && sb)
       for (int64_t i = lo; i < hi; ++i) y[i] = f(a[i], b[i]);
     else if (sb)
@@ -378,7 +385,7 @@ void select_kernel(const Primitive&, std::span<const Buf> in, std::span<const Bu
     const T* t = in[1].as<T>();
     const T* f = in[2].as<T>();
     T* y = out[0].as<T>();
-    parallel_for(n, ctx.threads, kGrain, [&](int64_t lo, int64_t hi) {
+    for_chunks(n, ctx.threads, kGrain, [&](int64_t lo, int64_t hi) {
       if (!ps && !ts && !fs) return select_loop<T, false, false, false>(pred, t, f, y, lo, hi);
       if (!ps && !ts && fs) return select_loop<T, false, false, true>(pred, t, f, y, lo, hi);
       if (!ps && ts && !fs) return select_loop<T, false, true, false>(pred, t, f, y, lo, hi);

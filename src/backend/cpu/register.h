@@ -10,6 +10,7 @@ void register_dot_kernels();
 void register_random_kernels();
 void register_collective_kernels();
 void register_pmap_kernel();
+void register_control_flow_kernels();
 
 inline void register_all_kernels() {
   register_elementwise_kernels();
@@ -20,6 +21,7 @@ inline void register_all_kernels() {
   register_random_kernels();
   register_collective_kernels();
   register_pmap_kernel();
+  register_control_flow_kernels();
 }
 
 }  // namespace spmd::cpu
