@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <utility>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,8 +19,13 @@
 #include "runtime/communicator.h"
 #include "runtime/mesh.h"
 #include "runtime/run_state.h"
+#include "spmd/collectives.h"
+#include "spmd/control_flow.h"
 #include "spmd/device.h"
 #include "spmd/error.h"
+#include "spmd/ops.h"
+#include "spmd/transforms.h"
+#include "test_util.h"
 
 namespace {
 
@@ -199,6 +206,83 @@ TEST(CollectiveSites, SubSitesDependOnTheCallerAndThePart) {
   EXPECT_NE(backend::sub_site(5, 2), backend::sub_site(6, 2));
   EXPECT_NE(backend::sub_site(5, 2), backend::sub_site(5, 3));
   EXPECT_NE(backend::sub_site(backend::sub_site(0, 1), 0), backend::sub_site(0, 1));
+}
+
+// ---- end to end: pmap over control flow -----------------------------------------------------
+
+using Carry = std::pair<Array, Array>;
+
+// Device d runs d + 1 iterations (its trip count from axis_index), each adding `step` of the
+// carry; returns the final carry.
+Array loop_of(const Array& x, const std::function<Array(const Array&)>& step) {
+  Array limit = axis_index("i") + 1;
+  return lax::while_loop([&](const Carry& s) { return s.second < limit; },
+                         [&](const Carry& s) { return Carry(s.first + step(s.first), s.second + 1); },
+                         Carry(x, Array(int32_t{0})))
+      .first;
+}
+
+using test_util::error_of;
+
+TEST_F(CollectiveMismatch, PmapOfWhileLoopWithAPsumAndPerDeviceTripCountsIsAnError) {
+  auto start = std::chrono::steady_clock::now();
+  std::string error = error_of([] {
+    pmap([](const Array& x) { return loop_of(x, [](const Array& v) { return psum(v, "i"); }); },
+         "i")(ones({4}, float32));
+  });
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 60) << "found by the timeout (120 s), not as a mismatch";
+  // Device 0 leaves after one iteration; the others wait in their second psum.
+  EXPECT_NE(error.find("collective mismatch: device 0 finished the program while device "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("waits in psum(axes=('i',)) of f32[] (call 2 over axis i in this run)"),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(CollectiveMismatch, PmapOfWhileLoopFollowedByTheSamePsumIsAnError) {
+  // After its one iteration, device 0 calls a psum of the same shape as the loop's: without
+  // sites it would be combined with the others' second loop psum.
+  std::string error = error_of([] {
+    pmap(
+        [](const Array& x) {
+          Array y = loop_of(x, [](const Array& v) { return psum(v, "i"); });
+          return psum(y, "i");
+        },
+        "i")(ones({4}, float32));
+  });
+  EXPECT_NE(error.find("collective mismatch: device "), std::string::npos) << error;
+  EXPECT_NE(error.find("psum(axes=('i',)) of f32[] at another place in the program than device "),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(CollectiveMismatch, PmapOfCondWhoseBranchesMakeIdenticalPsumsIsAnErrorWhenDevicesDisagree) {
+  std::string error = error_of([] {
+    pmap(
+        [](const Array& x) {
+          return lax::cond(
+              axis_index("i") < 2, [](const Array& v) { return psum(v, "i") * 2.0f; },
+              [](const Array& v) { return psum(v, "i") * 3.0f; }, x);
+        },
+        "i")(ones({4}, float32));
+  });
+  EXPECT_NE(error.find("at another place in the program than device "), std::string::npos)
+      << error;
+}
+
+TEST_F(CollectiveMismatch, PmapOfWhileLoopWithoutCollectivesRunsEachDeviceToItsOwnEnd) {
+  Array x = arange(4, float32) * 0.25f + 0.5f;
+  Array got = pmap([](const Array& v) { return loop_of(v, [](const Array& c) { return cos(c); }); },
+                   "i")(x);
+  std::vector<float> xs = x.to_vector<float>(), gs = got.to_vector<float>();
+  for (int d = 0; d < 4; ++d) {
+    float c = xs[d];
+    for (int k = 0; k <= d; ++k) c = c + std::cos(c);  // d + 1 iterations of c + cos(c)
+    EXPECT_NEAR(gs[d], c, 1e-6f * (1 + std::abs(c))) << "device " << d;
+  }
 }
 
 }  // namespace

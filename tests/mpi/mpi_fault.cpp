@@ -14,7 +14,9 @@
 //   diverged     process 0 leaves its loop after one psum and goes on to an all_gather while the
 //                others make a second psum;
 //   elsewhere    process 0 makes its psum after a multiplication, the others before it: the same
-//                psum of the same shape, at another place in the program.
+//                psum of the same shape, at another place in the program;
+//   while        a pmapped while_loop whose trip count is axis_index + 1, a psum per iteration
+//                (one program everywhere; run with one device per process, run_fault.cmake).
 // Every process that catches spmd::Error prints "process <p>: error: <message>" and exits 1;
 // reaching the end without an error prints "no error" and exits 0 (the checks then fail).
 #include <spmd/spmd.h>
@@ -36,12 +38,13 @@ int main(int argc, char** argv) {
   const std::vector<std::string> modes = {"exit",         "stuck",      "mismatch",
                                           "shapes",       "reductions", "minmax",
                                           "permutations", "layouts",    "groups",
-                                          "finished",     "diverged",   "elsewhere"};
+                                          "finished",     "diverged",   "elsewhere",
+                                          "while"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     std::fprintf(
         stderr,
         "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts|groups|"
-        "finished|diverged|elsewhere\n",
+        "finished|diverged|elsewhere|while\n",
         argv[0]);
     return 2;
   }
@@ -114,6 +117,21 @@ int main(int argc, char** argv) {
       x = loop(x);
       // Long enough that a process waiting for this one would time out first without the
       // end-of-program marker.
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+    } else if (mode == "while") {
+      using Carry = std::pair<Array, Array>;
+      auto loop = pmap(
+          [](const Array& v) {
+            Array limit = axis_index("i") + 1;
+            return lax::while_loop([&](const Carry& c) { return c.second < limit; },
+                                   [](const Carry& c) {
+                                     return Carry(c.first + psum(c.first, "i"), c.second + 1);
+                                   },
+                                   Carry(v, Array(int32_t{0})))
+                .first;
+          },
+          "i");
+      x = loop(x);
       std::this_thread::sleep_for(std::chrono::seconds(20));
     } else if (mode == "elsewhere") {
       auto f = pmap(

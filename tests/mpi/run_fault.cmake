@@ -15,11 +15,18 @@
 #             a "collective mismatch" (0 finished the program while 1 and 2 wait) within 15 s.
 #   diverged: process 0 goes on to an all_gather where 1 and 2 make a second psum; elsewhere:
 #             process 0 makes the same psum at another place in its program: the same as mismatch.
+#   while:    2 processes of 1 device; a pmapped while_loop with trip count axis_index + 1 and a
+#             psum per iteration: both print a "collective mismatch" within 15 s.
 # SPMD_COLLECTIVE_TIMEOUT is 10 s; the whole run must end within 60 s.
 set(np 3)
+set(devices 2)
+if(MODE STREQUAL "while")  # one device per process: only the processes can tell the mismatch
+  set(np 2)
+  set(devices 1)
+endif()
 string(TIMESTAMP start "%s")
 execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=2 SPMD_COLLECTIVE_TIMEOUT=10
+  COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=${devices} SPMD_COLLECTIVE_TIMEOUT=10
           ${MPIEXEC} ${NP_FLAG} ${np} --allow-run-as-root --oversubscribe ${PROGRAM} ${MODE}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 string(TIMESTAMP end "%s")
@@ -52,6 +59,17 @@ if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
       message(FATAL_ERROR "process ${p} did not print an error naming process 1 (expected /${naming}/)")
     endif()
   endforeach()
+elseif(MODE STREQUAL "while")
+  # Device 0 (process 0) leaves the loop after one psum; device 1 (process 1) waits in its second.
+  if(NOT all MATCHES "process 0: error: collective mismatch: process 1 waits in psum\\([^\n]*call 2 of this run[^\n]* while process 0 finished the program")
+    message(FATAL_ERROR "process 0 did not report process 1 waiting in its second psum")
+  endif()
+  if(NOT all MATCHES "process 1: error: collective mismatch: process 0 finished the program while process 1 waits in psum\\(")
+    message(FATAL_ERROR "process 1 did not report that process 0 finished the program")
+  endif()
+  if(seconds GREATER_EQUAL 15)
+    message(FATAL_ERROR "the run took ${seconds} s; the mismatch must be found before the timeout (10 s)")
+  endif()
 elseif(MODE STREQUAL "finished")
   # Process 0 reports the others waiting; they report process 0 finished (not a lost process,
   # not a timeout: process 0 is still alive, sleeping 20 s after its pmap).
