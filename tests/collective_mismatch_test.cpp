@@ -8,10 +8,10 @@
 
 #include <chrono>
 #include <cmath>
-#include <utility>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/kernel.h"
@@ -91,8 +91,7 @@ TEST_F(CollectiveMismatch, ReplicaThatFinishesWhileAnotherWaitsFailsTheRun) {
       if (k == 0) first[r] = x;
     }
   });
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 50) << "found by the timeout, not as a mismatch";
   EXPECT_NE(error.find("collective mismatch: device 0 finished the program while device "),
             std::string::npos)
@@ -216,9 +215,10 @@ using Carry = std::pair<Array, Array>;
 // carry; returns the final carry.
 Array loop_of(const Array& x, const std::function<Array(const Array&)>& step) {
   Array limit = axis_index("i") + 1;
-  return lax::while_loop([&](const Carry& s) { return s.second < limit; },
-                         [&](const Carry& s) { return Carry(s.first + step(s.first), s.second + 1); },
-                         Carry(x, Array(int32_t{0})))
+  return lax::while_loop(
+             [&](const Carry& s) { return s.second < limit; },
+             [&](const Carry& s) { return Carry(s.first + step(s.first), s.second + 1); },
+             Carry(x, Array(int32_t{0})))
       .first;
 }
 
@@ -230,8 +230,7 @@ TEST_F(CollectiveMismatch, PmapOfWhileLoopWithAPsumAndPerDeviceTripCountsIsAnErr
     pmap([](const Array& x) { return loop_of(x, [](const Array& v) { return psum(v, "i"); }); },
          "i")(ones({4}, float32));
   });
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 60) << "found by the timeout (120 s), not as a mismatch";
   // Device 0 leaves after one iteration; the others wait in their second psum.
   EXPECT_NE(error.find("collective mismatch: device 0 finished the program while device "),
@@ -269,8 +268,7 @@ TEST_F(CollectiveMismatch, PmapOfCondWhoseBranchesMakeIdenticalPsumsIsAnErrorWhe
         },
         "i")(ones({4}, float32));
   });
-  EXPECT_NE(error.find("at another place in the program than device "), std::string::npos)
-      << error;
+  EXPECT_NE(error.find("at another place in the program than device "), std::string::npos) << error;
 }
 
 TEST_F(CollectiveMismatch, PmapOfWhileLoopWithoutCollectivesRunsEachDeviceToItsOwnEnd) {

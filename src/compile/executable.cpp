@@ -196,8 +196,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   std::vector<std::vector<int>> release_at(prog.equations.size() + 1);
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
-    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr,
-              s};
+    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr, s};
     for (auto& a : eq.inputs)
       step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     for (int v : eq.outputs) {

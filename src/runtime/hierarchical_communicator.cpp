@@ -97,8 +97,7 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
                                        " finished the program while process ", me, " waits in ",
                                        describe(mine))
                       : detail::concat("collective mismatch: process ", p, " waits in ",
-                                       describe(h), " while process ", me,
-                                       " finished the program");
+                                       describe(h), " while process ", me, " finished the program");
       message += std::string("; ") + kSameCollectives;
     } else {
       const bool elsewhere = h.kind == mine.kind && h.dtype == mine.dtype &&
@@ -134,7 +133,8 @@ void HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
               static_cast<int64_t>(call ? call->site : 0),
               {}};
   std::memcpy(mine.call, text.data(), std::min(text.size(), sizeof mine.call - 1));
-  compare_headers(*transport_, mine, axis_, std::string(kind_name(kind)) + " #" + std::to_string(seq));
+  compare_headers(*transport_, mine, axis_,
+                  std::string(kind_name(kind)) + " #" + std::to_string(seq));
 }
 
 void end_program_across_processes(Transport& transport, const std::string& axis) {
@@ -161,8 +161,9 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
                                           ReduceOp op) {
   const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
-  auto& r = local_->arrive(seq, local_rank_, in, out,
-                           Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
+  auto& r =
+      local_->arrive(seq, local_rank_, in, out,
+                     Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
   const int L = static_cast<int>(r.out.size());
   const int P = static_cast<int>(counts_.size());
   const int64_t item = static_cast<int64_t>(itemsize(dtype));

@@ -100,7 +100,8 @@ void RunState::check_progress() {
     constexpr size_t kShown = 8;
     for (size_t k = 0; k < std::min(waiting.size(), kShown); ++k)
       message += (k == 0 ? "" : k + 1 == waiting.size() ? " and " : ", ") + waiting_in(waiting[k]);
-    if (waiting.size() > kShown) message += detail::concat(" and ", waiting.size() - kShown, " more");
+    if (waiting.size() > kShown)
+      message += detail::concat(" and ", waiting.size() - kShown, " more");
   }
   record_mismatch(message + "; " + kSameCollectives);
 }

@@ -545,9 +545,10 @@ TEST_F(Loops, WhileLoopWithPerDeviceTripCountsAndNoCollectiveRunsEachDeviceToIts
   std::vector<H> global = global_inputs({3}, DType::Float32);
   auto f = [](const Array& x) {
     Array limit = axis_index("i") + 1;
-    return lax::while_loop([&](const Carry& c) { return c.second < limit; },
-                           [](const Carry& c) { return Carry(c.first * 0.5f + 1.0f, c.second + 1); },
-                           Carry(x, Array(int32_t{0})))
+    return lax::while_loop(
+               [&](const Carry& c) { return c.second < limit; },
+               [](const Carry& c) { return Carry(c.first * 0.5f + 1.0f, c.second + 1); },
+               Carry(x, Array(int32_t{0})))
         .first;
   };
   std::vector<H> want = global;

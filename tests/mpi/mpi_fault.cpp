@@ -35,11 +35,9 @@ using namespace spmd;
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  const std::vector<std::string> modes = {"exit",         "stuck",      "mismatch",
-                                          "shapes",       "reductions", "minmax",
-                                          "permutations", "layouts",    "groups",
-                                          "finished",     "diverged",   "elsewhere",
-                                          "while"};
+  const std::vector<std::string> modes = {
+      "exit",    "stuck",  "mismatch", "shapes",   "reductions", "minmax", "permutations",
+      "layouts", "groups", "finished", "diverged", "elsewhere",  "while"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     std::fprintf(
         stderr,

@@ -74,8 +74,7 @@ void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<co
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
   const EquationCall call(ctx, c, *in[0].aval);
-  comm_for(ctx, c, call)
-      .all_gather(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype);
+  comm_for(ctx, c, call).all_gather(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype);
 }
 
 void reduce_scatter_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
@@ -99,8 +98,7 @@ void ppermute_kernel(const Primitive& p, std::span<const Buf> in, std::span<cons
                      ExecContext& ctx) {
   const auto& c = backend::as<prim::Ppermute>(p);
   const EquationCall call(ctx, c, *in[0].aval);
-  comm_for(ctx, c, call)
-      .permute(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.perm);
+  comm_for(ctx, c, call).permute(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.perm);
 }
 
 void axis_index_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,
