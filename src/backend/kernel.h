@@ -2,6 +2,7 @@
 // Kernels: the per-backend implementation of primitives, kept apart from the primitives'
 // math. A registry maps a primitive's C++ type to its kernel, so a new backend adds a folder,
 // not a method on every primitive.
+#include <cstdint>
 #include <span>
 #include <string>
 #include <typeindex>
@@ -40,7 +41,31 @@ struct ExecContext {
   int device = 0;                     // local device id running the kernel
   const ReplicaAxes* axes = nullptr;  // set inside pmap runs
   int threads = 1;                    // intra-op threads a kernel may use
+  // Where in the program the running equation is: its site. compile::Executable sets it before
+  // each kernel call to sub_site(the caller's site, the equation's position) and restores the
+  // caller's afterwards. Collectives hand it to their communicator, which compares it among the
+  // replicas (and processes) meeting there, so a replica that calls an identical-looking
+  // collective from another place in the program (after leaving a loop early, say) is reported
+  // as a mismatch instead of being combined with it.
+  //
+  // The hook for kernels that run sub-programs (while, scan, cond): run the body Executable
+  // with the ExecContext the kernel was given (not a fresh one), so the body's equations get
+  // sites under the calling equation's: deterministic in every replica and process, distinct
+  // from the enclosing program's. When one equation runs several sub-programs (a while loop's
+  // condition and body, a cond's branches), set ctx.site = sub_site(site, k) while sub-program
+  // k runs and restore `site` afterwards, as backend/cpu/kernels_control_flow.cpp does;
+  // otherwise their k-th equations share a site.
+  uint64_t site = 0;
 };
+
+// A site derived from `site` and `part` (a position, signature or sub-program number), the same
+// in every process.
+inline uint64_t sub_site(uint64_t site, uint64_t part) {
+  uint64_t x = site * 0x9e3779b97f4a7c15ull + part + 0x632be59bd9b4e019ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 using Kernel = void (*)(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                         ExecContext& ctx);

@@ -196,7 +196,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   std::vector<std::vector<int>> release_at(prog.equations.size() + 1);
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
-    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr};
+    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr, s};
     for (auto& a : eq.inputs)
       step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     for (int v : eq.outputs) {
@@ -290,6 +290,7 @@ void Executable::Frame::run(std::span<void* const> inputs, std::span<void* const
 void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                            backend::ExecContext& ctx) const {
   const auto& types = program_.var_types;
+  const uint64_t caller_site = ctx.site;
   for (const Step& st : steps_) {
     if (st.fused >= 0) {
       run_fused(fused_[st.fused], ptr, ctx);
@@ -299,10 +300,12 @@ void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::B
     size_t k = 0;
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
     for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
+    ctx.site = backend::sub_site(caller_site, st.site);
     st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
               std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
               ctx);
   }
+  ctx.site = caller_site;
 }
 
 void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr,

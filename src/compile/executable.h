@@ -60,6 +60,7 @@ class Executable {
     std::vector<int> in_vars, out_vars;
     int fused = -1;      // index into fused_ when this step is a fused group
     PrimitivePtr owned;  // a primitive made by the compiler (a tile's row reduction)
+    uint64_t site = 0;   // the equation's position in the program (ExecContext::site)
   };
   // Consecutive elementwise steps over n elements run tile by tile: each tile flows through the
   // whole chain while it is in cache, and values used only inside the chain never reach memory.

@@ -14,6 +14,19 @@ namespace spmd::runtime {
 
 enum class ReduceOp { Sum, Max, Min };
 
+// A collective call as the program makes it: where (its site, backend::ExecContext::site) and,
+// built only when needed (an error, a header to another process), what it computes.
+class CollectiveCall {
+ public:
+  explicit CollectiveCall(uint64_t site) : site(site) {}
+  uint64_t site;
+  // E.g. "pmax(axes=('i',)) of f32[4]".
+  virtual std::string str() const = 0;
+
+ protected:
+  ~CollectiveCall() = default;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -33,19 +46,19 @@ class Communicator {
   virtual void permute(const void* in, void* out, int64_t count, DType dtype,
                        const std::vector<std::pair<int, int>>& pairs) = 0;
   virtual void barrier() = 0;
-  // What the next collective computes, as the program states it (e.g. "pmax(axes=('i',)) of
-  // f32[4]"): a communicator that spans processes compares it across them, so processes that
-  // run different reductions, permutations or layouts of the same buffer are told apart. The
-  // next collective call consumes it.
-  void describe_next(std::string what) { next_ = std::move(what); }
-  // Whether describe_next is read (a communicator within one process has nothing to compare).
-  virtual bool compares_descriptions() const { return false; }
+  // The collective the next call makes, as the program makes it (the communicator keeps the
+  // pointer until that call returns, so `call` must outlive it). The call's site is compared
+  // among the members meeting there, in process and across processes, and its description
+  // across processes and in errors: members that reach different collectives, or the same one
+  // from different places in the program, are reported instead of being combined.
+  void describe_next(const CollectiveCall& call) { next_ = &call; }
 
  protected:
-  std::string take_description() { return std::exchange(next_, {}); }
+  // The described call, once (nullptr when the caller described none).
+  const CollectiveCall* take_call() { return std::exchange(next_, nullptr); }
 
  private:
-  std::string next_;
+  const CollectiveCall* next_ = nullptr;
 };
 
 }  // namespace spmd::runtime

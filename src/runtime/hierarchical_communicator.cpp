@@ -15,12 +15,6 @@
 namespace spmd::runtime {
 namespace {
 
-const char* kind_name(int k) {
-  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter",
-                                "all_to_all", "permute",    "barrier"};
-  return names[k];
-}
-
 // Rendezvous keys of the inner steps of collective #seq (seq + k * kStep): every local member
 // meets at them in the same order, and they never collide with a collective's own key.
 constexpr uint64_t kStep = uint64_t{1} << 48;
@@ -51,63 +45,101 @@ int HierarchicalCommunicator::process_of(int member) const {
 }
 
 namespace {
-// The header every process sends before a collective's data. `call` is the collective as the
-// program called it, cut to fit (its hash covers the whole of it).
+// The header every process sends before a collective's data, and at the end of a program
+// (kind kEndOfProgram). `call` is the collective as the program called it, cut to fit (its hash
+// covers the whole of it); `site` is where the program called it.
 struct Header {
-  int64_t kind, dtype, count, seq, axis_hash, call_hash;
-  char call[464];
+  int64_t kind, dtype, count, seq, axis_hash, call_hash, site;
+  char call[456];
 };
 static_assert(sizeof(Header) == 512);
+constexpr int64_t kEndOfProgram = 100;
 
 int64_t hash63(const std::string& s) {
   return static_cast<int64_t>(std::hash<std::string>()(s) & 0x7fffffffffffffffull);
 }
 
+std::string call_of(const Header& h) { return std::string(h.call, strnlen(h.call, sizeof h.call)); }
+
 std::string describe(const Header& h) {
-  std::string call(h.call, strnlen(h.call, sizeof h.call));
-  std::string what = call.empty() ? kind_name(static_cast<int>(h.kind)) : call;
-  return detail::concat(what, " (", kind_name(static_cast<int>(h.kind)), " of ", h.count, " ",
-                        dtype_name(static_cast<DType>(h.dtype)), ", collective #", h.seq, ")");
+  auto kind = static_cast<CollectiveKind>(h.kind);
+  std::string call = call_of(h);
+  return detail::concat(call.empty() ? kind_name(kind) : call, " (", kind_name(kind), " of ",
+                        h.count, " ", dtype_name(static_cast<DType>(h.dtype)), ", call ", h.seq + 1,
+                        " of this run)");
+}
+
+// Exchanges headers with every other process and fails, on every process, when any differs.
+void compare_headers(Transport& transport, const Header& mine, const std::string& axis,
+                     const std::string& what) {
+  const int P = transport.size(), me = transport.rank();
+  std::vector<Header> theirs(P);
+  std::vector<Message> sends, recvs;
+  for (int p = 0; p < P; ++p) {
+    if (p == me) continue;
+    sends.push_back({p, const_cast<Header*>(&mine), sizeof mine});
+    recvs.push_back({p, &theirs[p], sizeof(Header)});
+  }
+  transport.exchange(sends, recvs, what);
+  for (int p = 0; p < P; ++p) {
+    if (p == me) continue;
+    const Header& h = theirs[p];
+    const bool ended = h.kind == kEndOfProgram, me_ended = mine.kind == kEndOfProgram;
+    if (ended && me_ended) continue;
+    if (h.kind == mine.kind && h.dtype == mine.dtype && h.count == mine.count &&
+        h.seq == mine.seq && h.axis_hash == mine.axis_hash && h.call_hash == mine.call_hash &&
+        h.site == mine.site)
+      continue;
+    std::string message;
+    if (ended || me_ended) {
+      // One process left the program (a loop, a branch) while another waits in a collective.
+      message = ended ? detail::concat("collective mismatch: process ", p,
+                                       " finished the program while process ", me, " waits in ",
+                                       describe(mine))
+                      : detail::concat("collective mismatch: process ", p, " waits in ",
+                                       describe(h), " while process ", me, " finished the program");
+      message += std::string("; ") + kSameCollectives;
+    } else {
+      const bool elsewhere = h.kind == mine.kind && h.dtype == mine.dtype &&
+                             h.count == mine.count && h.axis_hash == mine.axis_hash &&
+                             call_of(h) == call_of(mine) && h.site != mine.site;
+      message = detail::concat(
+          "processes reached different collectives: process ", p, " reached ", describe(h),
+          elsewhere ? detail::concat(" at another place in the program than process ", me)
+                    : detail::concat(" while process ", me, " reached ", describe(mine)),
+          h.axis_hash != mine.axis_hash
+              ? " over a different axis name than this process's '" + axis + "'"
+              : std::string(),
+          "; every process must run the same pmaps in the same order with the same shapes, axes "
+          "and collectives");
+    }
+    // Every process finds the difference itself; the notice covers one that is still waiting.
+    transport.announce_failure(message);
+    fail(message);
+  }
 }
 }  // namespace
 
-void HierarchicalCommunicator::check_headers(int kind, DType dtype, int64_t count, uint64_t seq,
-                                             const std::string& call) {
-  int P = static_cast<int>(counts_.size());
-  Header mine{kind,
+void HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, int64_t count,
+                                             uint64_t seq, const CollectiveCall* call,
+                                             const std::string& undescribed) {
+  const std::string text = call ? call->str() : undescribed;
+  Header mine{static_cast<int64_t>(kind),
               static_cast<int64_t>(dtype),
               count,
               static_cast<int64_t>(seq),
               hash63(axis_),
-              hash63(call),
+              hash63(text),
+              static_cast<int64_t>(call ? call->site : 0),
               {}};
-  std::memcpy(mine.call, call.data(), std::min(call.size(), sizeof mine.call - 1));
-  std::vector<Header> theirs(P);
-  std::vector<Message> sends, recvs;
-  for (int p = 0; p < P; ++p) {
-    if (p == me_) continue;
-    sends.push_back({p, &mine, sizeof mine});
-    recvs.push_back({p, &theirs[p], sizeof(Header)});
-  }
-  transport_->exchange(sends, recvs, std::string(kind_name(kind)) + " #" + std::to_string(seq));
-  for (int p = 0; p < P; ++p) {
-    if (p == me_) continue;
-    const Header& h = theirs[p];
-    if (h.kind == mine.kind && h.dtype == mine.dtype && h.count == mine.count &&
-        h.seq == mine.seq && h.axis_hash == mine.axis_hash && h.call_hash == mine.call_hash)
-      continue;
-    std::string message = detail::concat(
-        "processes reached different collectives: process ", p, " reached ", describe(h),
-        " while process ", me_, " reached ", describe(mine),
-        h.axis_hash != mine.axis_hash
-            ? " over a different axis name than this process's '" + axis_ + "'"
-            : std::string(),
-        "; every process must run the same pmaps in the same order with the same shapes, axes "
-        "and collectives");
-    // Every process finds the difference itself; the notice covers one that is still waiting.
-    transport_->announce_failure(message);
-    fail(message);
-  }
+  std::memcpy(mine.call, text.data(), std::min(text.size(), sizeof mine.call - 1));
+  compare_headers(*transport_, mine, axis_,
+                  std::string(kind_name(kind)) + " #" + std::to_string(seq));
+}
+
+void end_program_across_processes(Transport& transport, const std::string& axis) {
+  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, {}};
+  compare_headers(transport, mine, axis, "the end of the program");
 }
 
 // A cross-process all-reduce runs as a pipeline over chunks of the buffer, along the chain of
@@ -127,9 +159,11 @@ constexpr int64_t kChunkBytes = int64_t{1} << 19;
 
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp op) {
-  const std::string call = take_description();
+  const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
-  auto& r = local_->arrive(seq, local_rank_, in, out);
+  auto& r =
+      local_->arrive(seq, local_rank_, in, out,
+                     Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
   const int L = static_cast<int>(r.out.size());
   const int P = static_cast<int>(counts_.size());
   const int64_t item = static_cast<int64_t>(itemsize(dtype));
@@ -142,7 +176,7 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   const int64_t chunk =
       std::max<int64_t>({1, kChunkBytes / item, (count + max_chunks - 1) / max_chunks});
   const int64_t chunks = (count + chunk - 1) / chunk;
-  if (local_rank_ == 0) check_headers(0, dtype, count, seq, call);
+  if (local_rank_ == 0) check_headers(CollectiveKind::AllReduce, dtype, count, seq, call);
   if (W > 1) {  // no worker sends before the headers have matched
     local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
     local_->depart(seq + kStep);
@@ -234,11 +268,12 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
 }
 
 void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
-  const std::string call = take_description();
+  const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
-  auto& r = local_->arrive(seq, local_rank_, in, out);
+  auto& r = local_->arrive(seq, local_rank_, in, out,
+                           Arrival{call, CollectiveKind::AllGather, dtype, count});
   if (local_rank_ == 0) {
-    check_headers(1, dtype, count, seq, call);
+    check_headers(CollectiveKind::AllGather, dtype, count, seq, call);
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     char* o = static_cast<char*>(out);
     for (size_t l = 0; l < r.in.size(); ++l)
@@ -268,11 +303,12 @@ void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t
 }
 
 void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t count, DType dtype) {
-  const std::string call = take_description();
+  const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
-  auto& r = local_->arrive(seq, local_rank_, in, out);
+  auto& r = local_->arrive(seq, local_rank_, in, out,
+                           Arrival{call, CollectiveKind::AllToAll, dtype, count});
   if (local_rank_ == 0) {
-    check_headers(3, dtype, count, seq, call);
+    check_headers(CollectiveKind::AllToAll, dtype, count, seq, call);
     int P = static_cast<int>(counts_.size());
     int L = counts_[me_];
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
@@ -307,13 +343,15 @@ void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t cou
 
 void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count, DType dtype,
                                        const std::vector<std::pair<int, int>>& pairs) {
-  std::string call = take_description();
-  if (call.empty())  // without a description, the pairs still take part in the comparison
-    for (auto [s, d] : pairs) call += detail::concat("(", s, ", ", d, ")");
+  const CollectiveCall* call = take_call();
+  std::string pairs_text;  // without a description, the pairs still take part in the comparison
+  if (!call)
+    for (auto [s, d] : pairs) pairs_text += detail::concat("(", s, ", ", d, ")");
   uint64_t seq = seq_++;
-  auto& r = local_->arrive(seq, local_rank_, in, out);
+  auto& r = local_->arrive(seq, local_rank_, in, out,
+                           Arrival{call, CollectiveKind::Permute, dtype, count});
   if (local_rank_ == 0) {
-    check_headers(4, dtype, count, seq, call);
+    check_headers(CollectiveKind::Permute, dtype, count, seq, call, pairs_text);
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     int lo = base_[me_], hi = base_[me_] + counts_[me_];
     for (void* o : r.out) std::memset(o, 0, bytes);
@@ -333,9 +371,11 @@ void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count,
 }
 
 void HierarchicalCommunicator::barrier() {
+  const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
-  local_->arrive(seq, local_rank_, nullptr, nullptr);
-  if (local_rank_ == 0) check_headers(5, DType::Bool, 0, seq, take_description());
+  local_->arrive(seq, local_rank_, nullptr, nullptr,
+                 Arrival{call, CollectiveKind::Barrier, DType::Bool, 0});
+  if (local_rank_ == 0) check_headers(CollectiveKind::Barrier, DType::Bool, 0, seq, call);
   local_->depart(seq);
 }
 

@@ -10,7 +10,9 @@
 // its block of that. Each exchange starts with a header (collective, dtype, size, sequence
 // number, axis, and the collective as the program called it: reduction, permutation, layout)
 // so processes that reach different collectives are reported instead of deadlocking or
-// combining unlike things.
+// combining unlike things; the site compared with it tells apart identical-looking collectives
+// called from different places, and an end-of-program header exchanged after each run tells a
+// waiting process that another one has left the program.
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,10 +38,10 @@ class HierarchicalCommunicator : public Communicator {
   void permute(const void* in, void* out, int64_t count, DType dtype,
                const std::vector<std::pair<int, int>>& pairs) override;
   void barrier() override;
-  bool compares_descriptions() const override { return true; }
 
  private:
-  void check_headers(int kind, DType dtype, int64_t count, uint64_t seq, const std::string& call);
+  void check_headers(CollectiveKind kind, DType dtype, int64_t count, uint64_t seq,
+                     const CollectiveCall* call, const std::string& undescribed = {});
   int process_of(int member) const;
   std::shared_ptr<Rendezvous> local_;
   int local_rank_;
@@ -49,5 +51,11 @@ class HierarchicalCommunicator : public Communicator {
   std::string axis_;
   uint64_t seq_ = 0;
 };
+
+// At the end of a program that communicates across processes: tells every other process that
+// this one finished it and checks that they all did, so that a process still waiting in a
+// collective (its loop ran longer) reads the marker as a collective mismatch instead of
+// waiting out the timeout, and this process reports it too.
+void end_program_across_processes(Transport& transport, const std::string& axis);
 
 }  // namespace spmd::runtime

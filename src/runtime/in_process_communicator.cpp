@@ -10,35 +10,27 @@
 #include "backend/cpu/parallel.h"
 #include "runtime/allocator.h"
 #include "runtime/client.h"
-#include "runtime/env.h"
 #include "runtime/reduce_buffers.h"
 #include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {
 
-void RunState::abort() {
-  aborted = true;
-  std::lock_guard lock(mu);
-  cv.notify_all();
-}
-
-std::chrono::milliseconds collective_timeout() {
-  // At most a million seconds: the deadline (now + timeout) must not overflow the clock.
-  double s = env_seconds("SPMD_COLLECTIVE_TIMEOUT", 1e6).value_or(120.0);
-  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000)));
-}
-
-Rendezvous::Rendezvous(int size, std::shared_ptr<RunState> run, std::string label)
-    : size_(size), run_(std::move(run)), label_(std::move(label)) {}
+Rendezvous::Rendezvous(int size, std::shared_ptr<RunState> run, std::string label,
+                       std::vector<int> replicas)
+    : size_(size), run_(std::move(run)), label_(std::move(label)), replicas_(std::move(replicas)) {}
 
 void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
                       const std::function<bool()>& done) {
   auto deadline = std::chrono::steady_clock::now() + run_->timeout;
   while (!done()) {
+    if (!run_->mismatch().empty()) fail(run_->mismatch());
     if (run_->aborted) throw ReplicaAborted{};
     if (run_->cv.wait_until(lock, deadline) == std::cv_status::timeout && !done()) {
+      if (!run_->mismatch().empty()) fail(run_->mismatch());
       if (run_->aborted) throw ReplicaAborted{};
+      // The run fails here: no member may read this one's buffers or call any more.
+      run_->aborted = true;
       fail("collective #", seq, " over ", label_, " timed out after ",
            run_->timeout.count() / 1000.0, " s waiting for the other replicas to ", phase,
            " (set SPMD_COLLECTIVE_TIMEOUT to change the limit)");
@@ -46,17 +38,39 @@ void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uin
   }
 }
 
-Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, void* out) {
+Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, void* out,
+                                      const Arrival& what) {
   Timeline::Span span("collective wait");
   std::unique_lock lock(run_->mu);
+  if (!run_->mismatch().empty()) fail(run_->mismatch());
+  if (run_->aborted) throw ReplicaAborted{};
   Round& r = rounds_[seq];
   if (r.in.empty()) {
     r.in.assign(size_, nullptr);
     r.out.assign(size_, nullptr);
+    r.first = &what;
+    r.first_rank = rank;
+  } else if (!r.first->matches(what)) {
+    std::string mine = what.str(), theirs = r.first->str();
+    std::string place = detail::concat(" (call ", seq + 1, " over ", label_, " in this run)");
+    run_->record_mismatch(detail::concat(
+        "collective mismatch: ", run_->name(replica(rank)), " reached ", mine,
+        mine == theirs && what.site() != r.first->site()
+            ? " at another place in the program than " + run_->name(replica(r.first_rank))
+            : " while " + run_->name(replica(r.first_rank)) + " reached " + theirs,
+        place, "; ", kSameCollectives));
+    fail(run_->mismatch());
   }
   r.in[rank] = in;
   r.out[rank] = out;
-  if (++r.arrived == size_) run_->cv.notify_all();
+  if (++r.arrived == size_) {
+    // Everyone else waits in this round: they are running again.
+    for (int m = 0; m < size_; ++m)
+      if (m != rank) run_->wait_ends(replica(m));
+    run_->cv.notify_all();
+    return r;
+  }
+  run_->wait_begins(replica(rank), what, seq, label_);
   wait(lock, "arrive", seq, [&] { return r.arrived == size_; });
   return r;
 }
@@ -86,9 +100,10 @@ bool copy_alone(int size, const void* in, void* out, int64_t count, DType dtype)
 
 void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                        ReduceOp op) {
+  const Arrival what = arrival(CollectiveKind::AllReduce, dtype, count, static_cast<int>(op));
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
-  auto& r = rv_->arrive(seq, rank_, in, out);
+  auto& r = rv_->arrive(seq, rank_, in, out, what);
   // The first members (as many as there are cores: more threads would only take turns on
   // them) each reduce a chunk of the elements and write it into every member's output.
   int n = size();
@@ -120,9 +135,10 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
 }
 
 void InProcessCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  const Arrival what = arrival(CollectiveKind::AllGather, dtype, count);
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
-  auto& r = rv_->arrive(seq, rank_, in, out);
+  auto& r = rv_->arrive(seq, rank_, in, out, what);
   size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   for (int m = 0; m < size(); ++m)
     if (bytes) std::memcpy(static_cast<char*>(out) + m * bytes, r.in[m], bytes);
@@ -131,17 +147,19 @@ void InProcessCommunicator::all_gather(const void* in, void* out, int64_t count,
 
 void InProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                            ReduceOp op) {
+  const Arrival what = arrival(CollectiveKind::ReduceScatter, dtype, count, static_cast<int>(op));
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
-  auto& r = rv_->arrive(seq, rank_, in, out);
+  auto& r = rv_->arrive(seq, rank_, in, out, what);
   reduce_range(r.in, static_cast<size_t>(count) * rank_, out, 0, count, dtype, op);
   rv_->depart(seq);
 }
 
 void InProcessCommunicator::all_to_all(const void* in, void* out, int64_t count, DType dtype) {
+  const Arrival what = arrival(CollectiveKind::AllToAll, dtype, count);
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
-  auto& r = rv_->arrive(seq, rank_, in, out);
+  auto& r = rv_->arrive(seq, rank_, in, out, what);
   size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   for (int m = 0; m < size(); ++m)
     if (bytes)
@@ -152,8 +170,9 @@ void InProcessCommunicator::all_to_all(const void* in, void* out, int64_t count,
 
 void InProcessCommunicator::permute(const void* in, void* out, int64_t count, DType dtype,
                                     const std::vector<std::pair<int, int>>& pairs) {
+  const Arrival what = arrival(CollectiveKind::Permute, dtype, count);
   uint64_t seq = seq_++;
-  auto& r = rv_->arrive(seq, rank_, in, out);
+  auto& r = rv_->arrive(seq, rank_, in, out, what);
   size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   int source = -1;
   for (auto& [s, d] : pairs)
@@ -168,8 +187,9 @@ void InProcessCommunicator::permute(const void* in, void* out, int64_t count, DT
 }
 
 void InProcessCommunicator::barrier() {
+  const Arrival what = arrival(CollectiveKind::Barrier, DType::Bool, 0);
   uint64_t seq = seq_++;
-  rv_->arrive(seq, rank_, nullptr, nullptr);
+  rv_->arrive(seq, rank_, nullptr, nullptr, what);
   rv_->depart(seq);
 }
 

@@ -3,9 +3,11 @@
 // by its group and the collective's sequence number (as XLA's CPU runtime does); once all have
 // arrived, each member does its share of the work reading the others' buffers directly (no
 // copies through a staging buffer), then all leave together. The work split is fixed by rank,
-// so results are bit-identical whatever the thread timing. Waiting never spins, and a member
-// that waits longer than the timeout, or whose run was aborted by another replica's failure,
-// leaves with an error instead of hanging.
+// so results are bit-identical whatever the thread timing. Waiting never spins. Members that
+// arrive with different collectives (or the same one from different sites in the program) are
+// reported at once; a member that waits for one that finished its program or waits elsewhere
+// (RunState), that waits longer than the timeout, or whose run was aborted by another
+// replica's failure, leaves with an error instead of hanging.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,32 +19,27 @@
 #include <vector>
 
 #include "runtime/communicator.h"
+#include "runtime/run_state.h"
 
 namespace spmd::runtime {
 
-// State shared by the replicas of one multi-device run.
-struct RunState {
-  std::atomic<bool> aborted{false};
-  std::mutex mu;
-  std::condition_variable cv;  // every rendezvous waits here, so abort() wakes them all
-  std::chrono::milliseconds timeout{120000};
-  void abort();
-};
-
-// Collective timeout from SPMD_COLLECTIVE_TIMEOUT (seconds), default 120.
-std::chrono::milliseconds collective_timeout();
-
 class Rendezvous {
  public:
-  Rendezvous(int size, std::shared_ptr<RunState> run, std::string label);
+  // replicas[rank]: the run's replica of each member (default: the rank itself).
+  Rendezvous(int size, std::shared_ptr<RunState> run, std::string label,
+             std::vector<int> replicas = {});
   struct Round {
     std::vector<const void*> in;
     std::vector<void*> out;
     int arrived = 0;
     int departed = 0;
+    const Arrival* first = nullptr;  // what the first member to arrive brought
+    int first_rank = 0;
   };
-  // Registers this member's buffers and waits for every member; returns the round.
-  Round& arrive(uint64_t seq, int rank, const void* in, void* out);
+  // Registers this member's buffers and waits for every member; returns the round. Throws
+  // spmd::Error when the members bring different collectives (`what`), or when they can never
+  // all arrive (RunState).
+  Round& arrive(uint64_t seq, int rank, const void* in, void* out, const Arrival& what = {});
   // Waits until every member has finished its share of round seq.
   void depart(uint64_t seq);
   int size() const { return size_; }
@@ -50,9 +47,11 @@ class Rendezvous {
  private:
   void wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
             const std::function<bool()>& done);
+  int replica(int rank) const { return replicas_.empty() ? rank : replicas_[rank]; }
   int size_;
   std::shared_ptr<RunState> run_;
   std::string label_;
+  std::vector<int> replicas_;
   std::map<uint64_t, Round> rounds_;
 };
 
@@ -74,6 +73,9 @@ class InProcessCommunicator : public Communicator {
   std::shared_ptr<Rendezvous> rv_;
   int rank_;
   uint64_t seq_ = 0;
+  Arrival arrival(CollectiveKind kind, DType dtype, int64_t count, int op = 0) {
+    return Arrival{take_call(), kind, dtype, count, op};
+  }
 };
 
 }  // namespace spmd::runtime

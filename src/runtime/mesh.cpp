@@ -46,16 +46,19 @@ class MeshAxes : public backend::ReplicaAxes {
                                                              key.substr(0, key.size() - 1));
       return *(comms_[key] = std::move(comm));
     }
-    // The group: replicas sharing this replica's coordinates on every axis not named.
-    int64_t group = 0;
+    auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group(names)),
+                                                        index(names));
+    return *(comms_[key] = std::move(comm));
+  }
+  // The group over `names`: replicas sharing this replica's coordinates on every axis not named.
+  int64_t group(const std::vector<std::string>& names) const {
+    int64_t g = 0;
     for (size_t k = 0; k < coords_.size(); ++k) {
       bool named = false;
       for (auto& n : names) named = named || mesh_->axis_position(n) == static_cast<int>(k);
-      if (!named) group = group * mesh_->sizes()[k] + coords_[k];
+      if (!named) g = g * mesh_->sizes()[k] + coords_[k];
     }
-    auto comm =
-        std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group), index(names));
-    return *(comms_[key] = std::move(comm));
+    return g;
   }
 
  private:
@@ -99,9 +102,20 @@ std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& nam
   if (spans_processes()) size = counts_[me_];  // only this process's devices meet here
   std::lock_guard lock(mu_);
   auto& rv = rendezvous_[{key, group}];
-  if (!rv)
+  if (!rv) {
+    // The replica of each member, for errors that name them (across processes, the local
+    // members are this process's replicas in order).
+    std::vector<int> replicas;
+    if (!spans_processes()) {
+      replicas.assign(static_cast<size_t>(size), -1);
+      for (int r = 0; r < replicas_; ++r) {
+        MeshAxes axes(this, r);
+        if (axes.group(names) == group) replicas[axes.index(names)] = r;
+      }
+    }
     rv = std::make_shared<Rendezvous>(static_cast<int>(size), run_,
-                                      "axis " + key.substr(0, key.size() - 1));
+                                      "axis " + key.substr(0, key.size() - 1), std::move(replicas));
+  }
   return rv;
 }
 

@@ -25,6 +25,7 @@
 
 #include "collective_reference.h"
 #include "spmd/collectives.h"
+#include "spmd/control_flow.h"
 #include "spmd/device.h"
 #include "spmd/distributed.h"
 #include "spmd/error.h"
@@ -532,6 +533,53 @@ TEST_P(Collectives, AxisIndexGroupsStayWithinEachGroup) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Collectives, ::testing::Values(DType::Float32, DType::Int32),
                          [](const auto& info) { return dtype_name(info.param); });
+
+// ---- loops inside pmap across processes
+// ------------------------------------------------------------
+using Loops = AcrossProcesses;
+using Carry = std::pair<Array, Array>;
+
+// Global device d runs d + 1 iterations of x <- x * 0.5 + 1 (its trip count from axis_index):
+// no collective in the loop, so each device runs to its own end, whatever process it is on.
+TEST_F(Loops, WhileLoopWithPerDeviceTripCountsAndNoCollectiveRunsEachDeviceToItsEnd) {
+  std::vector<H> global = global_inputs({3}, DType::Float32);
+  auto f = [](const Array& x) {
+    Array limit = axis_index("i") + 1;
+    return lax::while_loop(
+               [&](const Carry& c) { return c.second < limit; },
+               [](const Carry& c) { return Carry(c.first * 0.5f + 1.0f, c.second + 1); },
+               Carry(x, Array(int32_t{0})))
+        .first;
+  };
+  std::vector<H> want = global;
+  for (int d = 0; d < global_count(); ++d)
+    for (int k = 0; k <= d; ++k)
+      for (double& v : want[d].v) v = v * 0.5 + 1;
+  Array got = pmap(f, "i")(to_array(local_rows(global, 0), DType::Float32));
+  expect_values(got, local_rows(want, 0), DType::Float32, "while_loop");
+}
+
+// The same trip count everywhere (3), a psum in every iteration and one after the loop: the
+// loop's psums and the last one meet across processes at the same sites.
+TEST_F(Loops, WhileLoopWithAPsumPerIterationAgreesAcrossProcesses) {
+  std::vector<H> global = global_inputs({2}, DType::Float32);
+  auto f = [](const Array& x) {
+    Carry out = lax::while_loop(
+        [](const Carry& c) { return c.second < 3; },
+        [](const Carry& c) { return Carry(psum(c.first, "i") * 0.125f, c.second + 1); },
+        Carry(x, Array(int32_t{0})));
+    return psum(out.first, "i");
+  };
+  std::vector<H> want = global;
+  for (int k = 0; k < 4; ++k) {
+    std::vector<H> summed = psum_ref(want);
+    for (H& h : summed)
+      for (double& v : h.v) v = k < 3 ? v * 0.125 : v;
+    want = summed;
+  }
+  Array got = pmap(f, "i")(to_array(local_rows(global, 0), DType::Float32));
+  expect_values(got, local_rows(want, 0), DType::Float32, "while_loop with psum");
+}
 
 }  // namespace
 }  // namespace spmd

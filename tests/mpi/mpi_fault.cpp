@@ -8,7 +8,15 @@
 //   permutations process 0 runs ppermute shifting by +1, the others by -1;
 //   layouts      process 0 runs all_to_all splitting axis 0, the others axis 1 (same shapes);
 //   groups       process 0 runs psum with axis_index_groups of adjacent pairs, the others of
-//                the even and the odd devices.
+//                the even and the odd devices;
+//   finished     process 0's loop makes one psum, the others' two: process 0 finishes the
+//                program while the others wait in their second psum;
+//   diverged     process 0 leaves its loop after one psum and goes on to an all_gather while the
+//                others make a second psum;
+//   elsewhere    process 0 makes its psum after a multiplication, the others before it: the same
+//                psum of the same shape, at another place in the program;
+//   while        a pmapped while_loop whose trip count is axis_index + 1, a psum per iteration
+//                (one program everywhere; run with one device per process, run_fault.cmake).
 // Every process that catches spmd::Error prints "process <p>: error: <message>" and exits 1;
 // reaching the end without an error prints "no error" and exits 0 (the checks then fail).
 #include <spmd/spmd.h>
@@ -27,13 +35,14 @@ using namespace spmd;
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  const std::vector<std::string> modes = {"exit",         "stuck",      "mismatch",
-                                          "shapes",       "reductions", "minmax",
-                                          "permutations", "layouts",    "groups"};
+  const std::vector<std::string> modes = {
+      "exit",    "stuck",  "mismatch", "shapes",   "reductions", "minmax", "permutations",
+      "layouts", "groups", "finished", "diverged", "elsewhere",  "while"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     std::fprintf(
         stderr,
-        "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts|groups\n",
+        "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts|groups|"
+        "finished|diverged|elsewhere|while\n",
         argv[0]);
     return 2;
   }
@@ -91,6 +100,41 @@ int main(int argc, char** argv) {
         for (int i = 0; i < n; ++i) groups[i % 2].push_back(i);
       }
       x = pmap([&](const Array& v) { return psum(v, "i", groups); }, "i")(x);
+    } else if (mode == "finished" || mode == "diverged") {
+      // A loop unrolled at trace time whose trip count differs per process, a psum in each
+      // iteration (what a while_loop with a per-device trip count does at run time).
+      const int trips = me == 0 ? 1 : 2;
+      auto loop = pmap(
+          [&](const Array& v) {
+            Array y = v;
+            for (int k = 0; k < trips; ++k) y = psum(y, "i");
+            if (mode == "diverged" && me == 0) y = all_gather(y, "i");
+            return y;
+          },
+          "i");
+      x = loop(x);
+      // Long enough that a process waiting for this one would time out first without the
+      // end-of-program marker.
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+    } else if (mode == "while") {
+      using Carry = std::pair<Array, Array>;
+      auto loop = pmap(
+          [](const Array& v) {
+            Array limit = axis_index("i") + 1;
+            return lax::while_loop([&](const Carry& c) { return c.second < limit; },
+                                   [](const Carry& c) {
+                                     return Carry(c.first + psum(c.first, "i"), c.second + 1);
+                                   },
+                                   Carry(v, Array(int32_t{0})))
+                .first;
+          },
+          "i");
+      x = loop(x);
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+    } else if (mode == "elsewhere") {
+      auto f = pmap(
+          [&](const Array& v) { return me == 0 ? psum(v * 2.0f, "i") : psum(v, "i") * 2.0f; }, "i");
+      x = f(x);
     } else {
       auto gather = pmap([](const Array& v) { return all_gather(v, "i"); }, "i");
       if (me == 0) {

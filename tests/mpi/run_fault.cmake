@@ -11,11 +11,22 @@
 #             splitting axis 1) of the same buffers: the same, and each message names both.
 #   groups:   3 processes; process 0 runs psum over adjacent pairs (axis_index_groups), 1 and 2
 #             over the even and the odd devices: the same, naming both groupings.
+#   finished: 3 processes; process 0's loop makes one psum, 1 and 2 two: every process must print
+#             a "collective mismatch" (0 finished the program while 1 and 2 wait) within 15 s.
+#   diverged: process 0 goes on to an all_gather where 1 and 2 make a second psum; elsewhere:
+#             process 0 makes the same psum at another place in its program: the same as mismatch.
+#   while:    2 processes of 1 device; a pmapped while_loop with trip count axis_index + 1 and a
+#             psum per iteration: both print a "collective mismatch" within 15 s.
 # SPMD_COLLECTIVE_TIMEOUT is 10 s; the whole run must end within 60 s.
 set(np 3)
+set(devices 2)
+if(MODE STREQUAL "while")  # one device per process: only the processes can tell the mismatch
+  set(np 2)
+  set(devices 1)
+endif()
 string(TIMESTAMP start "%s")
 execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=2 SPMD_COLLECTIVE_TIMEOUT=10
+  COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=${devices} SPMD_COLLECTIVE_TIMEOUT=10
           ${MPIEXEC} ${NP_FLAG} ${np} --allow-run-as-root --oversubscribe ${PROGRAM} ${MODE}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 string(TIMESTAMP end "%s")
@@ -48,7 +59,32 @@ if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
       message(FATAL_ERROR "process ${p} did not print an error naming process 1 (expected /${naming}/)")
     endif()
   endforeach()
-elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts|groups)$")
+elseif(MODE STREQUAL "while")
+  # Device 0 (process 0) leaves the loop after one psum; device 1 (process 1) waits in its second.
+  if(NOT all MATCHES "process 0: error: collective mismatch: process 1 waits in psum\\([^\n]*call 2 of this run[^\n]* while process 0 finished the program")
+    message(FATAL_ERROR "process 0 did not report process 1 waiting in its second psum")
+  endif()
+  if(NOT all MATCHES "process 1: error: collective mismatch: process 0 finished the program while process 1 waits in psum\\(")
+    message(FATAL_ERROR "process 1 did not report that process 0 finished the program")
+  endif()
+  if(seconds GREATER_EQUAL 15)
+    message(FATAL_ERROR "the run took ${seconds} s; the mismatch must be found before the timeout (10 s)")
+  endif()
+elseif(MODE STREQUAL "finished")
+  # Process 0 reports the others waiting; they report process 0 finished (not a lost process,
+  # not a timeout: process 0 is still alive, sleeping 20 s after its pmap).
+  if(NOT all MATCHES "process 0: error: collective mismatch: process [12] waits in psum\\([^\n]*call 2 of this run[^\n]* while process 0 finished the program")
+    message(FATAL_ERROR "process 0 did not report the others waiting in their second psum")
+  endif()
+  foreach(p 1 2)
+    if(NOT all MATCHES "process ${p}: error: collective mismatch: process 0 finished the program while process ${p} waits in psum\\(")
+      message(FATAL_ERROR "process ${p} did not report that process 0 finished the program")
+    endif()
+  endforeach()
+  if(seconds GREATER_EQUAL 15)
+    message(FATAL_ERROR "the run took ${seconds} s; the mismatch must be found before the timeout (10 s)")
+  endif()
+elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts|groups|diverged|elsewhere)$")
   foreach(p 0 1 2)
     if(NOT all MATCHES "process ${p}: error: [^\n]*processes reached different collectives")
       message(FATAL_ERROR "process ${p} did not report that the processes reached different collectives")
@@ -63,6 +99,10 @@ elseif(MODE MATCHES "^(mismatch|shapes|reductions|minmax|permutations|layouts|gr
     set(names "perm=\\(\\(0, 1\\)" "perm=\\(\\(0, 5\\)")
   elseif(MODE STREQUAL "groups")
     set(names "axis_index_groups={{0, 1}, {2, 3}, {4, 5}}" "axis_index_groups={{0, 2, 4}, {1, 3, 5}}")
+  elseif(MODE STREQUAL "diverged")
+    set(names "all_gather\\(" "psum\\(")
+  elseif(MODE STREQUAL "elsewhere")
+    set(names "psum\\([^\n]*at another place in the program than process")
   elseif(MODE STREQUAL "layouts")
     set(names "split_axis=0" "split_axis=1")
   else()

@@ -1,6 +1,8 @@
 // The SPMD runtime: the CPU kernel of xla_pmap runs the compiled per-replica program on every
 // device of the mesh concurrently, each on its slice of the mapped inputs, with results written
-// straight into their slices of the outputs.
+// straight into their slices of the outputs. Replicas that stop making the same collective
+// calls (one leaves a loop early) fail the call with a collective mismatch (runtime/run_state.h),
+// across processes too (an end-of-program marker), instead of hanging.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "primitives/pmap_call.h"
 #include "runtime/allocator.h"
 #include "runtime/client.h"
+#include "runtime/hierarchical_communicator.h"
 #include "runtime/mesh.h"
 #include "runtime/process.h"
 #include "runtime/timeline.h"
@@ -131,6 +134,7 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     ctx.axes = axes.get();
     ctx.threads = threads;
     exe.run_into(ins, outs, ctx);
+    run->finish(r);  // a replica still waiting for this one now never will be joined
   };
   // Replicas that never communicate and touch little data run one after the other on this
   // thread: waking 8 device threads costs ~50 µs here (an idle virtual CPU's wake-up), far more
@@ -143,10 +147,18 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       bytes <= kInlineBytes && !runtime::on_worker_thread()) {
     for (int r = 0; r < replicas; ++r) replica(r);
   } else {
+    // Errors name replicas by their (global) device ids.
+    std::vector<int> ids;
+    for (int d : devices) ids.push_back(runtime::first_global_device_id() + d);
+    run->follow(std::move(ids));
     runtime::Client::get().run_on_devices(devices, replica, [run] {
       run->abort();
       if (auto* t = runtime::transport()) t->announce_failure("a replica of a pmap failed");
     });
+    // A process whose replicas left the program while another's still wait in a collective
+    // tells it so, instead of leaving it to wait out the timeout.
+    if (mesh.spans_processes() && compiled.communicates)
+      runtime::end_program_across_processes(*runtime::transport(), compiled.mesh_names[0]);
   }
 
   // Outputs whose mapped axis is not the first: move it into place.

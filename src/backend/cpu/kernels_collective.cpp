@@ -1,6 +1,6 @@
 // CPU kernels of the collectives: each calls the replica's communicator for its axes, first
-// describing the collective as the program called it (name, parameters, operand), which a
-// communicator spanning processes compares across them.
+// describing the collective as the program called it (its site in the program; its name,
+// parameters and operand when asked), which the communicator compares among the members.
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "primitives/collectives.h"
@@ -22,18 +22,32 @@ const backend::ReplicaAxes& axes_of(const ExecContext& ctx, const prim::Collecti
   return *ctx.axes;
 }
 
-// The replica's communicator for c, told what c is: e.g. "pmax(axes=('i',)) of f32[4]".
-runtime::Communicator& comm_for(const ExecContext& ctx, const prim::Collective& c,
-                                const AbstractValue& in) {
-  runtime::Communicator& comm = axes_of(ctx, c).communicator(c.names);
-  if (!comm.compares_descriptions()) return comm;  // no strings built for in-process runs
-  std::string what = c.name() + "(";
-  bool first = true;
-  for (const auto& [k, v] : c.params()) {
-    what += (first ? "" : ", ") + k + "=" + v;
-    first = false;
+// A collective equation as its communicator sees it: its site, and what it computes, e.g.
+// "pmax(axes=('i',)) of f32[4]" (built only when a message or another process needs it).
+class EquationCall final : public runtime::CollectiveCall {
+ public:
+  EquationCall(const ExecContext& ctx, const prim::Collective& c, const AbstractValue& in)
+      : CollectiveCall(ctx.site), c_(c), in_(in) {}
+  std::string str() const override {
+    std::string what = c_.name() + "(";
+    bool first = true;
+    for (const auto& [k, v] : c_.params()) {
+      what += (first ? "" : ", ") + k + "=" + v;
+      first = false;
+    }
+    return what + ") of " + in_.str();
   }
-  comm.describe_next(what + ") of " + in.str());
+
+ private:
+  const prim::Collective& c_;
+  const AbstractValue& in_;
+};
+
+// The replica's communicator for c, told which call comes next.
+runtime::Communicator& comm_for(const ExecContext& ctx, const prim::Collective& c,
+                                const EquationCall& call) {
+  runtime::Communicator& comm = axes_of(ctx, c).communicator(c.names);
+  comm.describe_next(call);
   return comm;
 }
 
@@ -51,21 +65,23 @@ runtime::ReduceOp reduce_op(prim::CollectiveReduce op) {
 void all_reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::AllReduce>(p);
-  comm_for(ctx, c, *in[0].aval)
+  const EquationCall call(ctx, c, *in[0].aval);
+  comm_for(ctx, c, call)
       .all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, reduce_op(c.op));
 }
 
 void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
-  comm_for(ctx, c, *in[0].aval)
-      .all_gather(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype);
+  const EquationCall call(ctx, c, *in[0].aval);
+  comm_for(ctx, c, call).all_gather(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype);
 }
 
 void reduce_scatter_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                            ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
-  comm_for(ctx, c, *in[0].aval)
+  const EquationCall call(ctx, c, *in[0].aval);
+  comm_for(ctx, c, call)
       .reduce_scatter(in[0].data, out[0].data, out[0].size(), in[0].aval->dtype,
                       runtime::ReduceOp::Sum);
 }
@@ -74,14 +90,15 @@ void all_to_all_kernel(const Primitive& p, std::span<const Buf> in, std::span<co
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
   int64_t block = in[0].size() / c.group_size();
-  comm_for(ctx, c, *in[0].aval).all_to_all(in[0].data, out[0].data, block, in[0].aval->dtype);
+  const EquationCall call(ctx, c, *in[0].aval);
+  comm_for(ctx, c, call).all_to_all(in[0].data, out[0].data, block, in[0].aval->dtype);
 }
 
 void ppermute_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                      ExecContext& ctx) {
   const auto& c = backend::as<prim::Ppermute>(p);
-  comm_for(ctx, c, *in[0].aval)
-      .permute(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.perm);
+  const EquationCall call(ctx, c, *in[0].aval);
+  comm_for(ctx, c, call).permute(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.perm);
 }
 
 void axis_index_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,

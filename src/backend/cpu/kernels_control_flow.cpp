@@ -1,7 +1,8 @@
 // Kernels of scan, while and cond: each runs its compiled bodies through an Executable::Frame
 // set up once per call, so an iteration costs only the body's own kernels. Loop carries live in
 // two buffers that swap roles each iteration (updated in place, no allocation per iteration);
-// xs slices are read and ys slices written in place in the operands and results.
+// xs slices are read and ys slices written in place in the operands and results. Bodies run
+// with the ExecContext the kernel was given, under sub-sites of its equation's site (kernel.h).
 #include <cstring>
 
 #include "backend/cpu/register.h"
@@ -91,13 +92,18 @@ void while_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
   for (size_t i = 0; i < nbc; ++i) body_args[i] = in[ncc + i].data;
   bool pred = false;
   void* pred_ptr = &pred;
+  // The condition's collectives and the body's have sites of their own (kernel.h).
+  const uint64_t site = ctx.site;
   for (;;) {
     for (size_t j = 0; j < nk; ++j) cond_args[ncc + j] = body_args[nbc + j] = carry.cur()[j];
+    ctx.site = backend::sub_site(site, 0);
     cond.run(cond_args, std::span<void* const>(&pred_ptr, 1), ctx);
     if (!pred) break;
+    ctx.site = backend::sub_site(site, 1);
     body.run(body_args, carry.next(), ctx);
     carry.swap();
   }
+  ctx.site = site;
   carry.copy_out(out);
 }
 
@@ -110,7 +116,12 @@ void cond_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   for (size_t i = 1; i < in.size(); ++i) args.push_back(in[i].data);
   for (auto& o : out) results.push_back(o.data);
   Executable::Frame frame(c.compiled(static_cast<size_t>(k)));
+  // Each branch's collectives have sites of their own (kernel.h): replicas that take different
+  // branches are reported even when the branches call identical-looking collectives.
+  const uint64_t site = ctx.site;
+  ctx.site = backend::sub_site(site, static_cast<uint64_t>(k));
   frame.run(args, results, ctx);
+  ctx.site = site;
 }
 
 // custom_vjp_call, custom_jvp_call, checkpoint, call: run as they are, they run their function.
