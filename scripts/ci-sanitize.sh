@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # CI's sanitizer pass, within its time budget: a fast subset of the test suite under ASan +
 # UBSan + LeakSanitizer (the parsers and loaders with hostile inputs, the device runtime's
-# threads and failures, nested pmap, caches), the fuzz targets replaying their seed corpora, and
+# threads and failures, nested pmap, caches, control flow and its runtime checks), the fuzz targets replaying their seed corpora, and
 # then every fuzz target for a set time (default 60 s). One clang build (build-fuzz) serves all.
 # The full suite under ASan or TSan: scripts/sanitize.sh.
 # Usage: scripts/ci-sanitize.sh [fuzz-seconds-per-target]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-subset=(hostile_inputs_test io_test device_test pmap_nested_test pmap_stress_test jit_cache_test)
+subset=(hostile_inputs_test io_test device_test pmap_nested_test pmap_stress_test jit_cache_test
+        scan_test while_loop_test cond_test collective_mismatch_test checkpoint_test)
 scripts/fuzz-build.sh fuzz_targets "${subset[@]}"
 export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
