@@ -7,9 +7,12 @@
 //   - the same program's jvp with every equation's tangents from its transposed vjp rule
 //     (transforms::JvpRules::Transposed: a reverse pass per equation, what jvp cost before);
 //   - jvp with tangents for the parameters too (for information: a third matmul per layer).
-// Memory: the growth of the process's peak resident set during one call (VmHWM reset through
-// /proc/self/clear_refs after the allocator's cache is emptied), and the buffers allocated per
-// call (runtime::allocation_count).
+// Memory: the growth of the process's peak resident set during one call of a freshly jitted
+// function (or one eager call): VmHWM is reset through /proc/self/clear_refs after the
+// allocator's cache is emptied, and malloc's mmap threshold is fixed so that freed buffers leave
+// the resident set. Also the buffers allocated per warm call (runtime::allocation_count).
+#include <malloc.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -92,6 +95,7 @@ double max_abs_diff(const Array& a, const Array& b) {
 }  // namespace
 
 int main() {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // large buffers are mmapped and returned when freed
   Mlp f;
   for (int l = 0; l < kLayers; ++l) {
     f.w.push_back(uniform({kWidth, kWidth}, 100 + l, 1.5 / std::sqrt(kWidth)));
@@ -106,7 +110,8 @@ int main() {
 
   struct Mode {
     const char* name;
-    std::function<Array()> run;  // returns something that depends on the whole computation
+    std::function<Array()> run;   // returns something that depends on the whole computation
+    std::function<void()> fresh;  // one call of a newly jitted function (eager: run)
     std::vector<double> ms;
     Memory mem;
   };
@@ -114,27 +119,54 @@ int main() {
   auto jvp_jit = spmd::jit([&](const Array& a, const Array& d) { return spmd::jvp(f, a, d); });
   auto transposed_jit =
       spmd::jit([&](const Array& a, const Array& d) { return transposed_jvp(f, a, d); });
-  auto all_jit = spmd::jit([&](const Array& a, const Array& d, const std::vector<Array>& dw,
-                               const std::vector<Array>& db) {
+  auto all_of = [&](const Array& a, const Array& d, const std::vector<Array>& dw,
+                    const std::vector<Array>& db) {
     return spmd::jvp([](const Array& xa, const std::vector<Array>& w,
                         const std::vector<Array>& b) { return Mlp::apply(xa, w, b); },
                      std::make_tuple(a, f.w, f.b), std::make_tuple(d, dw, db));
-  });
-  std::vector<Mode> modes = {
-      {"primal, jit", [&] { return primal_jit(x); }, {}, {}},
-      {"jvp (forward rules), jit", [&] { return jvp_jit(x, t).second; }, {}, {}},
-      {"jvp (transposed vjp rules), jit", [&] { return transposed_jit(x, t).second; }, {}, {}},
-      {"jvp wrt x and parameters, jit", [&] { return all_jit(x, t, tw, tb).second; }, {}, {}},
-      {"primal, eager", [&] { return f(x); }, {}, {}},
-      {"jvp (forward rules), eager", [&] { return spmd::jvp(f, x, t).second; }, {}, {}},
-      {"jvp (transposed vjp rules), eager", [&] { return transposed_jvp(f, x, t).second; }, {}, {}},
   };
+  auto all_jit = spmd::jit(all_of);
+  auto jvp_of = [&](const Array& a, const Array& d) { return spmd::jvp(f, a, d); };
+  auto transposed_of = [&](const Array& a, const Array& d) { return transposed_jvp(f, a, d); };
+  std::vector<Mode> modes = {
+      {"primal, jit",
+       [&] { return primal_jit(x); },
+       [&] { spmd::jit([&](const Array& a) { return f(a); })(x); },
+       {},
+       {}},
+      {"jvp (forward rules), jit",
+       [&] { return jvp_jit(x, t).second; },
+       [&] { spmd::jit(jvp_of)(x, t); },
+       {},
+       {}},
+      {"jvp (transposed vjp rules), jit",
+       [&] { return transposed_jit(x, t).second; },
+       [&] { spmd::jit(transposed_of)(x, t); },
+       {},
+       {}},
+      {"jvp wrt x and parameters, jit",
+       [&] { return all_jit(x, t, tw, tb).second; },
+       [&] { spmd::jit(all_of)(x, t, tw, tb); },
+       {},
+       {}},
+      {"primal, eager", [&] { return f(x); }, {}, {}, {}},
+      {"jvp (forward rules), eager", [&] { return spmd::jvp(f, x, t).second; }, {}, {}, {}},
+      {"jvp (transposed vjp rules), eager",
+       [&] { return transposed_jvp(f, x, t).second; },
+       {},
+       {},
+       {}},
+  };
+
   // Same tangents from both derivations.
   double diff = max_abs_diff(jvp_jit(x, t).second, transposed_jit(x, t).second);
   for (auto& m : modes) m.run();  // warm up: compile, fill the allocator's cache
   for (int r = 0; r < kRounds; ++r)
     for (auto& m : modes) m.ms.push_back(ms_of([&] { m.run(); }));
-  for (auto& m : modes) m.mem = memory_of([&] { m.run(); });
+  for (auto& m : modes) {
+    m.mem = memory_of(m.fresh ? m.fresh : [&] { m.run(); });
+    m.mem.allocations = memory_of([&] { m.run(); }).allocations;
+  }
 
   std::printf("jvp of a %d-layer tanh MLP (width %d, batch %d, float32), median of %d rounds\n",
               kLayers, kWidth, kBatch, kRounds);
