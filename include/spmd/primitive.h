@@ -86,9 +86,9 @@ class Primitive {
                                       const std::vector<Array>& cotangents) const;
 
   // Forward mode: outputs and their tangents, given primal inputs and their tangents (an empty
-  // Array is a zero tangent). A primitive without a rule of its own (has_jvp() false) is
-  // differentiated forward by transposing its vjp rule (transforms/forward.cpp); control flow
-  // whose reverse mode is undefined (while) has its own.
+  // Array is a zero tangent, in and out). Every primitive with floating-point outputs has one,
+  // so jvp costs a forward pass; one without (has_jvp() false) is differentiated forward by
+  // transposing its vjp rule (transforms/forward.cpp), at the cost of a reverse pass.
   struct Jvp {
     std::vector<Array> outputs, tangents;
   };

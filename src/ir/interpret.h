@@ -13,7 +13,9 @@ namespace spmd::ir {
 
 // Runs `apply(equation, input values) -> output values` over p's equations in order, with
 // `literal(Array) -> V` giving the value of a literal input; returns the values of p's outputs.
-// When `env` is given it keeps every variable's value (indexed by variable id) afterwards.
+// When `env` is given it keeps every variable's value (indexed by variable id) afterwards;
+// otherwise a value is dropped after its last use, so an eager walk (jvp's, say) holds only the
+// live values, as running the ops one by one would.
 template <class V, class Literal, class Apply>
 std::vector<V> interpret(const Program& p, const std::vector<V>& args, Literal&& literal,
                          Apply&& apply, std::vector<V>* env = nullptr) {
@@ -24,8 +26,19 @@ std::vector<V> interpret(const Program& p, const std::vector<V>& args, Literal&&
   values.assign(p.var_types.size(), V{});
   for (size_t i = 0; i < args.size(); ++i) values[p.inputs[i]] = args[i];
   auto read = [&](const Atom& a) -> V { return a.is_literal() ? literal(a.literal) : values[a.var]; };
+  // The last equation reading each variable (program outputs are read after all of them).
+  std::vector<size_t> last_use;
+  if (!env) {
+    last_use.assign(p.var_types.size(), 0);
+    for (size_t e = 0; e < p.equations.size(); ++e)
+      for (const Atom& a : p.equations[e].inputs)
+        if (!a.is_literal()) last_use[a.var] = e;
+    for (const Atom& a : p.outputs)
+      if (!a.is_literal()) last_use[a.var] = p.equations.size();
+  }
   std::vector<V> in;
-  for (const Equation& eq : p.equations) {
+  for (size_t e = 0; e < p.equations.size(); ++e) {
+    const Equation& eq = p.equations[e];
     in.clear();
     for (const Atom& a : eq.inputs) in.push_back(read(a));
     std::vector<V> out = apply(eq, in);
@@ -33,6 +46,9 @@ std::vector<V> interpret(const Program& p, const std::vector<V>& args, Literal&&
       fail("'", eq.primitive->name(), "' gave ", out.size(), " outputs, expected ",
            eq.outputs.size());
     for (size_t k = 0; k < out.size(); ++k) values[eq.outputs[k]] = std::move(out[k]);
+    if (!env)
+      for (const Atom& a : eq.inputs)
+        if (!a.is_literal() && last_use[a.var] == e) values[a.var] = V{};
   }
   std::vector<V> outs;
   outs.reserve(p.outputs.size());

@@ -29,6 +29,29 @@ Array unbroadcast(const Array& ct, const AbstractValue& primal) {
 
 bool differentiable(const AbstractValue& a) { return is_floating(a.dtype); }
 
+Array tangent_or_zeros(const Array& t, const Array& primal) {
+  return t.valid() ? t : zeros_like(primal);
+}
+
+Array fit_to(const Array& t, const Array& out) {
+  return t.shape() == out.shape() ? t : broadcast_to(t, out.shape());
+}
+
+Array add_tangents(const Array& a, const Array& b) {
+  if (!a.valid()) return b;
+  if (!b.valid()) return a;
+  return a + b;
+}
+
+Primitive::Jvp apply_linear_jvp(const PrimitivePtr& p, const std::vector<Array>& primals,
+                                const std::vector<Array>& tangents) {
+  std::vector<Array> ts;
+  for (size_t i = 0; i < primals.size(); ++i)
+    ts.push_back(differentiable(primals[i].aval()) ? tangent_or_zeros(tangents[i], primals[i])
+                                                   : primals[i]);
+  return {bind(p, primals), bind(p, ts)};
+}
+
 ElementwiseBatch batch_elementwise(const std::vector<Array>& in, const std::vector<int>& dims,
                                    int64_t n) {
   // The per-example shape is that of any operand that is not a (per-example) scalar.

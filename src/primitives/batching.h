@@ -17,6 +17,23 @@ std::vector<Array> batch_all_at_front(const std::vector<Array>& in, const std::v
 Array unbroadcast(const Array& ct, const AbstractValue& primal);
 // Whether a value can carry a gradient.
 bool differentiable(const AbstractValue& a);
+// Forward-mode helpers. A tangent is an empty Array when it is zero.
+// t, or zeros like the primal when t is zero.
+Array tangent_or_zeros(const Array& t, const Array& primal);
+// t broadcast to the shape of an elementwise op's output (a rank-0 operand's tangent).
+Array fit_to(const Array& t, const Array& out);
+// a + b where either may be a zero tangent (empty): empty only when both are.
+Array add_tangents(const Array& a, const Array& b);
+// The forward rule of a primitive that is linear in its floating-point inputs (the others,
+// indices or predicates, stay as they are): itself applied to the primals, then to the tangents
+// (zeros where a tangent is zero). P is the primitive's own (final, copyable) class.
+Primitive::Jvp apply_linear_jvp(const PrimitivePtr& p, const std::vector<Array>& primals,
+                                const std::vector<Array>& tangents);
+template <class P>
+Primitive::Jvp linear_jvp(const P& self, const std::vector<Array>& primals,
+                          const std::vector<Array>& tangents) {
+  return apply_linear_jvp(std::make_shared<const P>(self), primals, tangents);
+}
 // The operands of an elementwise primitive batched together: equal shapes with the batch axis
 // at the returned dim (rank-0 unbatched operands stay rank-0).
 struct ElementwiseBatch {

@@ -3,7 +3,8 @@
 // while any lane's predicate holds and keeps finished lanes' carries unchanged (select). vmap of
 // cond: an unbatched index keeps one cond over batched branches; a batched index runs every
 // branch and selects per lane. grad of cond: a cond over the branches' vjps; while_loop has no
-// reverse mode (as JAX: its trip count is not known ahead).
+// reverse mode (as JAX: its trip count is not known ahead). jvp of while: a while over the carry
+// and its tangents; jvp of cond: a cond over the branches' jvps.
 #include <algorithm>
 
 #include "ir/trace.h"
@@ -352,6 +353,53 @@ std::vector<Array> Cond::vjp(const std::vector<Array>& primals, const std::vecto
   for (size_t i = 0; i < nops; ++i)
     if (wrt[i]) result[i + 1] = r[k++];
   return result;
+}
+
+Primitive::Jvp Cond::jvp(const std::vector<Array>& primals,
+                         const std::vector<Array>& tangents) const {
+  const size_t nops = primals.size() - 1;
+  std::vector<bool> has(nops);
+  std::vector<AbstractValue> types;
+  std::vector<Array> args{primals[0]};
+  for (size_t i = 0; i < nops; ++i) {
+    has[i] = tangents[i + 1].valid() && is_floating(primals[i + 1].dtype());
+    types.push_back(primals[i + 1].aval());
+    args.push_back(primals[i + 1]);
+  }
+  for (size_t i = 0; i < nops; ++i)
+    if (has[i]) {
+      types.push_back(primals[i + 1].aval());
+      args.push_back(astype(tangents[i + 1], primals[i + 1].dtype()));
+    }
+  // An output has a tangent when it has one in any branch (zeros in the others).
+  const size_t nout = bodies_[0]->outputs.size();
+  std::vector<bool> out_t(nout, false);
+  for (auto& b : bodies_) {
+    std::vector<bool> d = float_dependence(*b, has);
+    for (size_t j = 0; j < nout; ++j) out_t[j] = out_t[j] || d[j];
+  }
+  std::vector<ir::Traced> branches;
+  for (auto& b : bodies_)
+    branches.push_back(ir::trace(types, [&](const std::vector<Array>& xs) {
+      std::vector<Array> ops(xs.begin(), xs.begin() + static_cast<long>(nops)), ts(nops);
+      for (size_t i = 0, k = nops; i < nops; ++i)
+        if (has[i]) ts[i] = xs[k++];
+      transforms::JvpValues r = transforms::jvp_eval(*b, ops, ts);
+      std::vector<Array> outs = r.outputs;
+      for (size_t j = 0; j < nout; ++j)
+        if (out_t[j]) outs.push_back(tangent_or_zeros(r.tangents[j], r.outputs[j]));
+      return outs;
+    }));
+  std::vector<Array> extra;
+  auto joined = join_branches(std::move(branches), types.size(), extra);
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<Array> r = bind(std::make_shared<Cond>(std::move(joined)), args);
+  Jvp out;
+  out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nout));
+  out.tangents.resize(nout);
+  for (size_t j = 0, k = nout; j < nout; ++j)
+    if (out_t[j]) out.tangents[j] = r[k++];
+  return out;
 }
 
 }  // namespace spmd::prim

@@ -1,6 +1,9 @@
 // Rules of the collective primitives: shape inference, batching (a collective over the vmap's
 // own axis becomes a computation over the batch dimension; over another axis it stays a
-// collective), and transposition for differentiation.
+// collective), and transposition for differentiation. Forward mode: the linear collectives
+// (psum, all_gather, reduce_scatter, all_to_all, ppermute) apply themselves to the tangent;
+// pmax and pmin take the tangent of the members that hold the result (ties split equally, as
+// reduce_max's rule).
 #include "primitives/collectives.h"
 
 #include <algorithm>
@@ -102,6 +105,16 @@ std::vector<Array> AllReduce::vjp(const std::vector<Array>& p, const std::vector
   return {bind1(std::make_shared<AllReduce>(CollectiveReduce::Sum, names, sizes), {ct[0]})};
 }
 
+Primitive::Jvp AllReduce::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  if (op == CollectiveReduce::Sum) return linear_jvp(*this, p, ts);
+  const Array& x = p[0];
+  Array out = bind1(std::make_shared<AllReduce>(*this), {x});
+  auto psum = std::make_shared<AllReduce>(*this);
+  psum->op = CollectiveReduce::Sum;
+  Array hit = where(equal(x, out), ones_like(x), zeros_like(x));
+  return {{out}, {bind1(psum, {ts[0] * hit}) / bind1(psum, {hit})}};
+}
+
 // ---- AllGather ------------------------------------------------------------------------------
 std::vector<AbstractValue> AllGather::abstract_eval(const std::vector<AbstractValue>& in) const {
   AbstractValue out = in.at(0);
@@ -121,6 +134,10 @@ std::vector<Array> AllGather::vjp(const std::vector<Array>& p, const std::vector
                                   const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array()};
   return {bind1(std::make_shared<ReduceScatter>(names, sizes), {ct[0]})};
+}
+
+Primitive::Jvp AllGather::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- ReduceScatter --------------------------------------------------------------------------
@@ -158,6 +175,10 @@ std::vector<Array> ReduceScatter::vjp(const std::vector<Array>& p, const std::ve
   return {bind1(std::make_shared<AllGather>(names, sizes), {ct[0]})};
 }
 
+Primitive::Jvp ReduceScatter::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
+}
+
 // ---- AllToAll -------------------------------------------------------------------------------
 std::vector<AbstractValue> AllToAll::abstract_eval(const std::vector<AbstractValue>& in) const {
   const AbstractValue& x = in.at(0);
@@ -182,6 +203,10 @@ std::vector<Array> AllToAll::vjp(const std::vector<Array>& p, const std::vector<
                                  const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array()};
   return {bind1(std::make_shared<AllToAll>(names, sizes), {ct[0]})};
+}
+
+Primitive::Jvp AllToAll::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- Ppermute -------------------------------------------------------------------------------
@@ -227,6 +252,10 @@ std::vector<Array> Ppermute::vjp(const std::vector<Array>& p, const std::vector<
   std::vector<std::pair<int, int>> inverse;
   for (auto& [s, t] : perm) inverse.emplace_back(t, s);
   return {bind1(std::make_shared<Ppermute>(names, sizes, inverse), {ct[0]})};
+}
+
+Primitive::Jvp Ppermute::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- AxisIndex ------------------------------------------------------------------------------

@@ -66,6 +66,8 @@ class AllReduce final : public CollectiveOf<AllReduce> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // x -> (group, x...): every member's x stacked on a new leading axis.
@@ -79,6 +81,8 @@ class AllGather final : public CollectiveOf<AllGather> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // (group, rest...) -> (rest...): the sum over members of their block [rank].
@@ -92,6 +96,8 @@ class ReduceScatter final : public CollectiveOf<ReduceScatter> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
@@ -105,6 +111,8 @@ class AllToAll final : public CollectiveOf<AllToAll> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Ppermute final : public CollectiveOf<Ppermute> {
@@ -121,6 +129,8 @@ class Ppermute final : public CollectiveOf<Ppermute> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class AxisIndex final : public CollectiveOf<AxisIndex> {

@@ -1,4 +1,4 @@
-// Rules of dot_general.
+// Rules of dot_general. Forward mode: the product rule, dot(ta, b) + dot(a, tb).
 #include <algorithm>
 
 #include "primitives/batching.h"
@@ -150,6 +150,13 @@ std::vector<Array> DotGeneral::vjp(const std::vector<Array>& p, const std::vecto
   Array gb = transpose_operand(ct[0], a, b.ndim(), dims.rhs_contract, dims.rhs_batch,
                                dims.lhs_contract, dims.lhs_batch, false);
   return {ga, gb};
+}
+
+Primitive::Jvp DotGeneral::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  auto self = std::make_shared<DotGeneral>(dims);
+  Array ta = ts[0].valid() ? bind1(self, {ts[0], p[1]}) : Array();
+  Array tb = ts[1].valid() ? bind1(self, {p[0], ts[1]}) : Array();
+  return {{bind1(self, p)}, {add_tangents(ta, tb)}};
 }
 
 }  // namespace spmd::prim

@@ -1,4 +1,6 @@
-// Rules of the elementwise primitives: unary, binary, select, convert, stop_gradient.
+// Rules of the elementwise primitives: unary, binary, select, convert, stop_gradient. The
+// forward rules are the reverse rules' derivatives applied to a tangent instead of a cotangent
+// (same conventions: abs' is 1 at 0, max/min split ties equally, pow's log is 0 where x <= 0).
 #include <cmath>
 #include <numbers>
 
@@ -85,6 +87,45 @@ std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Arr
   }
 }
 
+Primitive::Jvp Unary::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  const Array& x = p[0];
+  const Array& t = ts[0];
+  Array y = bind1(std::make_shared<Unary>(op), {x});
+  auto with = [&](Array ty) { return Jvp{{y}, {std::move(ty)}}; };
+  switch (op) {
+    case UnaryOp::Neg:
+      return with(-t);
+    case UnaryOp::Exp:
+      return with(t * y);
+    case UnaryOp::Log:
+      return with(t / x);
+    case UnaryOp::Log1p:
+      return with(t / (x + 1.0));
+    case UnaryOp::Expm1:
+      return with(t * (y + 1.0));
+    case UnaryOp::Sqrt:
+      return with(t * 0.5 / y);
+    case UnaryOp::Rsqrt:
+      return with(t * -0.5 * y / x);
+    case UnaryOp::Tanh:
+      return with(t * (1.0 - y * y));
+    case UnaryOp::Logistic:
+      return with(t * y * (1.0 - y));
+    case UnaryOp::Abs:
+      return with(where(x >= 0.0, t, -t));
+    case UnaryOp::Sin:
+      return with(t * cos(x));
+    case UnaryOp::Cos:
+      return with(-(t * sin(x)));
+    case UnaryOp::Erf:
+      return with(t * (2.0 / std::sqrt(std::numbers::pi)) * exp(-(x * x)));
+    case UnaryOp::ErfInv:
+      return with(t * (std::sqrt(std::numbers::pi) / 2.0) * exp(y * y));
+    default:
+      return with(Array());  // piecewise constant: a zero tangent
+  }
+}
+
 // ---- Binary ---------------------------------------------------------------------------------
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
 
@@ -163,6 +204,55 @@ std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Ar
   }
 }
 
+Primitive::Jvp Binary::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  const Array &x = p[0], &y = p[1], &tx = ts[0], &ty = ts[1];
+  Array z = bind1(std::make_shared<Binary>(op), {x, y});
+  // d = dz/dx * tx + dz/dy * ty, skipping a zero tangent's term.
+  auto term = [](const Array& t, auto&& scaled) { return t.valid() ? scaled(t) : Array(); };
+  auto with = [&](const Array& a, const Array& b) {
+    Array d = add_tangents(a, b);
+    return Jvp{{z}, {d.valid() ? fit_to(d, z) : d}};
+  };
+  switch (op) {
+    case BinaryOp::Add:
+      return with(tx, ty);
+    case BinaryOp::Sub:
+      return with(tx, term(ty, [](const Array& t) { return -t; }));
+    case BinaryOp::Mul:
+      return with(term(tx, [&](const Array& t) { return t * y; }),
+                  term(ty, [&](const Array& t) { return x * t; }));
+    case BinaryOp::Div:
+      return with(term(tx, [&](const Array& t) { return t / y; }),
+                  term(ty, [&](const Array& t) { return -(t * z) / y; }));
+    case BinaryOp::Pow:
+      return with(term(tx, [&](const Array& t) { return t * y * power(x, y - 1.0); }),
+                  term(ty, [&](const Array& t) {
+                    Array safe_log =
+                        where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
+                    return t * safe_log * z;
+                  }));
+    case BinaryOp::Max:
+    case BinaryOp::Min: {
+      // The tangent of the operand that is the result; the mean of both at a tie, as JAX.
+      Array xw = where(equal(x, z), ones_like(z), zeros_like(z));
+      Array yw = where(equal(y, z), ones_like(z), zeros_like(z));
+      Array total = xw + yw;
+      return with(term(tx, [&](const Array& t) { return t * xw / total; }),
+                  term(ty, [&](const Array& t) { return t * yw / total; }));
+    }
+    case BinaryOp::Atan2: {
+      Array den = x * x + y * y;
+      return with(term(tx, [&](const Array& t) { return t * y / den; }),
+                  term(ty, [&](const Array& t) { return -(t * x) / den; }));
+    }
+    case BinaryOp::Rem:
+      return with(
+          tx, term(ty, [&](const Array& t) { return -(t * round(stop_gradient((x - z) / y))); }));
+    default:
+      return {{z}, {Array()}};  // comparisons, logic and shifts have no tangent space
+  }
+}
+
 // ---- Select ---------------------------------------------------------------------------------
 std::vector<AbstractValue> Select::abstract_eval(const std::vector<AbstractValue>& in) const {
   const AbstractValue &p = in.at(0), &t = in.at(1), &f = in.at(2);
@@ -194,6 +284,12 @@ std::vector<Array> Select::vjp(const std::vector<Array>& p, const std::vector<Ar
           unbroadcast(where(p[0], zero, ct[0]), p[2].aval())};
 }
 
+Primitive::Jvp Select::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  Jvp r = linear_jvp(*this, p, ts);  // linear in the branches for a fixed predicate
+  r.tangents[0] = fit_to(r.tangents[0], r.outputs[0]);
+  return r;
+}
+
 // ---- Convert --------------------------------------------------------------------------------
 Params Convert::params() const {
   return {{"new_dtype", dtype_name(to)}, {"weak_type", weak ? "True" : "False"}};
@@ -213,6 +309,11 @@ std::vector<Array> Convert::vjp(const std::vector<Array>& p, const std::vector<A
                                 const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval()) || !is_floating(to)) return {Array()};
   return {lax::convert_element_type(ct[0], p[0].dtype())};
+}
+
+Primitive::Jvp Convert::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  if (!is_floating(to)) return {{bind1(std::make_shared<Convert>(to, weak), p)}, {Array()}};
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- Check ----------------------------------------------------------------------------------
@@ -241,6 +342,10 @@ Batched StopGradient::batch(const BatchContext&, const std::vector<Array>& in,
 std::vector<Array> StopGradient::vjp(const std::vector<Array>&, const std::vector<Array>&,
                                      const std::vector<Array>&) const {
   return {Array()};
+}
+
+Primitive::Jvp StopGradient::jvp(const std::vector<Array>& p, const std::vector<Array>&) const {
+  return {{stop_gradient(p[0])}, {Array()}};
 }
 
 }  // namespace spmd::prim

@@ -1,4 +1,6 @@
-// Rules of the indexing primitives: gather (take), scatter_add, iota, argsort.
+// Rules of the indexing primitives: gather (take), scatter_add, iota, argsort. gather and
+// scatter_add are linear in their operand, so their forward rules apply them to its tangent;
+// iota and argsort have integer outputs and no tangent.
 #include "primitives/batching.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
@@ -61,6 +63,10 @@ std::vector<Array> Gather::vjp(const std::vector<Array>& p, const std::vector<Ar
   return {lax::scatter_add(ct[0], p[1], p[0].shape(), axis, batch_dims), Array()};
 }
 
+Primitive::Jvp Gather::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);  // linear in the operand; the indices stay
+}
+
 // ---- ScatterAdd -----------------------------------------------------------------------------
 Params ScatterAdd::params() const {
   return {{"axis", std::to_string(axis)},
@@ -102,6 +108,10 @@ std::vector<Array> ScatterAdd::vjp(const std::vector<Array>& p, const std::vecto
                                    const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array(), Array()};
   return {lax::gather(ct[0], p[1], axis, batch_dims), Array()};
+}
+
+Primitive::Jvp ScatterAdd::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);  // linear in the operand; the indices stay
 }
 
 // ---- Iota -----------------------------------------------------------------------------------

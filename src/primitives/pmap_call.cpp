@@ -16,6 +16,7 @@
 #include "transforms/autodiff.h"
 #include "transforms/axis_env.h"
 #include "transforms/batch.h"
+#include "transforms/forward.h"
 
 namespace spmd::prim {
 
@@ -195,6 +196,59 @@ std::vector<Array> PmapCall::vjp(const std::vector<Array>& primals, const std::v
     result.push_back(in_axes[i] == not_mapped ? sum(c, std::vector<int>{0}) : c);
   }
   return result;
+}
+
+Primitive::Jvp PmapCall::jvp(const std::vector<Array>& primals,
+                             const std::vector<Array>& tangents) const {
+  // A pmap of the body's jvp: tangents are mapped like their primals (in_axes for inputs,
+  // out_axes for outputs), so a replica differentiates its own slice.
+  const size_t np = primals.size();
+  std::vector<AbstractValue> per_types;
+  std::vector<bool> has(np);
+  for (size_t i = 0; i < np; ++i) {
+    per_types.push_back(body->var_types[body->inputs[i]]);
+    has[i] = tangents[i].valid() && differentiable(per_types[i]);
+  }
+  std::vector<int> new_in_axes = in_axes;
+  std::vector<Array> args = primals;
+  for (size_t i = 0; i < np; ++i)
+    if (has[i]) {
+      per_types.push_back(per_types[i]);
+      new_in_axes.push_back(in_axes[i]);
+      args.push_back(tangents[i]);
+    }
+  std::vector<bool> out_t = float_dependence(*body, has);
+  const size_t nout = out_t.size();
+  ir::Traced traced = [&] {
+    transforms::AxisScope scope(axis_name, global_size, transforms::AxisKind::Pmap);
+    return ir::trace(per_types, [&](const std::vector<Array>& xs) {
+      std::vector<Array> prim_args(xs.begin(), xs.begin() + static_cast<long>(np)), ts(np);
+      for (size_t i = 0, k = np; i < np; ++i)
+        if (has[i]) ts[i] = xs[k++];
+      transforms::JvpValues r = transforms::jvp_eval(*body, prim_args, ts);
+      std::vector<Array> outs = r.outputs;
+      for (size_t j = 0; j < nout; ++j)
+        if (out_t[j]) outs.push_back(tangent_or_zeros(r.tangents[j], r.outputs[j]));
+      return outs;
+    });
+  }();
+  std::vector<int> new_out_axes = out_axes;
+  for (size_t j = 0; j < nout; ++j)
+    if (out_t[j]) new_out_axes.push_back(out_axes[j]);
+  for (auto& c : traced.captured) {
+    args.push_back(c);
+    new_in_axes.push_back(not_mapped);
+  }
+  auto p =
+      std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name,
+                                 size, new_in_axes, new_out_axes, devices, global_size);
+  std::vector<Array> r = spmd::bind(p, args);
+  Jvp out;
+  out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nout));
+  out.tangents.resize(nout);
+  for (size_t j = 0, k = nout; j < nout; ++j)
+    if (out_t[j]) out.tangents[j] = r[k++];
+  return out;
 }
 
 namespace {

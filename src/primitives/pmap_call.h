@@ -43,6 +43,8 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
 
   // The per-device program (nested pmaps lowered onto the mesh) compiled once, and the mesh.
   struct Compiled {

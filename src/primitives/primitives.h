@@ -48,6 +48,8 @@ class Unary final : public PrimitiveOf<Unary> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 enum class BinaryOp {
@@ -86,6 +88,8 @@ class Binary final : public PrimitiveOf<Binary> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // select(pred, on_true, on_false); pred is bool; rank-0 operands broadcast.
@@ -99,6 +103,8 @@ class Select final : public PrimitiveOf<Select> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Convert final : public PrimitiveOf<Convert> {
@@ -115,6 +121,8 @@ class Convert final : public PrimitiveOf<Convert> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // Identity whose gradient is zero.
@@ -130,6 +138,8 @@ class StopGradient final : public PrimitiveOf<StopGradient> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // A runtime assertion: no outputs; its kernel throws when any element of its input is false.
@@ -163,6 +173,8 @@ class Reduce final : public PrimitiveOf<Reduce> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
   std::shared_ptr<const Primitive> row_reduction(
       const std::vector<AbstractValue>& in) const override;
 };
@@ -199,6 +211,8 @@ class CumSum final : public PrimitiveOf<CumSum> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // ---- shape ----------------------------------------------------------------------------------
@@ -217,6 +231,8 @@ class BroadcastInDim final : public PrimitiveOf<BroadcastInDim> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Reshape final : public PrimitiveOf<Reshape> {
@@ -232,6 +248,8 @@ class Reshape final : public PrimitiveOf<Reshape> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Transpose final : public PrimitiveOf<Transpose> {
@@ -246,6 +264,8 @@ class Transpose final : public PrimitiveOf<Transpose> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Slice final : public PrimitiveOf<Slice> {
@@ -261,6 +281,8 @@ class Slice final : public PrimitiveOf<Slice> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // lax.rev: reverses the order of the elements along each of `dims` (x[::-1] on those axes).
@@ -276,6 +298,8 @@ class Rev final : public PrimitiveOf<Rev> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
@@ -292,6 +316,8 @@ class Pad final : public PrimitiveOf<Pad> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Concatenate final : public PrimitiveOf<Concatenate> {
@@ -306,6 +332,8 @@ class Concatenate final : public PrimitiveOf<Concatenate> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // ---- indexing -------------------------------------------------------------------------------
@@ -324,6 +352,8 @@ class Gather final : public PrimitiveOf<Gather> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // The transpose of Gather: adds updates into zeros of operand_shape.
@@ -341,6 +371,8 @@ class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 class Iota final : public PrimitiveOf<Iota> {
@@ -390,6 +422,8 @@ class DotGeneral final : public PrimitiveOf<DotGeneral> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
 // ---- random ---------------------------------------------------------------------------------

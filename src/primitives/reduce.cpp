@@ -1,4 +1,5 @@
-// Rules of the reductions: reduce (sum/max/min/prod/and/or), argmax/argmin, cumsum.
+// Rules of the reductions: reduce (sum/max/min/prod/and/or), argmax/argmin, cumsum. argmax and
+// argmin have integer outputs, so forward mode gives them no tangent without asking a rule.
 #include <algorithm>
 
 #include "primitives/batching.h"
@@ -109,6 +110,27 @@ std::vector<Array> Reduce::vjp(const std::vector<Array>& p, const std::vector<Ar
   }
 }
 
+Primitive::Jvp Reduce::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  const Array& x = p[0];
+  const Array& t = ts[0];
+  Array out = bind1(std::make_shared<Reduce>(op, axes), {x});
+  switch (op) {
+    case ReduceOp::Sum:
+      return {{out}, {lax::reduce_sum(t, axes)}};
+    case ReduceOp::Prod:
+      return {{out}, {lax::reduce_sum(t * product_of_others(x, axes), axes)}};
+    case ReduceOp::Max:
+    case ReduceOp::Min: {
+      // The mean of the tangents of the elements equal to the result (ties split, as the vjp).
+      Array hit =
+          where(equal(x, expand_reduced(out, x.shape(), axes)), ones_like(x), zeros_like(x));
+      return {{out}, {lax::reduce_sum(t * hit, axes) / lax::reduce_sum(hit, axes)}};
+    }
+    default:
+      return {{out}, {Array()}};
+  }
+}
+
 std::shared_ptr<const Primitive> Reduce::row_reduction(const std::vector<AbstractValue>& in) const {
   int nd = in.at(0).ndim();
   int k = static_cast<int>(axes.size());
@@ -167,6 +189,10 @@ std::vector<Array> CumSum::vjp(const std::vector<Array>& p, const std::vector<Ar
                                const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array()};
   return {bind1(std::make_shared<CumSum>(axis, !reverse), {ct[0]})};
+}
+
+Primitive::Jvp CumSum::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 }  // namespace spmd::prim

@@ -3,7 +3,9 @@
 // carry their batch on axis 1 since axis 0 is scanned. grad: a forward scan that also stacks,
 // per iteration, the values the body's backward pass reads (found by tracing that backward pass
 // and keeping only the inputs it uses), then a reverse scan over them that carries the
-// cotangents of the carry and accumulates those of the constants.
+// cotangents of the carry and accumulates those of the constants. jvp: one scan of the body's
+// jvp, whose constants, carries and xs gain their tangents (a carry has one when its initial
+// value or its body output does: a fixpoint, as while's).
 #include <optional>
 
 #include "ir/trace.h"
@@ -12,6 +14,7 @@
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "transforms/autodiff.h"
+#include "transforms/forward.h"
 
 namespace spmd::prim {
 namespace {
@@ -218,6 +221,77 @@ std::vector<Array> Scan::vjp(const std::vector<Array>& primals, const std::vecto
   for (const Array& x : primals) wrt.push_back(is_floating(x.dtype()));
   Forward f = forward(primals, wrt);
   return backward(primals, f.residuals, wrt, cotangents);
+}
+
+Primitive::Jvp Scan::jvp(const std::vector<Array>& primals,
+                         const std::vector<Array>& tangents) const {
+  const Program& b = body();
+  const size_t nc = static_cast<size_t>(num_consts), nk = static_cast<size_t>(num_carry);
+  const size_t n_in = primals.size(), ny = b.outputs.size() - nk;
+  std::vector<bool> flags(n_in);
+  for (size_t i = 0; i < n_in; ++i)
+    flags[i] = tangents[i].valid() && is_floating(primals[i].dtype());
+  std::vector<bool> out_t;
+  for (;;) {
+    out_t = float_dependence(b, flags);
+    bool changed = false;
+    for (size_t j = 0; j < nk; ++j)
+      if (out_t[j] && !flags[nc + j]) flags[nc + j] = changed = true;
+    if (!changed) break;
+  }
+  // Body inputs: consts, const tangents, carry, carry tangents, x, x tangents; outputs: carry,
+  // carry tangents, ys, y tangents.
+  std::vector<size_t> groups[3];  // the consts / carries / xs with tangents
+  for (size_t i = 0; i < n_in; ++i)
+    if (flags[i]) groups[i < nc ? 0 : i < nc + nk ? 1 : 2].push_back(i);
+  std::vector<size_t> yt;
+  for (size_t m = 0; m < ny; ++m)
+    if (out_t[nk + m]) yt.push_back(m);
+  const size_t bounds[4] = {0, nc, nc + nk, n_in};
+  std::vector<AbstractValue> in_types, body_types = b.input_types();
+  std::vector<Array> operands;
+  for (int g = 0; g < 3; ++g) {
+    for (size_t i = bounds[g]; i < bounds[g + 1]; ++i) {
+      in_types.push_back(body_types[i]);
+      operands.push_back(primals[i]);
+    }
+    for (size_t i : groups[g]) {
+      in_types.push_back(body_types[i]);
+      operands.push_back(tangent_or_zeros(tangents[i], primals[i]));
+      if (operands.back().dtype() != primals[i].dtype())
+        operands.back() = astype(operands.back(), primals[i].dtype());
+    }
+  }
+  ir::Traced t = ir::trace(in_types, [&](const std::vector<Array>& xs) {
+    std::vector<Array> args, ts(n_in);
+    size_t k = 0;
+    for (int g = 0; g < 3; ++g) {
+      for (size_t i = bounds[g]; i < bounds[g + 1]; ++i) args.push_back(xs[k++]);
+      for (size_t i : groups[g]) ts[i] = xs[k++];
+    }
+    transforms::JvpValues r = transforms::jvp_eval(b, args, ts);
+    std::vector<Array> outs(r.outputs.begin(), r.outputs.begin() + static_cast<long>(nk));
+    for (size_t i : groups[1])
+      outs.push_back(tangent_or_zeros(r.tangents[i - nc], r.outputs[i - nc]));
+    outs.insert(outs.end(), r.outputs.begin() + static_cast<long>(nk), r.outputs.end());
+    for (size_t m : yt) outs.push_back(tangent_or_zeros(r.tangents[nk + m], r.outputs[nk + m]));
+    return outs;
+  });
+  Closed c = close_over(std::move(t.program), std::move(t.captured), 0);
+  operands.insert(operands.begin(), c.captured.begin(), c.captured.end());
+  auto p =
+      std::make_shared<Scan>(c.program, static_cast<int>(c.captured.size() + nc + groups[0].size()),
+                             static_cast<int>(nk + groups[1].size()), length, reverse, unroll);
+  std::vector<Array> r = bind(p, operands);
+  Jvp out;
+  const size_t nkt = groups[1].size();
+  out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nk));
+  out.outputs.insert(out.outputs.end(), r.begin() + static_cast<long>(nk + nkt),
+                     r.begin() + static_cast<long>(nk + nkt + ny));
+  out.tangents.resize(nk + ny);
+  for (size_t k = 0; k < nkt; ++k) out.tangents[groups[1][k] - nc] = r[nk + k];
+  for (size_t k = 0; k < yt.size(); ++k) out.tangents[nk + yt[k]] = r[nk + nkt + ny + k];
+  return out;
 }
 
 }  // namespace spmd::prim

@@ -1,5 +1,5 @@
 // Rules of the shape primitives: broadcast_in_dim, reshape, transpose, slice, rev, pad,
-// concatenate.
+// concatenate. All are linear: their forward rules apply them to the tangents.
 #include <algorithm>
 
 #include "core/checked_size.h"
@@ -61,6 +61,11 @@ std::vector<Array> BroadcastInDim::vjp(const std::vector<Array>& p, const std::v
   return {reshape(g, x.shape())};
 }
 
+Primitive::Jvp BroadcastInDim::jvp(const std::vector<Array>& p,
+                                   const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
+}
+
 // ---- Reshape --------------------------------------------------------------------------------
 Params Reshape::params() const { return {{"new_sizes", tuple_str(shape)}}; }
 
@@ -82,6 +87,10 @@ std::vector<Array> Reshape::vjp(const std::vector<Array>& p, const std::vector<A
                                 const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array()};
   return {reshape(ct[0], p[0].shape())};
+}
+
+Primitive::Jvp Reshape::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- Transpose ------------------------------------------------------------------------------
@@ -114,6 +123,10 @@ std::vector<Array> Transpose::vjp(const std::vector<Array>& p, const std::vector
   std::vector<int> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
   return {transpose(ct[0], inv)};
+}
+
+Primitive::Jvp Transpose::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- Slice ----------------------------------------------------------------------------------
@@ -166,6 +179,10 @@ std::vector<Array> Slice::vjp(const std::vector<Array>& p, const std::vector<Arr
   return {lax::pad(ct[0], zeros(Shape{}, x.dtype()), lo, hi, interior)};
 }
 
+Primitive::Jvp Slice::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
+}
+
 // ---- Rev ----------------------------------------------------------------------------------
 Params Rev::params() const { return {{"dimensions", tuple_str(dims)}}; }
 
@@ -189,6 +206,10 @@ std::vector<Array> Rev::vjp(const std::vector<Array>& p, const std::vector<Array
                             const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array()};
   return {lax::rev(ct[0], dims)};
+}
+
+Primitive::Jvp Rev::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 // ---- Pad ------------------------------------------------------------------------------------
@@ -262,6 +283,10 @@ std::vector<Array> Pad::vjp(const std::vector<Array>& p, const std::vector<Array
   return {gx, sum(ct[0]) - sum(gx)};
 }
 
+Primitive::Jvp Pad::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
+}
+
 // ---- Concatenate ----------------------------------------------------------------------------
 Params Concatenate::params() const { return {{"dimension", std::to_string(axis)}}; }
 
@@ -304,6 +329,10 @@ std::vector<Array> Concatenate::vjp(const std::vector<Array>& p, const std::vect
     out.push_back(differentiable(x.aval()) ? slice(ct[0], st, lim) : Array());
   }
   return out;
+}
+
+Primitive::Jvp Concatenate::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
+  return linear_jvp(*this, p, ts);
 }
 
 }  // namespace spmd::prim

@@ -49,7 +49,7 @@ std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Arra
 }
 
 JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
-                   const std::vector<Array>& tangents) {
+                   const std::vector<Array>& tangents, JvpRules rules) {
   std::vector<Dual> in;
   for (size_t i = 0; i < args.size(); ++i) {
     Array t = i < tangents.size() ? tangents[i] : Array();
@@ -57,7 +57,7 @@ JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
     in.push_back({args[i], t});
   }
   auto literal = [](const Array& a) { return Dual{a, Array()}; };
-  auto apply = [&p](const Equation& eq, const std::vector<Dual>& xs) {
+  auto apply = [&p, rules](const Equation& eq, const std::vector<Dual>& xs) {
     std::vector<Array> primals, ts;
     bool any = false;
     for (const Dual& x : xs) {
@@ -70,7 +70,7 @@ JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
     Primitive::Jvp r;
     if (!any || !floating_out) {
       r.outputs = bind(eq.primitive, primals);
-    } else if (eq.primitive->has_jvp()) {
+    } else if (eq.primitive->has_jvp() && rules == JvpRules::Native) {
       r = eq.primitive->jvp(primals, ts);
     } else {
       r.outputs = bind(eq.primitive, primals);
