@@ -601,5 +601,102 @@ TEST(ReviewCompose, TrainingStepsAsAScanEqualKSeparateStepsBitForBit) {
   expect_allclose(p_scan.b, e.b, 1e-13, 1e-15, "b");
 }
 
+
+// ---- round two -----------------------------------------------------------------------------------
+TEST(ReviewScan, CarryOutputsThatRepeatOrPassThroughConstantsAndSlices) {
+  // (a, b, k) -> (b, b, w): a repeated output, a passthrough of a closed-over constant; the y is
+  // the slice itself. Eager, under jit, and the gradient of the repeated path.
+  using C = std::tuple<Array, Array, Array>;
+  Array w = rnd({2}, 30);
+  auto run = [&](const Array& a0, const Array& xs) {
+    return lax::scan(
+        [&](const C& c, const Array& x) {
+          auto [a, b, k] = c;
+          return std::pair<C, Array>(C(b, b * x + a, w), x);
+        },
+        C(a0, a0 * 2, zeros({2}, DType::Float64)), xs);
+  };
+  Array a0 = rnd({2}, 31), xs = rnd({3, 2}, 32);
+  std::vector<double> av = a0.to_vector<double>(), xv = xs.to_vector<double>();
+  for (bool jitted : {false, true}) {
+    auto [c, ys] = jitted ? jit(run)(a0, xs) : run(a0, xs);
+    for (int i = 0; i < 2; ++i) {
+      double a = av[i], b = 2 * av[i];
+      for (int t = 0; t < 3; ++t) {
+        double nb = b * xv[t * 2 + i] + a;
+        a = b;
+        b = nb;
+      }
+      EXPECT_NEAR(std::get<0>(c)[i].item<double>(), a, 1e-14) << jitted;
+      EXPECT_NEAR(std::get<1>(c)[i].item<double>(), b, 1e-14) << jitted;
+    }
+    expect_allclose(std::get<2>(c), w, 0, 0, "passthrough constant");
+    expect_allclose(ys, xs, 0, 0, "passthrough slices");
+  }
+  auto loss = [&](const Array& a) { return sum(std::get<1>(run(a, xs).first)); };
+  expect_allclose(grad(loss)(a0), fd_grad(loss, a0), 1e-6, 1e-9, "grad");
+}
+
+TEST(ReviewCond, MixedFloatAndIntOutputsUnderGradJvpAndVmap) {
+  using R = std::pair<Array, Array>;
+  auto f = [](const Array& x) {
+    return lax::cond(
+        x > 0.0, [](const Array& v) { return R(v * v, i32(1)); },
+        [](const Array& v) { return R(sin(v), i32(-1)); }, x);
+  };
+  for (double x : {0.7, -0.4}) {
+    auto loss = [&](const Array& v) { return f(v).first; };
+    double d = x > 0 ? 2 * x : std::cos(x);
+    EXPECT_NEAR(grad(loss)(f64(x)).item<double>(), d, 1e-14) << x;
+    auto [y, ty] = jvp(f, f64(x), f64(1));
+    EXPECT_NEAR(ty.first.item<double>(), d, 1e-14) << x;
+    EXPECT_EQ(y.second.item<int32_t>(), x > 0 ? 1 : -1);
+  }
+  Array xs(std::vector<double>{0.7, -0.4, 1.5}, {3});
+  Array g = vmap(grad([&](const Array& v) { return f(v).first; }))(xs);
+  expect_allclose(g, std::vector<double>{1.4, std::cos(-0.4), 3.0}, 1e-14, 1e-15);
+}
+
+// A while loop inside the body: Newton's iteration for sqrt(c), to convergence.
+Array newton_sqrt(const Array& c) {
+  using S = std::pair<Array, Array>;
+  return lax::while_loop(
+             [](const S& s) { return abs(s.first * s.first - s.second) > 1e-12 * s.second; },
+             [](const S& s) { return S((s.first + s.second / s.first) * 0.5, s.second); },
+             S(c, c))
+      .first;
+}
+
+TEST(ReviewJvp, ScanAndCondWhoseBodiesHoldAWhileLoop) {
+  // jvp goes through every construct (issue 11), also when a scan or cond body holds a
+  // while_loop: d sqrt(x) = 1 / (2 sqrt(x)) per element.
+  auto scanned = [](const Array& xs) {
+    return lax::scan(
+               [](const Array& c, const Array& x) {
+                 Array r = newton_sqrt(x);
+                 return std::pair<Array, Array>(c + r, r);
+               },
+               f64(0), xs)
+        .second;
+  };
+  Array xs(std::vector<double>{2, 9, 0.25}, {3});
+  auto [y, ty] = jvp(scanned, xs, ones({3}, DType::Float64));
+  for (int k = 0; k < 3; ++k) {
+    double x = xs.to_vector<double>()[k];
+    EXPECT_NEAR(y[k].item<double>(), std::sqrt(x), 1e-12);
+    EXPECT_NEAR(ty[k].item<double>(), 0.5 / std::sqrt(x), 1e-9);
+  }
+  auto branched = [](const Array& x) {
+    return lax::cond(
+        x > 1.0, [](const Array& v) { return newton_sqrt(v); }, [](const Array& v) { return v; },
+        x);
+  };
+  auto [yc, tc] = jvp(branched, f64(9), f64(1));
+  EXPECT_NEAR(yc.item<double>(), 3, 1e-12);
+  EXPECT_NEAR(tc.item<double>(), 1.0 / 6, 1e-9);
+  auto [yj, tj] = jit([&](const Array& x) { return jvp(branched, x, f64(1)); })(f64(4));
+  EXPECT_NEAR(tj.item<double>(), 0.25, 1e-9);
+}
+
 }  // namespace
 }  // namespace spmd
