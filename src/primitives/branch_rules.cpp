@@ -2,7 +2,8 @@
 // vmap of while: a batched carry is a fixpoint over the body; a batched predicate runs the loop
 // while any lane's predicate holds and keeps finished lanes' carries unchanged (select). vmap of
 // cond: an unbatched index keeps one cond over batched branches; a batched index runs every
-// branch and selects per lane. grad of cond: a cond over the branches' vjps; while_loop has no
+// branch and selects per lane. grad of cond: a cond over the branches' vjps; jvp: a cond over
+// the branches' forward-mode evaluations; while_loop has no
 // reverse mode (as JAX: its trip count is not known ahead).
 #include <algorithm>
 
@@ -352,6 +353,50 @@ std::vector<Array> Cond::vjp(const std::vector<Array>& primals, const std::vecto
   for (size_t i = 0; i < nops; ++i)
     if (wrt[i]) result[i + 1] = r[k++];
   return result;
+}
+
+Primitive::Jvp Cond::jvp(const std::vector<Array>& primals,
+                         const std::vector<Array>& tangents) const {
+  const size_t nops = primals.size() - 1;
+  std::vector<size_t> with;  // operands with a tangent
+  std::vector<AbstractValue> types;
+  for (size_t i = 0; i < nops; ++i) types.push_back(primals[i + 1].aval());
+  for (size_t i = 0; i < nops; ++i)
+    if (tangents[i + 1].valid() && is_floating(primals[i + 1].dtype())) {
+      with.push_back(i);
+      types.push_back(primals[i + 1].aval());
+    }
+  const Program& b0 = *bodies_[0];
+  std::vector<bool> out_tangent;
+  for (auto& a : b0.outputs) out_tangent.push_back(is_floating(b0.type(a).dtype));
+  std::vector<ir::Traced> branches;
+  for (auto& b : bodies_)
+    branches.push_back(ir::trace(types, [&](const std::vector<Array>& xs) {
+      std::vector<Array> ops(xs.begin(), xs.begin() + static_cast<long>(nops)), ts(nops);
+      for (size_t k = 0; k < with.size(); ++k) ts[with[k]] = xs[nops + k];
+      transforms::JvpValues r = transforms::jvp_eval(*b, ops, ts);
+      std::vector<Array> outs = r.outputs;
+      for (size_t j = 0; j < r.outputs.size(); ++j)
+        if (out_tangent[j])
+          outs.push_back(r.tangents[j].valid() ? astype(r.tangents[j], r.outputs[j].dtype())
+                                               : zeros_like(r.outputs[j]));
+      return outs;
+    }));
+  std::vector<Array> extra;
+  auto joined = join_branches(std::move(branches), types.size(), extra);
+  std::vector<Array> args(primals.begin(), primals.end());
+  for (size_t i : with)
+    args.push_back(astype(tangents[i + 1], primals[i + 1].dtype()));
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<Array> r = bind(std::make_shared<Cond>(std::move(joined)), args);
+  Jvp out;
+  const size_t nout = out_tangent.size();
+  out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nout));
+  out.tangents.resize(nout);
+  size_t at = nout;
+  for (size_t j = 0; j < nout; ++j)
+    if (out_tangent[j]) out.tangents[j] = r[at++];
+  return out;
 }
 
 }  // namespace spmd::prim

@@ -66,6 +66,8 @@ class Scan final : public PrimitiveOf<Scan, ControlFlow> {
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
   bool saves_residuals() const override { return true; }
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
   Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const override;
   std::vector<Array> backward(const std::vector<Array>& primals,
                               const std::vector<Array>& residuals, const std::vector<bool>& wrt,
@@ -119,6 +121,8 @@ class Cond final : public PrimitiveOf<Cond, ControlFlow> {
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 

@@ -1,4 +1,6 @@
 // scan's transformation rules.
+// jvp: a scan over (primals, tangents) whose body is the body's forward-mode evaluation, so
+// bodies holding a while_loop (which has no reverse mode) differentiate forward too.
 // vmap: the body is batched (a carry becomes batched when its body output is: a fixpoint), xs
 // carry their batch on axis 1 since axis 0 is scanned. grad: a forward scan that also stacks,
 // per iteration, the values the body's backward pass reads (found by tracing that backward pass
@@ -12,6 +14,7 @@
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "transforms/autodiff.h"
+#include "transforms/forward.h"
 
 namespace spmd::prim {
 namespace {
@@ -60,6 +63,88 @@ Batched Scan::batch(const BatchContext& ctx, const std::vector<Array>& in,
   for (size_t j = 0; j < r.values.size(); ++j)
     r.dims.push_back(!b.out_batched[j] ? not_mapped : j < nk ? 0 : 1);
   return r;
+}
+
+Primitive::Jvp Scan::jvp(const std::vector<Array>& primals,
+                         const std::vector<Array>& tangents) const {
+  const Program& b = body();
+  const size_t nc = static_cast<size_t>(num_consts), nk = static_cast<size_t>(num_carry);
+  const size_t n_in = primals.size(), nx = n_in - nc - nk;
+  std::vector<bool> flags(n_in);  // body inputs with a tangent
+  for (size_t i = 0; i < n_in; ++i)
+    flags[i] = tangents[i].valid() && is_floating(primals[i].dtype());
+  // A carry has a tangent when its body output depends on one that does.
+  for (;;) {
+    std::vector<bool> d = float_dependence(b, flags);
+    bool changed = false;
+    for (size_t j = 0; j < nk; ++j)
+      if (d[j] && !flags[nc + j]) flags[nc + j] = changed = true;
+    if (!changed) break;
+  }
+  std::vector<size_t> ct, kt, xt;  // consts / carries / xs with tangents (input positions)
+  for (size_t i = 0; i < n_in; ++i)
+    if (flags[i]) (i < nc ? ct : i < nc + nk ? kt : xt).push_back(i);
+  const size_t ny = b.outputs.size() - nk;
+  std::vector<bool> y_tangent(ny);
+  for (size_t j = 0; j < ny; ++j) y_tangent[j] = is_floating(b.type(b.outputs[nk + j]).dtype);
+  // The new body's inputs: consts, const tangents, carries, carry tangents, xs, xs tangents.
+  std::vector<AbstractValue> in_types = b.input_types(), types;
+  auto push = [&](size_t from, size_t to, const std::vector<size_t>& with) {
+    types.insert(types.end(), in_types.begin() + static_cast<long>(from),
+                 in_types.begin() + static_cast<long>(to));
+    for (size_t i : with) types.push_back(in_types[i]);
+  };
+  push(0, nc, ct);
+  push(nc, nc + nk, kt);
+  push(nc + nk, n_in, xt);
+  ir::Traced t = ir::trace(types, [&](const std::vector<Array>& xs) {
+    std::vector<Array> args, ts(n_in);
+    size_t at = 0;
+    auto take = [&](size_t from, size_t to, const std::vector<size_t>& with) {
+      for (size_t i = from; i < to; ++i) args.push_back(xs[at++]);
+      for (size_t i : with) ts[i] = xs[at++];
+    };
+    take(0, nc, ct);
+    take(nc, nc + nk, kt);
+    take(nc + nk, n_in, xt);
+    transforms::JvpValues r = transforms::jvp_eval(b, args, ts);
+    auto tangent = [&](size_t j) {
+      return r.tangents[j].valid() ? astype(r.tangents[j], r.outputs[j].dtype())
+                                   : zeros_like(r.outputs[j]);
+    };
+    std::vector<Array> outs(r.outputs.begin(), r.outputs.begin() + static_cast<long>(nk));
+    for (size_t i : kt) outs.push_back(tangent(i - nc));
+    outs.insert(outs.end(), r.outputs.begin() + static_cast<long>(nk), r.outputs.end());
+    for (size_t j = 0; j < ny; ++j)
+      if (y_tangent[j]) outs.push_back(tangent(nk + j));
+    return outs;
+  });
+  Closed c = close_over(std::move(t.program), std::move(t.captured), 0);
+  std::vector<Array> operands = c.captured;
+  auto put = [&](size_t from, size_t to, const std::vector<size_t>& with) {
+    operands.insert(operands.end(), primals.begin() + static_cast<long>(from),
+                    primals.begin() + static_cast<long>(to));
+    for (size_t i : with)
+      operands.push_back(tangents[i].valid() ? astype(tangents[i], primals[i].dtype())
+                                             : zeros_like(primals[i]));
+  };
+  put(0, nc, ct);
+  put(nc, nc + nk, kt);
+  put(nc + nk, n_in, xt);
+  (void)nx;
+  auto p = std::make_shared<Scan>(
+      c.program, num_consts + static_cast<int>(c.captured.size() + ct.size()),
+      num_carry + static_cast<int>(kt.size()), length, reverse, unroll);
+  std::vector<Array> r = bind(p, operands);
+  Jvp out;
+  out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nk));
+  out.tangents.resize(nk + ny);
+  for (size_t k = 0; k < kt.size(); ++k) out.tangents[kt[k] - nc] = r[nk + k];
+  size_t at = nk + kt.size();
+  for (size_t j = 0; j < ny; ++j) out.outputs.push_back(r[at++]);
+  for (size_t j = 0; j < ny; ++j)
+    if (y_tangent[j]) out.tangents[nk + j] = r[at++];
+  return out;
 }
 
 struct Scan::VjpPlan {
