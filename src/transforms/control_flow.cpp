@@ -1,5 +1,6 @@
 // The entry points of lax control flow: trace the user's bodies once, check them against the
 // carried values as JAX does (naming the component that differs), bind one primitive.
+#include <optional>
 #include <sstream>
 
 #include "ir/trace.h"
@@ -73,6 +74,23 @@ void check_carry(const char* who, const TreeDef& in_tree, const TreeDef& out_tre
          "arrays), but they differ:", diffs.str());
 }
 
+// JAX's _promote_weak_typed_inputs: a weakly typed initial carry leaf whose body output has
+// another dtype takes the dtype the two promote to (0. with a float64 body carries float64, as
+// it carries float32 with a float32 body); the caller then traces the body again. Whether any
+// leaf changed.
+bool promote_weak_init(const std::vector<Array>& init, std::vector<Array>& carry,
+                       const std::vector<AbstractValue>& got) {
+  bool changed = false;
+  for (size_t i = 0; i < carry.size() && i < got.size(); ++i) {
+    if (!init[i].weak_type() || got[i].dtype == carry[i].dtype()) continue;
+    DType d = promote({init[i].dtype(), true}, {got[i].dtype, got[i].weak}).dtype;
+    if (d == carry[i].dtype()) continue;
+    carry[i] = astype(init[i], d);
+    changed = true;
+  }
+  return changed;
+}
+
 // The body's carry outputs with the carry's weak-free types (a weak output of the right dtype).
 std::vector<Array> fit(std::vector<Array> outs, const std::vector<AbstractValue>& types) {
   for (size_t i = 0; i < types.size() && i < outs.size(); ++i)
@@ -144,25 +162,36 @@ std::vector<Array> scan_flat(const FlatBody& body, const TreeDef& carry_tree,
 
   std::vector<Array> carry;
   for (auto& c : init) carry.push_back(strong(c));
-  std::vector<AbstractValue> carry_types = types_of(carry), in_types = carry_types;
-  for (const Array& x : xs) {
-    AbstractValue t = x.aval();
-    t.shape.erase(t.shape.begin());
-    in_types.push_back(t);
-  }
   const size_t nk = carry.size();
-  ir::Traced traced = ir::trace(in_types, [&](const std::vector<Array>& args) {
-    std::vector<Array> outs = body.fn(args);
-    TreeDef out_carry = child(*body.out_tree, 0);
-    int nk_out = out_carry.num_leaves();
-    std::vector<AbstractValue> got;
-    for (int i = 0; i < nk_out && i < static_cast<int>(outs.size()); ++i)
-      got.push_back(outs[i].aval());
-    check_carry("scan body function", carry_tree, out_carry, carry_types, got);
-    return fit(std::move(outs), carry_types);
-  });
-  int nc = static_cast<int>(traced.captured.size());
-  prim::Closed closed = prim::close_over(std::move(traced.program), std::move(traced.captured), 0);
+  std::vector<AbstractValue> carry_types;
+  std::optional<ir::Traced> traced;
+  for (bool retrace = true; retrace;) {
+    retrace = false;
+    carry_types = types_of(carry);
+    std::vector<AbstractValue> in_types = carry_types;
+    for (const Array& x : xs) {
+      AbstractValue t = x.aval();
+      t.shape.erase(t.shape.begin());
+      in_types.push_back(t);
+    }
+    traced = ir::trace(in_types, [&](const std::vector<Array>& args) {
+      std::vector<Array> outs = body.fn(args);
+      TreeDef out_carry = child(*body.out_tree, 0);
+      int nk_out = out_carry.num_leaves();
+      std::vector<AbstractValue> got;
+      for (int i = 0; i < nk_out && i < static_cast<int>(outs.size()); ++i)
+        got.push_back(outs[i].aval());
+      if (out_carry == carry_tree && promote_weak_init(init, carry, got)) {
+        retrace = true;
+        return outs;
+      }
+      check_carry("scan body function", carry_tree, out_carry, carry_types, got);
+      return fit(std::move(outs), carry_types);
+    });
+  }
+  int nc = static_cast<int>(traced->captured.size());
+  prim::Closed closed =
+      prim::close_over(std::move(traced->program), std::move(traced->captured), 0);
   hoist(closed, nc);
   auto p = std::make_shared<prim::Scan>(closed.program, nc, static_cast<int>(nk), n,
                                         options.reverse, options.unroll);
@@ -176,7 +205,22 @@ std::vector<Array> while_flat(const FlatBody& cond, const FlatBody& body, const 
                               const std::vector<Array>& init) {
   std::vector<Array> carry;
   for (auto& c : init) carry.push_back(strong(c));
-  std::vector<AbstractValue> types = types_of(carry);
+  std::vector<AbstractValue> types;
+  std::optional<ir::Traced> traced_body;
+  for (bool retrace = true; retrace;) {
+    retrace = false;
+    types = types_of(carry);
+    traced_body = ir::trace(types, [&](const std::vector<Array>& args) {
+      std::vector<Array> outs = body.fn(args);
+      if (*body.out_tree == tree && promote_weak_init(init, carry, types_of(outs))) {
+        retrace = true;
+        return outs;
+      }
+      check_carry("while_loop body function", tree, *body.out_tree, types, types_of(outs));
+      return fit(std::move(outs), types);
+    });
+  }
+  ir::Traced b = std::move(*traced_body);
   ir::Traced c = ir::trace(types, [&](const std::vector<Array>& args) {
     std::vector<Array> outs = cond.fn(args);
     if (outs.size() != 1 || outs[0].ndim() != 0 || outs[0].dtype() != DType::Bool) {
@@ -185,11 +229,6 @@ std::vector<Array> while_flat(const FlatBody& cond, const FlatBody& body, const 
       fail("cond_fun must return a boolean scalar, but got output type(s) [", got, "].");
     }
     return outs;
-  });
-  ir::Traced b = ir::trace(types, [&](const std::vector<Array>& args) {
-    std::vector<Array> outs = body.fn(args);
-    check_carry("while_loop body function", tree, *body.out_tree, types, types_of(outs));
-    return fit(std::move(outs), types);
   });
   int ncc = static_cast<int>(c.captured.size()), nbc = static_cast<int>(b.captured.size());
   prim::Closed cc = prim::close_over(std::move(c.program), std::move(c.captured), 0);
@@ -212,31 +251,63 @@ std::vector<Array> switch_flat(const Array& index, const std::vector<FlatBody>& 
   std::vector<Array> ops;
   for (auto& o : operands) ops.push_back(strong(o));
   std::vector<AbstractValue> types = types_of(ops);
+  // Branch k traced; its weakly typed outputs take the dtypes `joined_dtype` names (else float32 for
+  // a weak C++ double, as a carried value).
+  std::vector<std::optional<DType>> joined_dtype;
+  std::vector<std::vector<AbstractValue>> raw(branches.size());
+  auto trace_branch = [&](size_t k) {
+    return ir::trace(types, [&](const std::vector<Array>& args) {
+      std::vector<Array> outs = branches[k].fn(args);
+      raw[k] = types_of(outs);
+      for (size_t j = 0; j < outs.size(); ++j)
+        outs[j] = j < joined_dtype.size() && joined_dtype[j] && outs[j].weak_type()
+                      ? astype(outs[j], *joined_dtype[j])
+                      : strong(outs[j]);
+      return outs;
+    });
+  };
   std::vector<ir::Traced> traced;
   std::vector<TreeDef> trees;
-  std::vector<AbstractValue> first;
   for (size_t k = 0; k < branches.size(); ++k) {
-    traced.push_back(ir::trace(types, [&](const std::vector<Array>& args) {
-      std::vector<Array> outs = branches[k].fn(args);
-      for (auto& o : outs) o = strong(o);
-      if (k == 0) {
-        first = types_of(outs);
-      } else {
-        if (!(*branches[k].out_tree == trees[0]))
-          fail("branch 0 and ", k, " outputs must have the same pytree structure, got ",
-               trees[0].str(), " and ", branches[k].out_tree->str());
-        std::vector<std::string> paths;
-        leaf_paths(trees[0], "out", paths);
-        for (size_t j = 0; j < outs.size(); ++j)
-          if (outs[j].shape() != first[j].shape || outs[j].dtype() != first[j].dtype)
-            fail("branch 0 output must have the same type as branch ", k,
-                 " output, but they differ: branch 0 output ", paths[j], " has type ",
-                 first[j].str(), " and branch ", k, " output ", paths[j], " has type ",
-                 outs[j].aval().str());
-      }
-      return outs;
-    }));
+    traced.push_back(trace_branch(k));
     trees.push_back(*branches[k].out_tree);
+    if (!(trees[k] == trees[0]))
+      fail("branch 0 and ", k, " outputs must have the same pytree structure, got ",
+           trees[0].str(), " and ", trees[k].str());
+  }
+  // Types match ignoring weak types, as JAX's typematch: a weak output (a C++ scalar, whose
+  // dtype follows the context) takes the dtype of another branch's strong output of its kind.
+  const size_t nout = raw[0].size();
+  joined_dtype.assign(nout, std::nullopt);
+  std::vector<bool> retrace(branches.size(), false);
+  for (size_t j = 0; j < nout; ++j) {
+    std::optional<DType> strong_dtype;
+    for (auto& r : raw)
+      if (!r[j].weak) strong_dtype = r[j].dtype;
+    if (!strong_dtype) continue;
+    for (size_t k = 0; k < branches.size(); ++k) {
+      const AbstractValue& t = raw[k][j];
+      bool same_kind = (is_floating(t.dtype) && is_floating(*strong_dtype)) ||
+                       (is_integer(t.dtype) && is_integer(*strong_dtype));
+      if (t.weak && same_kind) {
+        joined_dtype[j] = strong_dtype;
+        retrace[k] = retrace[k] || traced[k].program.output_types()[j].dtype != *strong_dtype;
+      }
+    }
+  }
+  for (size_t k = 0; k < branches.size(); ++k)
+    if (retrace[k]) traced[k] = trace_branch(k);
+  std::vector<std::string> paths;
+  leaf_paths(trees[0], "out", paths);
+  std::vector<AbstractValue> first = traced[0].program.output_types();
+  for (size_t k = 1; k < branches.size(); ++k) {
+    std::vector<AbstractValue> outs = traced[k].program.output_types();
+    for (size_t j = 0; j < outs.size(); ++j)
+      if (outs[j].shape != first[j].shape || outs[j].dtype != first[j].dtype)
+        fail("branch 0 output must have the same type as branch ", k,
+             " output, but they differ: branch 0 output ", paths[j], " has type ",
+             first[j].str(), " and branch ", k, " output ", paths[j], " has type ",
+             outs[j].str());
   }
   out_tree = trees[0];
   if (branches.size() == 1) {
