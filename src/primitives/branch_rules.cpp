@@ -381,14 +381,7 @@ Primitive::Jvp Cond::jvp(const std::vector<Array>& primals,
   std::vector<ir::Traced> branches;
   for (auto& b : bodies_)
     branches.push_back(ir::trace(types, [&](const std::vector<Array>& xs) {
-      std::vector<Array> ops(xs.begin(), xs.begin() + static_cast<long>(nops)), ts(nops);
-      for (size_t i = 0, k = nops; i < nops; ++i)
-        if (has[i]) ts[i] = xs[k++];
-      transforms::JvpValues r = transforms::jvp_eval(*b, ops, ts);
-      std::vector<Array> outs = r.outputs;
-      for (size_t j = 0; j < nout; ++j)
-        if (out_t[j]) outs.push_back(tangent_or_zeros(r.tangents[j], r.outputs[j]));
-      return outs;
+      return transforms::jvp_flat(*b, xs, has, out_t);
     }));
   std::vector<Array> extra;
   auto joined = join_branches(std::move(branches), types.size(), extra);

@@ -222,14 +222,7 @@ Primitive::Jvp PmapCall::jvp(const std::vector<Array>& primals,
   ir::Traced traced = [&] {
     transforms::AxisScope scope(axis_name, global_size, transforms::AxisKind::Pmap);
     return ir::trace(per_types, [&](const std::vector<Array>& xs) {
-      std::vector<Array> prim_args(xs.begin(), xs.begin() + static_cast<long>(np)), ts(np);
-      for (size_t i = 0, k = np; i < np; ++i)
-        if (has[i]) ts[i] = xs[k++];
-      transforms::JvpValues r = transforms::jvp_eval(*body, prim_args, ts);
-      std::vector<Array> outs = r.outputs;
-      for (size_t j = 0; j < nout; ++j)
-        if (out_t[j]) outs.push_back(tangent_or_zeros(r.tangents[j], r.outputs[j]));
-      return outs;
+      return transforms::jvp_flat(*body, xs, has, out_t);
     });
   }();
   std::vector<int> new_out_axes = out_axes;

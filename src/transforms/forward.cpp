@@ -89,4 +89,19 @@ JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
   return v;
 }
 
+std::vector<Array> jvp_flat(const Program& body, const std::vector<Array>& xs,
+                            const std::vector<bool>& has, const std::vector<bool>& out_tangent) {
+  const size_t n = has.size();
+  std::vector<Array> primals(xs.begin(), xs.begin() + static_cast<long>(n)), ts(n);
+  for (size_t i = 0, k = n; i < n; ++i)
+    if (has[i]) ts[i] = xs[k++];
+  JvpValues r = jvp_eval(body, primals, ts);
+  std::vector<Array> outs = r.outputs;
+  for (size_t j = 0; j < out_tangent.size(); ++j)
+    if (out_tangent[j])
+      outs.push_back(r.tangents[j].valid() ? astype(r.tangents[j], r.outputs[j].dtype())
+                                           : zeros_like(r.outputs[j]));
+  return outs;
+}
+
 }  // namespace spmd::transforms

@@ -26,6 +26,13 @@ enum class JvpRules { Native, Transposed };
 JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
                    const std::vector<Array>& tangents, JvpRules rules = JvpRules::Native);
 
+// A body's forward-mode evaluation over flat values, as the jvp rules of primitives holding
+// bodies trace it: xs are the primals, then the tangents of the inputs flagged in `has`; the
+// result is the outputs, then the tangents of the outputs flagged in `out_tangent` (zeros where
+// the body gives none).
+std::vector<Array> jvp_flat(const Program& body, const std::vector<Array>& xs,
+                            const std::vector<bool>& has, const std::vector<bool>& out_tangent);
+
 // The tangents of a primitive's outputs by transposing its vjp rule.
 std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Array>& primals,
                                       const std::vector<Array>& outputs,
