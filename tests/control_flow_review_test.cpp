@@ -55,13 +55,14 @@ ScanOptions with_length(int64_t n) {
   return o;
 }
 
-// ---- scan: JAX cases not covered elsewhere -------------------------------------------------------
+// ---- scan: JAX cases not covered elsewhere
+// -------------------------------------------------------
 TEST(ReviewScan, IntAndBoolXsAgainstAHostLoop) {
   // xs of int32 steps and bool masks, a float64 carry: c = mask ? 2c + k : c - k.
   std::vector<int32_t> ks = {3, -1, 4, 1, -5, 9};
   std::vector<uint8_t> mask_bytes = {1, 0, 0, 1, 1, 0};
-  Array masks = astype(Array(std::vector<int32_t>(mask_bytes.begin(), mask_bytes.end()), {6}),
-                       DType::Bool);
+  Array masks =
+      astype(Array(std::vector<int32_t>(mask_bytes.begin(), mask_bytes.end()), {6}), DType::Bool);
   auto body = [](const Array& c, const std::pair<Array, Array>& x) {
     Array k = astype(x.first, DType::Float64);
     Array next = where(x.second, c * 2 + k, c - k);
@@ -116,9 +117,10 @@ TEST(ReviewScan, IntCounterCarryWithFloatYsUnderGradAndJvp) {
 
 TEST(ReviewScan, BodyIgnoringItsSliceHasZeroGradientForXs) {
   auto loss = [](const Array& c0, const Array& xs) {
-    return sum(lax::scan([](const Array& c, const Array&) { return std::pair<Array, Array>(c * c, c); },
-                         c0, xs)
-                   .second);
+    return sum(
+        lax::scan([](const Array& c, const Array&) { return std::pair<Array, Array>(c * c, c); },
+                  c0, xs)
+            .second);
   };
   Array c = f64(0.9), xs = rnd({4, 2}, 3);
   auto [gc, gx] = grad(loss, argnums<0, 1>)(c, xs);
@@ -133,9 +135,9 @@ TEST(ReviewScan, BodyIgnoringItsSliceHasZeroGradientForXs) {
 }
 
 TEST(ReviewScan, LengthGivenTogetherWithMatchingXs) {
-  auto [c, ys] = lax::scan(
-      [](const Array& c, const Array& x) { return std::pair<Array, Array>(c + x, c); }, f64(0),
-      Array(std::vector<double>{1, 2, 3}, {3}), with_length(3));
+  auto [c, ys] =
+      lax::scan([](const Array& c, const Array& x) { return std::pair<Array, Array>(c + x, c); },
+                f64(0), Array(std::vector<double>{1, 2, 3}, {3}), with_length(3));
   EXPECT_DOUBLE_EQ(c.item<double>(), 6);
   expect_allclose(ys, std::vector<double>{0, 1, 3});
 }
@@ -202,7 +204,8 @@ TEST(ReviewScan, WeakFloatInitWithAFloat64BodyTakesFloat64) {
   EXPECT_DOUBLE_EQ(w.item<double>(), 10.5);
 }
 
-// ---- cond / switch -------------------------------------------------------------------------------
+// ---- cond / switch
+// -------------------------------------------------------------------------------
 TEST(ReviewCond, WeakConstantBranchAgainstAFloat64Branch) {
   // jnp: cond(p, lambda x: 1., lambda x: x, x_f64) is float64 (weak types join).
   Array x = f64(2.5);
@@ -250,8 +253,7 @@ TEST(ReviewCond, OperandsCapturedFromAnOuterJitAndTheirGradient) {
   auto loss = [&](const Array& a, const Array& b) { return sum(sin(f(a, b))); };
   for (const Array& xx : {x, Array(-x)}) {
     auto g = jit(grad(loss, argnums<1>))(xx, y);
-    expect_allclose(g, fd_grad([&](const Array& v) { return loss(xx, v); }, y), 1e-6,
-                    1e-9);
+    expect_allclose(g, fd_grad([&](const Array& v) { return loss(xx, v); }, y), 1e-6, 1e-9);
   }
 }
 
@@ -276,7 +278,8 @@ TEST(ReviewCond, GradOfAConstantUsedOnlyInsideACondInsideAScan) {
   EXPECT_NEAR(loss(w0).item<double>(), c, 1e-14);
 }
 
-// ---- while_loop ------------------------------------------------------------------------------------
+// ---- while_loop
+// ------------------------------------------------------------------------------------
 TEST(ReviewWhile, BatchedCounterWithAnUnbatchedPredicateUnderVmap) {
   // state (i: int32, n: int32, x: float64); the predicate reads only i, which no lane changes
   // differently; n and x are batched.
@@ -337,7 +340,8 @@ TEST(ReviewWhile, SecondOrderReverseModeThroughAWhileLoopIsAnError) {
   EXPECT_NEAR(d2.item<double>(), 12 * x * x + 4, 1e-12);
 }
 
-// ---- hostile inputs ----------------------------------------------------------------------------------
+// ---- hostile inputs
+// ----------------------------------------------------------------------------------
 TEST(ReviewHostile, EmptyLeavesInCarriesUnderJitGradAndVmap) {
   using C = std::tuple<Array, Array, Array>;
   auto run = [](const Array& x, const Array& xs) {
@@ -406,11 +410,9 @@ TEST(ReviewHostile, XsWithAZeroSizeInnerDimension) {
   // xs (4, 0): four empty slices; the carry counts steps, ys are (4, 0).
   Array xs = zeros({4, 0}, DType::Float64);
   auto run = [](const Array& c0, const Array& x) {
-    return lax::scan(
-        [](const Array& c, const Array& v) {
-          return std::pair<Array, Array>(c * 2 + sum(v), v * c);
-        },
-        c0, x);
+    return lax::scan([](const Array& c,
+                        const Array& v) { return std::pair<Array, Array>(c * 2 + sum(v), v * c); },
+                     c0, x);
   };
   auto [c, ys] = run(f64(1), xs);
   EXPECT_DOUBLE_EQ(c.item<double>(), 16);
@@ -418,8 +420,8 @@ TEST(ReviewHostile, XsWithAZeroSizeInnerDimension) {
   auto [jc, jys] = jit(run)(f64(1), xs);
   EXPECT_DOUBLE_EQ(jc.item<double>(), 16);
   EXPECT_EQ(jys.shape(), (Shape{4, 0}));
-  auto [gc, gx] =
-      grad([&](const Array& a, const Array& b) { return run(a, b).first; }, argnums<0, 1>)(f64(1), xs);
+  auto [gc, gx] = grad([&](const Array& a, const Array& b) { return run(a, b).first; },
+                       argnums<0, 1>)(f64(1), xs);
   EXPECT_DOUBLE_EQ(gc.item<double>(), 16);
   EXPECT_EQ(gx.shape(), (Shape{4, 0}));
 }
@@ -452,7 +454,9 @@ TEST(ReviewHostile, NegativeLengthZeroUnrollAndBadPredicates) {
       error_of([&] { lax::cond(Array(std::vector<int32_t>{1}, {1}) > 0, id, id, f64(1)); }),
       "Pred must be a scalar");
   expect_contains(
-      error_of([&] { lax::switch_(f64(1), std::vector<std::function<Array(const Array&)>>{id, id}, f64(1)); }),
+      error_of([&] {
+        lax::switch_(f64(1), std::vector<std::function<Array(const Array&)>>{id, id}, f64(1));
+      }),
       "Index type must be an integer");
   // A while condition returning an int32 scalar: JAX requires a boolean.
   expect_contains(error_of([&] {
@@ -470,8 +474,9 @@ TEST(ReviewHostile, ATracerEscapedFromAnotherTraceIsAnErrorNotACrash) {
   })(f64(1));
   ASSERT_TRUE(leaked.is_tracer());
   auto use_in_scan = [&] {
-    return lax::scan([&](const Array& c, const Array&) { return std::pair<Array, Array>(c + leaked, c); },
-                     f64(0), zeros({3}, DType::Float64));
+    return lax::scan(
+        [&](const Array& c, const Array&) { return std::pair<Array, Array>(c + leaked, c); },
+        f64(0), zeros({3}, DType::Float64));
   };
   EXPECT_NE(error_of(use_in_scan), "<no spmd::Error thrown>");
   auto use_in_cond = [&] {
@@ -496,7 +501,8 @@ TEST(ReviewHostile, ATracerEscapedFromAnotherTraceIsAnErrorNotACrash) {
   EXPECT_NE(error_of([&] { return (inner + 1.0).item<double>(); }), "<no spmd::Error thrown>");
 }
 
-// ---- composition -------------------------------------------------------------------------------------
+// ---- composition
+// -------------------------------------------------------------------------------------
 TEST(ReviewCompose, JitOfVmapOfGradOfScanAgainstPerExampleLoops) {
   Array w = rnd({3}, 18);
   auto loss = [](const Array& weight, const Array& xs) {
@@ -575,11 +581,10 @@ TEST(ReviewCompose, TrainingStepsAsAScanEqualKSeparateStepsBitForBit) {
   Array xs = rnd({K, 8, 3}, 24), ys = rnd({K, 8, 2}, 25);
   auto k_steps = jit([](const Params& p, const Array& bx, const Array& by) {
     return lax::scan(
-               [](const Params& q, const std::pair<Array, Array>& batch) {
-                 return std::pair<Params, Array>(sgd_step(q, batch), batch_loss(q, batch));
-               },
-               p, std::pair<Array, Array>(bx, by))
-        ;
+        [](const Params& q, const std::pair<Array, Array>& batch) {
+          return std::pair<Params, Array>(sgd_step(q, batch), batch_loss(q, batch));
+        },
+        p, std::pair<Array, Array>(bx, by));
   });
   auto one_step = jit([](const Params& p, const Array& bx, const Array& by) {
     std::pair<Array, Array> batch(bx, by);
@@ -601,8 +606,8 @@ TEST(ReviewCompose, TrainingStepsAsAScanEqualKSeparateStepsBitForBit) {
   expect_allclose(p_scan.b, e.b, 1e-13, 1e-15, "b");
 }
 
-
-// ---- round two -----------------------------------------------------------------------------------
+// ---- round two
+// -----------------------------------------------------------------------------------
 TEST(ReviewScan, CarryOutputsThatRepeatOrPassThroughConstantsAndSlices) {
   // (a, b, k) -> (b, b, w): a repeated output, a passthrough of a closed-over constant; the y is
   // the slice itself. Eager, under jit, and the gradient of the repeated path.
@@ -662,8 +667,7 @@ Array newton_sqrt(const Array& c) {
   using S = std::pair<Array, Array>;
   return lax::while_loop(
              [](const S& s) { return abs(s.first * s.first - s.second) > 1e-12 * s.second; },
-             [](const S& s) { return S((s.first + s.second / s.first) * 0.5, s.second); },
-             S(c, c))
+             [](const S& s) { return S((s.first + s.second / s.first) * 0.5, s.second); }, S(c, c))
       .first;
 }
 
