@@ -4,7 +4,8 @@
 //   // Gradient clipping in the backward pass:
 //   auto clip_grad = custom_vjp(
 //       [](const Array& x) { return x; },                                    // f
-//       [](const Array& x) { return std::pair(x, lax::NoXs{}); },           // fwd: (out, residuals)
+//       [](const Array& x) { return std::pair(x, lax::NoXs{}); },           // fwd: (out,
+//       residuals)
 //       [](const lax::NoXs&, const Array& g) { return clip(g, -1.0, 1.0); });  // bwd: cts of args
 //
 //   // A numerically stable log(1 + e^x):
@@ -22,6 +23,15 @@
 // equation (custom_vjp_call / custom_jvp_call) holding them as Programs: jit compiles f, grad
 // applies the rules, vmap batches the rules (not the user's code around them), pmap runs them
 // with their collectives. Arguments are arrays or pytrees of arrays.
+//
+// nondiff_argnums, as JAX's: arguments at those positions are not differentiated and may be any
+// value (a function, a count) or arrays (their gradient is zero). bwd receives them first,
+// bwd(nondiff..., residuals, out_ct), and returns cotangents of the other arguments only; the
+// jvp rule gets rule(nondiff..., primals, tangents) with primals and tangents of the others:
+//
+//   auto fixed_point = custom_vjp(solve, solve_fwd, solve_bwd, nondiff_argnums<0>);
+//   fixed_point(update_fn, params, x_guess);   // solve_bwd(update_fn, residuals, x_star_bar)
+#include <array>
 #include <functional>
 #include <memory>
 #include <tuple>
@@ -29,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "spmd/control_flow.h"  // lax::NoXs, the usual empty residuals
 #include "spmd/pytree.h"
 #include "spmd/transforms.h"
 
@@ -54,50 +65,184 @@ struct CustomJvpFns {
 std::vector<Array> custom_jvp_call(const CustomJvpFns& fns, const FlatCall& call,
                                    TreeDef& out_tree);
 
+// The arguments of a call with user rules as leaves: arrays and pytrees flattened, any other
+// value (a function, a count: allowed at nondiff_argnums only) a Static node without leaves.
+template <class... Args>
+FlatCall flatten_rule_args(const Args&... args) {
+  FlatCall call;
+  call.in_tree.kind = TreeDef::Kind::Tuple;
+  call.in_tree.type_name = "args";
+  [[maybe_unused]] auto one = [&](const auto& a) {
+    TreeDef def;
+    if constexpr (is_dynamic_v<std::decay_t<decltype(a)>>)
+      tree_flatten(a, call.leaves, def);
+    else
+      def.kind = TreeDef::Kind::Static;
+    call.in_tree.children.push_back(std::move(def));
+  };
+  (one(args), ...);
+  return call;
+}
+
+// The arguments rebuilt from leaves: a tuple of values (arrays, pytrees) and references (the
+// caller's other values), as make_flat_fn hands them to f.
+template <class... Args>
+auto rebuild_args(const TreeDef& in_tree, const std::vector<Array>& leaves, const Args&... args) {
+  const Array* it = leaves.data();
+  int i = 0;
+  [[maybe_unused]] auto next = [&](const auto& a) -> decltype(auto) {
+    return rebuild_arg(a, in_tree.children[i++], it);
+  };
+  return std::tuple<decltype(next(args))...>{next(args)...};
+}
+
+// nondiff_argnums<I...> for a function of N arguments: each in range and listed once; the other
+// positions (ascending) are differentiated.
+template <size_t N, int... I>
+constexpr bool valid_nondiff_argnums() {
+  constexpr std::array<int, sizeof...(I)> pos{I...};
+  for (size_t a = 0; a < pos.size(); ++a) {
+    if (pos[a] < 0 || pos[a] >= static_cast<int>(N)) return false;
+    for (size_t b = 0; b < a; ++b)
+      if (pos[a] == pos[b]) return false;
+  }
+  return true;
+}
+template <size_t N, int... I>
+struct DiffPositions {
+  static constexpr size_t count = N - sizeof...(I);
+  static constexpr std::array<size_t, count> values = [] {
+    std::array<size_t, count> a{};
+    size_t k = 0;
+    for (size_t i = 0; i < N; ++i)
+      if (!((static_cast<int>(i) == I) || ...)) a[k++] = i;
+    return a;
+  }();
+  template <size_t... J>
+  static std::index_sequence<values[J]...> make(std::index_sequence<J...>);
+  using type = decltype(make(std::make_index_sequence<count>{}));
+};
+
+// What the forward pass keeps of a nondiff argument for bwd: the array (or pytree) itself, or
+// nothing for another value (bwd gets the caller's own, alive for the whole call).
+template <class A>
+using Kept = std::conditional_t<PyTree<std::decay_t<A>>, std::decay_t<A>, std::tuple<>>;
+
+template <class Tuple, int... I>
+using KeptOf = std::tuple<Kept<std::tuple_element_t<static_cast<size_t>(I), Tuple>>...>;
+
+template <int... I, class Tuple>
+KeptOf<Tuple, I...> kept_of(const Tuple& args) {
+  [[maybe_unused]] auto one = [&]<int P>() {
+    if constexpr (PyTree<std::decay_t<std::tuple_element_t<P, Tuple>>>)
+      return std::decay_t<std::tuple_element_t<P, Tuple>>(std::get<P>(args));
+    else
+      return std::tuple<>{};
+  };
+  return KeptOf<Tuple, I...>{one.template operator()<I>()...};
+}
+
+// The J-th nondiff argument as bwd receives it: the kept array, or the caller's value.
+template <size_t J, int... I, class KeptT, class Originals>
+decltype(auto) nondiff_value(const KeptT& kept, const Originals& originals) {
+  constexpr int pos = std::array<int, sizeof...(I)>{I...}[J];
+  if constexpr (PyTree<std::decay_t<std::tuple_element_t<pos, Originals>>>)
+    return (std::get<J>(kept));
+  else
+    return (std::get<pos>(originals));
+}
+
+template <class T>
+struct IsPairLike : std::false_type {};
+template <class A, class B>
+struct IsPairLike<std::pair<A, B>> : std::true_type {};
+template <class A, class B>
+struct IsPairLike<std::tuple<A, B>> : std::true_type {};
+
 template <class T>
 struct IsTuple : std::false_type {};
 template <class... Ts>
 struct IsTuple<std::tuple<Ts...>> : std::true_type {};
 
+// bwd's cotangents (of the differentiated arguments, in order) checked against their structure
+// (JAX's message), and spread over every argument's leaves: zeros for a nondiff array.
+std::vector<Array> cotangents_of_all_args(const TreeDef& in_tree, const std::vector<int>& nondiff,
+                                          const TreeDef& bwd_tree,
+                                          const std::vector<Array>& bwd_leaves,
+                                          const std::vector<Array>& kept_leaves);
+
 }  // namespace spmd::detail
 
 namespace spmd {
 
-template <class F, class Fwd, class Bwd>
+// Positions of arguments that are not differentiated (JAX's nondiff_argnums): arrays or any
+// other values (functions, counts). bwd and the jvp rule receive them first.
+template <int... I>
+struct NondiffArgnums {};
+template <int... I>
+inline constexpr NondiffArgnums<I...> nondiff_argnums{};
+
+template <class F, class Fwd, class Bwd, int... I>
 class CustomVjp {
  public:
   CustomVjp(F f, Fwd fwd, Bwd bwd) : f_(std::move(f)), fwd_(std::move(fwd)), bwd_(std::move(bwd)) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
-    static_assert((PyTree<Args> && ...),
-                  "custom_vjp: every argument must be an array or a pytree of arrays");
+    constexpr size_t n = sizeof...(Args);
+    static_assert(detail::valid_nondiff_argnums<n, I...>(),
+                  "custom_vjp: nondiff_argnums must name distinct arguments of the call");
+    using Diff = typename detail::DiffPositions<n, I...>::type;
+    using ArgsT = std::tuple<std::decay_t<Args>...>;
+    static_assert(all_pytrees<ArgsT>(Diff{}),
+                  "custom_vjp: every argument must be an array or a pytree of arrays, except "
+                  "those listed in nondiff_argnums");
     using R = detail::result_t<F, Args...>;
     using FwdR = detail::result_t<Fwd, Args...>;
-    using Res = std::decay_t<std::tuple_element_t<1, FwdR>>;
-    detail::FlatCall call = detail::flatten_args({}, args...);
+    constexpr bool pair_like = detail::IsPairLike<FwdR>::value;
+    using Res = typename ResidualsOf<FwdR, pair_like>::type;
+    using KeptT = detail::KeptOf<ArgsT, I...>;
+    auto originals = std::forward_as_tuple(args...);
+    detail::FlatCall call = detail::flatten_rule_args(args...);
     detail::CustomVjpFns fns;
     fns.f = detail::make_flat_fn(f_, call.in_tree, args...);
-    fns.fwd = detail::make_flat_fn(fwd_, call.in_tree, args...);
-    fns.bwd = [this, &call](const TreeDef& res_tree, const TreeDef& out_tree) -> detail::FlatBwd {
-      return [this, &call, res_tree, out_tree](const std::vector<Array>& res,
-                                               const std::vector<Array>& cts) {
-        auto r = bwd_(tree_unflatten<Res>(res_tree, res), tree_unflatten<R>(out_tree, cts));
-        std::vector<Array> leaves;
-        TreeDef def;
-        if constexpr (sizeof...(Args) == 1 && !detail::IsTuple<std::decay_t<decltype(r)>>::value)
-          tree_flatten(std::tuple<std::decay_t<decltype(r)>>(r), leaves, def);
-        else
-          tree_flatten(r, leaves, def);
-        TreeDef want = call.in_tree;
-        want.type_name = def.type_name;
-        if (!(def == want))
-          fail("Custom VJP bwd rule must produce an output with the same container (pytree) "
-               "structure as the args tuple of the primal function, and in particular must "
-               "produce a tuple of length equal to the number of arguments to the primal "
-               "function, but got bwd output structure ",
-               def.str(), " for primal input structure ", call.in_tree.str(), ".");
-        return leaves;
+    // fwd's residuals carry the nondiff arrays to bwd.
+    auto fwd = [this](const auto&... xs) {
+      auto r = fwd_(xs...);
+      if constexpr (pair_like)
+        return std::pair(std::get<0>(r),
+                         std::pair<KeptT, Res>(detail::kept_of<I...>(std::forward_as_tuple(xs...)),
+                                               std::get<1>(r)));
+      else
+        return r;  // not a pair: custom_vjp_call reports it
+    };
+    fns.fwd = detail::make_flat_fn(fwd, call.in_tree, args...);
+    fns.bwd = [&](const TreeDef& res_tree, const TreeDef& out_tree) -> detail::FlatBwd {
+      return [&, res_tree, out_tree]([[maybe_unused]] const std::vector<Array>& res,
+                                     [[maybe_unused]] const std::vector<Array>& cts) {
+        if constexpr (pair_like) {
+          const auto saved = tree_unflatten<std::pair<KeptT, Res>>(res_tree, res);
+          const KeptT& kept = saved.first;
+          const Res& user_res = saved.second;
+          R g = tree_unflatten<R>(out_tree, cts);
+          auto r = [&]<size_t... J>(std::index_sequence<J...>) {
+            return bwd_(detail::nondiff_value<J, I...>(kept, originals)..., user_res, g);
+          }
+          (std::make_index_sequence<sizeof...(I)>{});
+          using BwdR = std::decay_t<decltype(r)>;
+          std::vector<Array> leaves;
+          TreeDef def;
+          if constexpr (Diff::size() == 1 && !detail::IsTuple<BwdR>::value)
+            tree_flatten(std::tuple<BwdR>(r), leaves, def);
+          else
+            tree_flatten(r, leaves, def);
+          std::vector<Array> kept_leaves;
+          TreeDef kept_def;
+          tree_flatten(kept, kept_leaves, kept_def);
+          return detail::cotangents_of_all_args(call.in_tree, {I...}, def, leaves, kept_leaves);
+        } else {
+          return std::vector<Array>{};  // not reached: custom_vjp_call rejects fwd's output
+        }
       };
     };
     TreeDef out_tree;
@@ -106,37 +251,66 @@ class CustomVjp {
   }
 
  private:
+  template <class ArgsT, size_t... D>
+  static constexpr bool all_pytrees(std::index_sequence<D...>) {
+    return (PyTree<std::tuple_element_t<D, ArgsT>> && ...);
+  }
+  template <class FwdR, bool PairLike>
+  struct ResidualsOf {
+    using type = std::tuple<>;
+  };
+  template <class FwdR>
+  struct ResidualsOf<FwdR, true> {
+    using type = std::decay_t<std::tuple_element_t<1, FwdR>>;
+  };
+
   F f_;
   Fwd fwd_;
   Bwd bwd_;
 };
 
+// f(args...) with the gradient rule (fwd, bwd); see the top of this file.
 template <class F, class Fwd, class Bwd>
 CustomVjp<F, Fwd, Bwd> custom_vjp(F f, Fwd fwd, Bwd bwd) {
   return CustomVjp<F, Fwd, Bwd>(std::move(f), std::move(fwd), std::move(bwd));
 }
+template <class F, class Fwd, class Bwd, int... I>
+CustomVjp<F, Fwd, Bwd, I...> custom_vjp(F f, Fwd fwd, Bwd bwd, NondiffArgnums<I...>) {
+  return CustomVjp<F, Fwd, Bwd, I...>(std::move(f), std::move(fwd), std::move(bwd));
+}
 
-template <class F, class Rule>
+template <class F, class Rule, int... I>
 class CustomJvp {
  public:
   CustomJvp(F f, Rule rule) : f_(std::move(f)), rule_(std::move(rule)) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
-    static_assert((PyTree<Args> && ...),
-                  "custom_jvp: every argument must be an array or a pytree of arrays");
+    constexpr size_t n = sizeof...(Args);
+    static_assert(detail::valid_nondiff_argnums<n, I...>(),
+                  "custom_jvp: nondiff_argnums must name distinct arguments of the call");
+    using Diff = typename detail::DiffPositions<n, I...>::type;
+    using ArgsT = std::tuple<std::decay_t<Args>...>;
+    static_assert(all_pytrees<ArgsT>(Diff{}),
+                  "custom_jvp: every argument must be an array or a pytree of arrays, except "
+                  "those listed in nondiff_argnums");
     using R = detail::result_t<F, Args...>;
-    detail::FlatCall call = detail::flatten_args({}, args...);
+    detail::FlatCall call = detail::flatten_rule_args(args...);
     detail::CustomJvpFns fns;
     fns.f = detail::make_flat_fn(f_, call.in_tree, args...);
     auto out_tree = fns.rule_out_tree;
-    fns.rule = [this, &call, out_tree](const std::vector<Array>& leaves) {
-      size_t n = leaves.size() / 2;
-      std::vector<Array> p(leaves.begin(), leaves.begin() + static_cast<long>(n));
-      std::vector<Array> t(leaves.begin() + static_cast<long>(n), leaves.end());
-      auto primals = tree_unflatten<std::tuple<Args...>>(call.in_tree, p);
-      auto tangents = tree_unflatten<std::tuple<Args...>>(call.in_tree, t);
-      auto r = rule_(primals, tangents);
+    fns.rule = [&, out_tree](const std::vector<Array>& leaves) {
+      size_t half = leaves.size() / 2;
+      std::vector<Array> p(leaves.begin(), leaves.begin() + static_cast<long>(half));
+      std::vector<Array> t(leaves.begin() + static_cast<long>(half), leaves.end());
+      auto all_p = detail::rebuild_args(call.in_tree, p, args...);
+      auto all_t = detail::rebuild_args(call.in_tree, t, args...);
+      auto r = [&]<size_t... D>(std::index_sequence<D...>) {
+        std::tuple<std::tuple_element_t<D, ArgsT>...> primals{std::get<D>(all_p)...};
+        std::tuple<std::tuple_element_t<D, ArgsT>...> tangents{std::get<D>(all_t)...};
+        return rule_(std::get<I>(all_p)..., primals, tangents);
+      }
+      (Diff{});
       std::vector<Array> flat;
       tree_flatten(std::pair<R, R>(R(std::get<0>(r)), R(std::get<1>(r))), flat, *out_tree);
       return flat;
@@ -147,13 +321,23 @@ class CustomJvp {
   }
 
  private:
+  template <class ArgsT, size_t... D>
+  static constexpr bool all_pytrees(std::index_sequence<D...>) {
+    return (PyTree<std::tuple_element_t<D, ArgsT>> && ...);
+  }
+
   F f_;
   Rule rule_;
 };
 
+// f(args...) with the forward-mode rule; see the top of this file.
 template <class F, class Rule>
 CustomJvp<F, Rule> custom_jvp(F f, Rule rule) {
   return CustomJvp<F, Rule>(std::move(f), std::move(rule));
+}
+template <class F, class Rule, int... I>
+CustomJvp<F, Rule, I...> custom_jvp(F f, Rule rule, NondiffArgnums<I...>) {
+  return CustomJvp<F, Rule, I...>(std::move(f), std::move(rule));
 }
 
 }  // namespace spmd

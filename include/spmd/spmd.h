@@ -2,6 +2,7 @@
 // spmd: composable function transformations (jit, vmap, grad, pmap) over n-dimensional arrays,
 // and single-program multiple-data execution across devices. One header for everything.
 #include "spmd/array.h"
+#include "spmd/callback.h"
 #include "spmd/checkpoint.h"
 #include "spmd/control_flow.h"
 #include "spmd/custom_derivatives.h"

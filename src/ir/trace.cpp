@@ -81,6 +81,9 @@ TraceScope::TraceScope() : builder_(std::make_unique<TraceBuilder>()) {
 }
 TraceScope::~TraceScope() { t_stack.pop_back(); }
 
+NoTraceScope::NoTraceScope() { saved_.swap(t_stack); }
+NoTraceScope::~NoTraceScope() { saved_.swap(t_stack); }
+
 TraceBuilder* current_trace() { return t_stack.empty() ? nullptr : t_stack.back(); }
 
 bool trace_is_open(uint64_t id) {

@@ -47,6 +47,18 @@ class TraceScope {
   std::unique_ptr<TraceBuilder> builder_;
 };
 
+// Closes this thread's traces for its lifetime (reopened after): code run inside (a host
+// callback's) computes on concrete arrays instead of recording.
+class NoTraceScope {
+ public:
+  NoTraceScope();
+  ~NoTraceScope();
+  NoTraceScope(const NoTraceScope&) = delete;
+
+ private:
+  std::vector<TraceBuilder*> saved_;
+};
+
 TraceBuilder* current_trace();
 bool trace_is_open(uint64_t id);
 

@@ -13,7 +13,8 @@ namespace {
 std::vector<AbstractValue> avals_of(const std::vector<Array>& xs, const char* who) {
   std::vector<AbstractValue> t;
   for (const Array& x : xs) {
-    if (!x.valid()) fail(who, ": expected array arguments, got an empty (default-constructed) Array");
+    if (!x.valid())
+      fail(who, ": expected array arguments, got an empty (default-constructed) Array");
     t.push_back(x.aval());
   }
   return t;
@@ -24,12 +25,23 @@ std::vector<AbstractValue> strong(std::vector<AbstractValue> t) {
   return t;
 }
 
-void check_same_types(const char* what, const std::vector<AbstractValue>& want,
-                      const std::vector<Array>& got) {
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
-    if (got[i].shape() != want[i].shape || got[i].dtype() != want[i].dtype)
-      fail(what, ": output ", i, " has type ", got[i].aval().str(), ", expected ", want[i].str());
+std::string types_str(const std::vector<AbstractValue>& t) {
+  std::string s;
+  for (size_t i = 0; i < t.size(); ++i) s += (i ? ", " : "") + t[i].str();
+  return t.size() == 1 ? s : "(" + s + ")";
 }
+
+bool same_types(const std::vector<AbstractValue>& want, const std::vector<Array>& got) {
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+    if (got[i].shape() != want[i].shape || got[i].dtype() != want[i].dtype) return false;
+  return true;
+}
+
+constexpr const char* kFwdPair =
+    "Custom VJP fwd rule must produce a pair (std::pair or std::tuple of two) where the first "
+    "element represents the primal output (equal to the output of the custom_vjp-decorated "
+    "function) and the second element represents residuals (i.e. values stored from the forward "
+    "pass for use on the backward pass), but instead ";
 
 std::vector<Array> bind_call(const PrimitivePtr& p, std::vector<Array> args,
                              const std::vector<Array>& extra) {
@@ -38,6 +50,43 @@ std::vector<Array> bind_call(const PrimitivePtr& p, std::vector<Array> args,
 }
 
 }  // namespace
+
+std::vector<Array> cotangents_of_all_args(const TreeDef& in_tree, const std::vector<int>& nondiff,
+                                          const TreeDef& bwd_tree,
+                                          const std::vector<Array>& bwd_leaves,
+                                          const std::vector<Array>& kept_leaves) {
+  auto nondiff_index = [&](size_t i) {
+    for (size_t j = 0; j < nondiff.size(); ++j)
+      if (nondiff[j] == static_cast<int>(i)) return static_cast<int>(j);
+    return -1;
+  };
+  TreeDef want = bwd_tree;  // the differentiated arguments' structure, whatever bwd's tuple type
+  want.children.clear();
+  want.keys.clear();
+  want.kind = TreeDef::Kind::Tuple;
+  for (size_t i = 0; i < in_tree.children.size(); ++i)
+    if (nondiff_index(i) < 0) want.children.push_back(in_tree.children[i]);
+  if (!(bwd_tree == want))
+    fail(
+        "Custom VJP bwd rule must produce an output with the same container (pytree) structure "
+        "as the args tuple of the primal function, and in particular must produce a tuple of "
+        "length equal to the number of arguments to the primal function",
+        nondiff.empty() ? "" : " less those in nondiff_argnums", ", but got bwd output structure ",
+        bwd_tree.str(), " for primal input structure ", want.str(), ".");
+  // Where each nondiff argument's leaves start among the kept leaves (in nondiff order).
+  std::vector<size_t> kept_at(nondiff.size() + 1, 0);
+  for (size_t j = 0; j < nondiff.size(); ++j)
+    kept_at[j + 1] = kept_at[j] + static_cast<size_t>(in_tree.children[nondiff[j]].num_leaves());
+  std::vector<Array> out;
+  size_t next = 0;
+  for (size_t i = 0; i < in_tree.children.size(); ++i) {
+    const size_t leaves = static_cast<size_t>(in_tree.children[i].num_leaves());
+    const int j = nondiff_index(i);
+    for (size_t k = 0; k < leaves; ++k)
+      out.push_back(j < 0 ? bwd_leaves[next++] : zeros_like(kept_leaves[kept_at[j] + k]));
+  }
+  return out;
+}
 
 std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call,
                                    TreeDef& out_tree) {
@@ -50,14 +99,21 @@ std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call
     std::vector<Array> outs = fns.fwd.fn(xs);
     const TreeDef& t = *fns.fwd.out_tree;
     if (t.children.size() != 2 || t.kind != TreeDef::Kind::Tuple)
-      fail("Custom VJP fwd rule must produce a pair (std::pair or std::tuple of two) where the "
-           "first element represents the primal output and the second the residuals; got ",
-           t.str());
+      fail(kFwdPair, "the fwd rule's output had container/pytree structure:\n    ", t.str());
     if (!(t.children[0] == out_tree))
-      fail("Custom VJP fwd rule must produce primal outputs with the same container (pytree) "
-           "structure as the custom_vjp-decorated function: got ",
-           t.children[0].str(), " where the function gives ", out_tree.str());
-    check_same_types("Custom VJP fwd rule's primal output", out_types, outs);
+      fail(kFwdPair, "the fwd rule output's first element had container/pytree structure:\n    ",
+           t.children[0].str(),
+           "\nwhile the custom_vjp-decorated function had output container/pytree structure:"
+           "\n    ",
+           out_tree.str(), ".");
+    if (!same_types(out_types, outs)) {
+      std::vector<AbstractValue> got;
+      for (size_t i = 0; i < out_types.size(); ++i) got.push_back(outs[i].aval());
+      fail(kFwdPair, "the fwd rule output's first element had shapes/dtypes of:\n    ",
+           types_str(strong(got)),
+           "\nwhile the custom_vjp-decorated function had output shapes/dtypes of:\n    ",
+           types_str(out_types));
+    }
     return outs;
   });
   const TreeDef res_tree = fns.fwd.out_tree->children[1];
@@ -73,11 +129,12 @@ std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call
     for (size_t i = 0; i < r.size(); ++i) {
       const Array& arg = call.leaves[i];
       if (!r[i].valid() || r[i].shape() != arg.shape())
-        fail("Custom VJP bwd rule must produce an output with the same shape/dtypes as the args "
-             "tuple of the primal function, but at output[", i,
-             "] the bwd rule produced an output of type ",
-             r[i].valid() ? r[i].aval().str() : std::string("<empty>"),
-             " corresponding to an input of type ", arg.aval().str());
+        fail(
+            "Custom VJP bwd rule must produce an output with the same shape/dtypes as the args "
+            "tuple of the primal function, but at output[",
+            i, "] the bwd rule produced an output of shape/dtype ",
+            r[i].valid() ? r[i].aval().str() : std::string("<empty>"),
+            " corresponding to an input of shape/dtype ", arg.aval().str());
       if (r[i].dtype() != arg.dtype()) r[i] = astype(r[i], arg.dtype());
     }
     return r;
@@ -102,15 +159,28 @@ std::vector<Array> custom_jvp_call(const CustomJvpFns& fns, const FlatCall& call
     std::vector<Array> outs = fns.rule(xs);
     const TreeDef& t = *fns.rule_out_tree;
     if (!(t.children.size() == 2 && t.children[0] == out_tree && t.children[1] == out_tree))
-      fail("Custom JVP rule must produce a pair (primal output, tangent output) with the same "
-           "container (pytree) structure as the custom_jvp-decorated function ",
-           out_tree.str(), ", got ", t.str());
-    check_same_types("Custom JVP rule's primal output", out_types, outs);
+      fail(
+          "Custom JVP rule must produce a pair (primal output, tangent output) with the same "
+          "container (pytree) structure as the custom_jvp-decorated function ",
+          out_tree.str(), ", got ", t.str());
+    if (!same_types(out_types, outs)) {
+      std::vector<AbstractValue> got;
+      for (size_t i = 0; i < out_types.size(); ++i) got.push_back(outs[i].aval());
+      fail(
+          "Custom JVP rule must produce a primal output with the same shapes/dtypes as the "
+          "custom_jvp-decorated function: expected ",
+          types_str(out_types), " but got ", types_str(strong(got)));
+    }
     std::vector<Array> tangents(outs.begin() + static_cast<long>(out_types.size()), outs.end());
     for (size_t j = 0; j < tangents.size(); ++j)
-      if (tangents[j].shape() != out_types[j].shape)
-        fail("Custom JVP rule must produce primal and tangent outputs with equal shapes, got ",
-             shape_str(tangents[j].shape()), " for a primal output of type ", out_types[j].str());
+      if (tangents[j].shape() != out_types[j].shape) {
+        AbstractValue got = tangents[j].aval();
+        got.weak = false;
+        fail(
+            "Custom JVP rule must produce primal and tangent outputs with corresponding shapes "
+            "and dtypes. Expected ",
+            out_types[j].str(), " (tangent type of ", out_types[j].str(), ") but got ", got.str());
+      }
     for (size_t j = 0; j < tangents.size(); ++j)
       if (tangents[j].dtype() != out_types[j].dtype)
         outs[out_types.size() + j] = astype(tangents[j], out_types[j].dtype);
@@ -119,8 +189,8 @@ std::vector<Array> custom_jvp_call(const CustomJvpFns& fns, const FlatCall& call
   std::vector<Array> extra;
   auto programs =
       prim::join_captured({std::move(f), std::move(rule)}, {in.size(), 2 * in.size()}, extra);
-  auto p = std::make_shared<prim::CustomJvpCall>(programs[0], programs[1],
-                                                 static_cast<int>(in.size()));
+  auto p =
+      std::make_shared<prim::CustomJvpCall>(programs[0], programs[1], static_cast<int>(in.size()));
   return bind_call(p, call.leaves, extra);
 }
 

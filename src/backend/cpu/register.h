@@ -11,6 +11,7 @@ void register_random_kernels();
 void register_collective_kernels();
 void register_pmap_kernel();
 void register_control_flow_kernels();
+void register_callback_kernels();
 
 inline void register_all_kernels() {
   register_elementwise_kernels();
@@ -22,6 +23,7 @@ inline void register_all_kernels() {
   register_collective_kernels();
   register_pmap_kernel();
   register_control_flow_kernels();
+  register_callback_kernels();
 }
 
 }  // namespace spmd::cpu
