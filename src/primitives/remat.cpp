@@ -72,46 +72,59 @@ Primitive::Forward Checkpoint::forward(const std::vector<Array>& primals,
   return f;
 }
 
+std::shared_ptr<const Primitive> Checkpoint::backward_call(const std::vector<bool>& wrt) const {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  auto found = calls_.find(wrt);
+  if (found != calls_.end()) return found->second;
+  std::vector<bool> saved = saved_equations();
+  const Program& b = body();
+  std::vector<AbstractValue> types = b.input_types();
+  const size_t np = types.size();
+  size_t nr = 0;
+  for (size_t e = 0; e < saved.size(); ++e)
+    if (saved[e])
+      for (int v : b.equations[e].outputs) {
+        types.push_back(b.var_types[static_cast<size_t>(v)]);
+        ++nr;
+      }
+  for (AbstractValue t : b.output_types()) {
+    t.weak = false;
+    types.push_back(t);
+  }
+  // The recomputation and backward pass, in one opaque call.
+  ir::Traced t = ir::trace(types, [&](const std::vector<Array>& xs) {
+    std::vector<Array> args(xs.begin(), xs.begin() + static_cast<long>(np));
+    std::vector<std::vector<Array>> known(b.equations.size());
+    size_t k = np;
+    for (size_t e = 0; e < saved.size(); ++e)
+      if (saved[e])
+        for (size_t o = 0; o < b.equations[e].outputs.size(); ++o) known[e].push_back(xs[k++]);
+    transforms::Linearization lin(b, args, wrt, known);
+    std::vector<Array> out_cts(xs.begin() + static_cast<long>(np + nr), xs.end());
+    std::vector<Array> in_cts = lin.backward(out_cts), outs;
+    for (size_t i = 0; i < np; ++i)
+      if (wrt[i]) outs.push_back(in_cts[i]);
+    return outs;
+  });
+  if (!t.captured.empty()) fail("checkpoint: the backward pass captured outer values");
+  auto call = std::make_shared<Call>(std::make_shared<const Program>(std::move(t.program)));
+  return calls_[wrt] = call;
+}
+
 std::vector<Array> Checkpoint::backward(const std::vector<Array>& primals,
                                         const std::vector<Array>& residuals,
                                         const std::vector<bool>& wrt,
                                         const std::vector<Array>& cotangents) const {
-  std::vector<bool> saved = saved_equations();
-  std::vector<AbstractValue> types;
-  for (auto& x : primals) types.push_back(x.aval());
-  for (auto& r : residuals) types.push_back(r.aval());
-  std::vector<AbstractValue> out_types = body().output_types();
-  std::vector<Array> cts;
-  for (size_t j = 0; j < out_types.size(); ++j) {
-    out_types[j].weak = false;
-    cts.push_back(cotangents[j].valid() ? astype(cotangents[j], out_types[j].dtype)
-                                        : zeros(out_types[j].shape, out_types[j].dtype));
-    types.push_back(out_types[j]);
-  }
-  const size_t np = primals.size(), nr = residuals.size();
+  const size_t np = primals.size();
   std::vector<bool> wrt_in(np);
   for (size_t i = 0; i < np; ++i) wrt_in[i] = i < wrt.size() && wrt[i];
-  // The recomputation and backward pass, in one opaque call.
-  ir::Traced t = ir::trace(types, [&](const std::vector<Array>& xs) {
-    std::vector<Array> args(xs.begin(), xs.begin() + static_cast<long>(np));
-    std::vector<std::vector<Array>> known(body().equations.size());
-    size_t k = np;
-    for (size_t e = 0; e < saved.size(); ++e)
-      if (saved[e])
-        for (size_t o = 0; o < body().equations[e].outputs.size(); ++o) known[e].push_back(xs[k++]);
-    transforms::Linearization lin(body(), args, wrt_in, known);
-    std::vector<Array> out_cts(xs.begin() + static_cast<long>(np + nr), xs.end());
-    std::vector<Array> in_cts = lin.backward(out_cts), outs;
-    for (size_t i = 0; i < np; ++i)
-      if (wrt_in[i]) outs.push_back(in_cts[i]);
-    return outs;
-  });
-  if (!t.captured.empty()) fail("checkpoint: the backward pass captured outer values");
   std::vector<Array> args = primals;
   args.insert(args.end(), residuals.begin(), residuals.end());
-  args.insert(args.end(), cts.begin(), cts.end());
-  std::vector<Array> r =
-      spmd::bind(std::make_shared<Call>(std::make_shared<const Program>(std::move(t.program))), args);
+  std::vector<AbstractValue> out_types = body().output_types();
+  for (size_t j = 0; j < out_types.size(); ++j)
+    args.push_back(cotangents[j].valid() ? astype(cotangents[j], out_types[j].dtype)
+                                         : zeros(out_types[j].shape, out_types[j].dtype));
+  std::vector<Array> r = spmd::bind(backward_call(wrt_in), args);
   std::vector<Array> result(np);
   size_t k = 0;
   for (size_t i = 0; i < np; ++i)

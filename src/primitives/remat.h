@@ -34,6 +34,11 @@ class Checkpoint final : public PrimitiveOf<Checkpoint, ControlFlow> {
  private:
   // Which equations of the body save their outputs.
   std::vector<bool> saved_equations() const;
+  // The backward pass as one call, traced once per set of differentiated inputs (its types are
+  // the body's), so repeated gradients reuse its compiled form.
+  std::shared_ptr<const Primitive> backward_call(const std::vector<bool>& wrt) const;
+  mutable std::mutex calls_mu_;
+  mutable std::map<std::vector<bool>, std::shared_ptr<const Primitive>> calls_;
 };
 
 // call: runs its body; an equation simplification does not look into (the recomputation of a
