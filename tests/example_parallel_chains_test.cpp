@@ -15,31 +15,15 @@
 #include <sstream>
 #include <string>
 
+#include "run_example.h"
+
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Finished {
-  std::string output;  // stdout and stderr
-  int exit_code = -1;
-};
+using spmd::test_util::Finished;
 
-Finished run(const std::string& args) {
-  std::string binary = std::string(SPMD_EXAMPLES_DIR) + "/parallel_chains";
-  Finished r;
-  if (access(binary.c_str(), X_OK) != 0) {
-    r.output = "the example is not built: " + binary;
-    return r;
-  }
-  FILE* pipe = popen((binary + " " + args + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Finished run(const std::string& args) { return spmd::test_util::run_example("parallel_chains", args); }
 
 struct Row {
   double estimate, truth, se;

@@ -23,6 +23,8 @@
 #include "spmd/nn.h"
 #include "spmd/ops.h"
 
+#include "run_example.h"
+
 namespace spmd {
 namespace {
 
@@ -32,27 +34,9 @@ namespace fs = std::filesystem;
 const char* kData = "/usr/share/datasets/fashion-mnist";
 const char* kLimits = " --train-limit 2048 --test-limit 1000 --no-progress";
 
-struct Finished {
-  std::string output;  // stdout and stderr
-  int exit_code = -1;
-};
+using test_util::Finished;
 
-Finished run(const std::string& args) {
-  std::string binary = std::string(SPMD_EXAMPLES_DIR) + "/mnist_data_parallel";
-  Finished r;
-  if (access(binary.c_str(), X_OK) != 0) {
-    r.output = "the example is not built: " + binary;
-    return r;
-  }
-  FILE* pipe = popen((binary + " " + args + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Finished run(const std::string& args) { return test_util::run_example("mnist_data_parallel", args); }
 
 // A fresh checkpoint path (the example resumes from any file already there).
 std::string fresh_path(const std::string& name) {
