@@ -256,6 +256,16 @@ std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts) {
   return h;
 }
 
+std::vector<bool> used_variables(const Program& p) {
+  std::vector<bool> used(p.var_types.size(), false);
+  for (auto& eq : p.equations)
+    for (auto& a : eq.inputs)
+      if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  for (auto& a : p.outputs)
+    if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  return used;
+}
+
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& in) {
   std::vector<bool> d(p.var_types.size(), false);
   for (size_t i = 0; i < p.inputs.size(); ++i)

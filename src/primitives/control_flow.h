@@ -154,6 +154,9 @@ struct Hoisted {
 };
 std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts);
 
+// Which variables of p an equation or an output reads.
+std::vector<bool> used_variables(const Program& p);
+
 // Which outputs of p depend on the inputs flagged (through floating-point values only).
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& inputs);
 

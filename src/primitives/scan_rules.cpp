@@ -17,20 +17,6 @@
 #include "transforms/forward.h"
 
 namespace spmd::prim {
-namespace {
-
-std::vector<bool> used_vars(const Program& p) {
-  std::vector<bool> used(p.var_types.size(), false);
-  for (auto& eq : p.equations)
-    for (auto& a : eq.inputs)
-      if (!a.is_literal()) used[a.var] = true;
-  for (auto& a : p.outputs)
-    if (!a.is_literal()) used[a.var] = true;
-  return used;
-}
-
-}  // namespace
-
 Batched Scan::batch(const BatchContext& ctx, const std::vector<Array>& in,
                     const std::vector<int>& dims) const {
   const size_t nc = static_cast<size_t>(num_consts), nk = static_cast<size_t>(num_carry);
@@ -154,7 +140,7 @@ const Scan::VjpPlan& Scan::plan(const std::vector<bool>& wrt) const {
   if (!bwd.captured.empty()) fail("scan: the body's backward pass captured outer values");
   // Keep the stacked values the backward pass reads; the forward scan stacks only those.
   std::vector<Atom> fwd_outputs = fwd.program.outputs;  // carry, ys, then every saved value
-  std::vector<bool> used = used_vars(bwd.program);
+  std::vector<bool> used = used_variables(bwd.program);
   Program fwd_prog = std::move(fwd.program), bwd_prog = std::move(bwd.program);
   fwd_prog.outputs.resize(plan->num_outputs);
   std::vector<int> bwd_inputs(bwd_prog.inputs.begin(),

@@ -107,12 +107,7 @@ void hoist(prim::Closed& closed, int& num_consts) {
   closed.captured.insert(closed.captured.end(), values.begin(), values.end());
   // Constants only the hoisted equations read are no longer operands of the loop.
   Program body = *h->body;
-  std::vector<bool> used(body.var_types.size(), false);
-  for (auto& eq : body.equations)
-    for (auto& a : eq.inputs)
-      if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
-  for (auto& a : body.outputs)
-    if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  std::vector<bool> used = prim::used_variables(body);
   std::vector<int> inputs;
   std::vector<Array> consts;
   const size_t n = closed.captured.size();

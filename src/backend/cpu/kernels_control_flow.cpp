@@ -107,32 +107,33 @@ void while_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
   carry.copy_out(out);
 }
 
+// Body k run once on the operands, straight into the results.
+void run_once(const prim::ControlFlow& c, size_t k, std::span<const Buf> in,
+              std::span<const Buf> out, ExecContext& ctx) {
+  std::vector<void*> args, results;
+  for (auto& i : in) args.push_back(i.data);
+  for (auto& o : out) results.push_back(o.data);
+  Executable::Frame frame(c.compiled(k));
+  frame.run(args, results, ctx);
+}
+
 void cond_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                  ExecContext& ctx) {
   const auto& c = backend::as<prim::Cond>(p);
   int64_t n = static_cast<int64_t>(c.branches().size());
   int64_t k = std::min<int64_t>(std::max<int64_t>(*in[0].as<int32_t>(), 0), n - 1);
-  std::vector<void*> args, results;
-  for (size_t i = 1; i < in.size(); ++i) args.push_back(in[i].data);
-  for (auto& o : out) results.push_back(o.data);
-  Executable::Frame frame(c.compiled(static_cast<size_t>(k)));
   // Each branch's collectives have sites of their own (kernel.h): replicas that take different
   // branches are reported even when the branches call identical-looking collectives.
   const uint64_t site = ctx.site;
   ctx.site = backend::sub_site(site, static_cast<uint64_t>(k));
-  frame.run(args, results, ctx);
+  run_once(c, static_cast<size_t>(k), in.subspan(1), out, ctx);
   ctx.site = site;
 }
 
 // custom_vjp_call, custom_jvp_call, checkpoint, call: run as they are, they run their function.
 void call_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                  ExecContext& ctx) {
-  const auto& c = static_cast<const prim::ControlFlow&>(p);
-  std::vector<void*> args, results;
-  for (auto& i : in) args.push_back(i.data);
-  for (auto& o : out) results.push_back(o.data);
-  Executable::Frame frame(c.compiled(0));
-  frame.run(args, results, ctx);
+  run_once(static_cast<const prim::ControlFlow&>(p), 0, in, out, ctx);
 }
 
 }  // namespace
