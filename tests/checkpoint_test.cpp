@@ -3,6 +3,8 @@
 // gradient holds shrinks accordingly.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "spmd/spmd.h"
 #include "finite_differences.h"
 #include "test_util.h"
@@ -98,31 +100,106 @@ TEST(Checkpoint, PrintsAsACheckpointEquationAndRecomputesInAnOpaqueCall) {
   EXPECT_NE(bwd.find("tanh", call), std::string::npos) << bwd;
 }
 
-TEST(Checkpoint, EagerGradientHoldsLessMemory) {
-  // A 16-layer MLP: without checkpointing, grad keeps every layer's intermediates; with it, only
-  // each layer's input. Both gradients agree.
+// Bytes the forward pass keeps for the backward pass: what vjp's pullback holds.
+template <class F, class X>
+int64_t saved_bytes(F f, const X& x) {
+  Device d = local_devices()[0];
+  int64_t before = memory_stats(d).bytes_in_use;
+  auto [out, pullback] = vjp(f, x);
+  (void)out.data();
+  return memory_stats(d).bytes_in_use - before;
+}
+
+TEST(Checkpoint, EagerForwardPassKeepsOnlyWhatTheBackwardPassReads) {
+  // 1 MiB per intermediate. tanh's rule reads its output, log's its input, a product both
+  // operands, adding a constant nothing: chains of n steps keep n arrays (tanh), n (log of the
+  // sum: the sums), 2n - 1 (sin(v) * v: each sine and each v but the caller's x) and none.
+  const int64_t n = 6, bytes = int64_t{4} << 18;
+  Array x = ones({1 << 18}) * 0.5;
+  auto chain = [&](auto op) {
+    return [op, n](const Array& v) {
+      Array y = v;
+      for (int64_t i = 0; i < n; ++i) y = op(y);
+      return sum(y);
+    };
+  };
+  auto near = [&](int64_t got, int64_t arrays) {
+    EXPECT_GE(got, arrays * bytes);
+    EXPECT_LE(got, arrays * bytes + bytes / 2) << "expected about " << arrays << " arrays";
+  };
+  near(saved_bytes(chain([](const Array& v) { return tanh(v); }), x), n);
+  near(saved_bytes(chain([](const Array& v) { return sin(v) * v; }), x), 2 * n - 1);
+  near(saved_bytes(chain([](const Array& v) { return log(v + 2.0); }), x), n);
+  EXPECT_LE(saved_bytes(chain([](const Array& v) { return v + 1.0; }), x), bytes / 2);
+  // The gradients those pullbacks give are the closed forms.
+  auto g = grad(chain([](const Array& v) { return log(v + 2.0); }))(x);
+  double want = 1.0;
+  {
+    double v = 0.5;
+    for (int64_t i = 0; i < n; ++i) {
+      want *= 1.0 / (v + 2.0);
+      v = std::log(v + 2.0);
+    }
+  }
+  EXPECT_NEAR(g[0].item<float>(), want, 1e-6 * std::abs(want) + 1e-7);
+}
+
+TEST(Checkpoint, CheckpointedLayersSaveOnlyTheirInputs) {
+  // A dense+GELU layer's backward pass reads its product and several GELU intermediates;
+  // checkpointed, grad keeps only each layer's input and recomputes the rest.
   std::vector<Array> ws;
-  for (int i = 0; i < 16; ++i) ws.push_back(weights(256, 20 + i) * 0.2);
-  auto layer = [](const Array& w, const Array& h) { return tanh(matmul(h, w) * 1.5 + 0.1) * 0.5; };
-  auto ck = checkpoint(layer);
+  for (int i = 0; i < 8; ++i) ws.push_back(weights(256, 40 + i) * 0.2);
+  auto layer = [](const Array& w, const Array& h) {
+    Array z = matmul(h, w);
+    return 0.5 * z * (1.0 + tanh(0.7978845608 * (z + 0.044715 * z * z * z)));
+  };
   auto loss = [&](auto l) {
     return [&, l](const std::vector<Array>& ws) {
-      Array h = ones({128, 256});
+      Array h = ones({128, 256}) * 0.3;
       for (auto& w : ws) h = l(w, h);
       return sum(h);
     };
   };
-  auto peak_of = [&](auto f) {
-    reset_peak_memory_stats();
-    int64_t before = memory_stats(local_devices()[0]).bytes_in_use;
-    auto g = grad(f)(ws);
-    int64_t peak = memory_stats(local_devices()[0]).peak_bytes_in_use - before;
-    return std::make_pair(peak, g);
+  const int64_t act = 128 * 256 * 4;
+  int64_t plain = saved_bytes(loss(layer), ws), ck = saved_bytes(loss(checkpoint(layer)), ws);
+  EXPECT_GE(plain, 8 * 4 * act);
+  EXPECT_LE(ck, 8 * act + act / 2);
+  EXPECT_LT(ck * 100, plain * 35) << "checkpointed " << ck << " plain " << plain;
+  auto g_plain = grad(loss(layer))(ws);
+  auto g_ck = grad(loss(checkpoint(layer)))(ws);
+  for (size_t i = 0; i < ws.size(); ++i) expect_allclose(g_ck[i], g_plain[i], 1e-5);
+}
+
+TEST(Checkpoint, GradReleasesSavedValuesAsItsBackwardPassGoes) {
+  // Weights' gradients (2 MiB) outweigh the activations (about 1 MiB): a pullback, which may be
+  // called again, holds every activation to its end; grad frees each once the walk has passed
+  // its last reader, so its peak is lower by most of the activations.
+  std::vector<Array> ws;
+  for (int i = 0; i < 8; ++i) ws.push_back(weights(256, 60 + i) * 0.2);
+  auto loss = [&](const std::vector<Array>& ws) {
+    Array h = ones({16, 256}) * 0.3;
+    for (auto& w : ws) {
+      Array z = matmul(h, w);
+      h = 0.5 * z * (1.0 + tanh(0.7978845608 * (z + 0.044715 * z * z * z)));
+    }
+    return sum(h);
   };
-  auto [plain_peak, plain_grad] = peak_of(loss(layer));
-  auto [ck_peak, ck_grad] = peak_of(loss(ck));
-  for (size_t i = 0; i < ws.size(); ++i) expect_allclose(ck_grad[i], plain_grad[i], 1e-5);
-  EXPECT_LT(ck_peak, plain_peak * 6 / 10) << "checkpointed " << ck_peak << " plain " << plain_peak;
+  Device d = local_devices()[0];
+  auto peak_of = [&](auto run) {
+    reset_peak_memory_stats();
+    int64_t before = memory_stats(d).bytes_in_use;
+    auto g = run();
+    return std::make_pair(memory_stats(d).peak_bytes_in_use - before, g);
+  };
+  int64_t saved = saved_bytes(loss, ws);
+  auto [grad_peak, g] = peak_of([&] { return grad(loss)(ws); });
+  auto [pullback_peak, g2] = peak_of([&] {
+    auto [out, pullback] = vjp(loss, ws);
+    return std::get<0>(pullback(ones_like(out)));
+  });
+  EXPECT_LT(grad_peak, pullback_peak - saved / 2)
+      << "grad " << grad_peak << " pullback " << pullback_peak << " saved " << saved;
+  for (size_t i = 0; i < ws.size(); ++i) expect_allclose(g[i], g2[i], 0);
 }
 
 TEST(Checkpoint, MemoryStatsCountLiveBuffers) {

@@ -347,6 +347,8 @@ std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
                                       std::vector<Array>& outputs);
 // One cotangent per input leaf (empty Arrays for leaves not differentiated).
 std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& output_cotangents);
+// The same for a linearization used once (grad): saved values are released as the walk passes.
+std::vector<Array> backward_once(Linearized& lin, const std::vector<Array>& output_cotangents);
 // Forward-mode product J t, computed as the transpose of the (linear) vjp.
 // Forward mode: the outputs of fn at the call's leaves and their tangents (one per leaf given).
 std::vector<Array> jvp_call(const FlatFn& fn, const FlatCall& call,
@@ -404,7 +406,7 @@ class GradFn {
     check_scalar_loss(outs[0], Aux ? "grad(has_aux)" : "grad");
     std::vector<Array> cts(outs.size());
     cts[0] = ones_like(outs[0]);
-    std::vector<Array> g = backward(*lin, cts);
+    std::vector<Array> g = backward_once(*lin, cts);
     using ArgsT = std::tuple<std::decay_t<Args>...>;
     auto off = leaf_offsets(call.in_tree);
     auto grads = [&] {

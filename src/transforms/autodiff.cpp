@@ -1,8 +1,11 @@
 #include "transforms/autodiff.h"
 
+#include "core/array_impl.h"
 #include "ir/interpret.h"
+#include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
+#include "transforms/vjp_reads.h"
 
 namespace spmd::transforms {
 
@@ -10,6 +13,8 @@ Linearization::Linearization(Program p, std::vector<Array> args, std::vector<boo
                              const std::vector<std::vector<Array>>& known)
     : program_(std::make_shared<const Program>(std::move(p))), wrt_(std::move(wrt)) {
   const Program& prog = *program_;
+  // Eager (no trace open, nothing known in advance): keep only what the backward pass reads.
+  const bool prune = known.empty() && ir::current_trace() == nullptr;
   needs_.assign(prog.var_types.size(), false);
   residuals_.resize(prog.equations.size());
   for (size_t i = 0; i < args.size() && i < prog.inputs.size(); ++i)
@@ -31,10 +36,37 @@ Linearization::Linearization(Program p, std::vector<Array> args, std::vector<boo
       out = bind(eq.primitive, in);
     }
     for (int v : eq.outputs) needs_[v] = needs && is_floating(prog.var_types[v].dtype);
+    if (prune && needs) keep_what_vjp_reads(eq, in, out);
     ++index;
     return out;
   };
-  outputs_ = ir::interpret_arrays(prog, args, apply, &env_);
+  if (prune) {
+    // Eager: the walk frees each value after its last forward use; env_ holds only the values
+    // the backward pass reads.
+    env_.assign(prog.var_types.size(), Array());
+    outputs_ = ir::interpret_arrays(prog, args, apply);
+  } else {
+    outputs_ = ir::interpret_arrays(prog, args, apply, &env_);
+  }
+}
+
+void Linearization::keep_what_vjp_reads(const Equation& eq, const std::vector<Array>& in,
+                                        const std::vector<Array>& out) {
+  std::vector<AbstractValue> in_types, out_types;
+  for (const Array& a : in) in_types.push_back(a.aval());
+  for (const Array& a : out) out_types.push_back(a.aval());
+  VjpReads r = vjp_reads(eq, in_types, out_types);
+  for (size_t k = 0; k < eq.inputs.size(); ++k)
+    if (r.inputs[k] && !eq.inputs[k].is_literal()) env_[eq.inputs[k].var] = in[k];
+  for (size_t k = 0; k < eq.outputs.size(); ++k)
+    if (r.outputs[k]) env_[eq.outputs[k]] = out[k];
+}
+
+Array Linearization::value_of(const std::vector<Array>& env, int var) const {
+  if (env[var].valid()) return env[var];
+  // A value the backward pass does not read: its type, never its data.
+  static const uint64_t no_trace = ir::TraceBuilder().id();
+  return detail::make_tracer(program_->var_types[var], no_trace, var);
 }
 
 std::vector<bool> Linearization::input_needs(const Equation& eq) const {
@@ -63,12 +95,35 @@ Linearization Linearization::with_saved(const std::vector<Array>& saved) const {
                               saved.begin() + static_cast<long>(k + r.size()));
     k += r.size();
   }
-  for (auto& a : program_->outputs) l.outputs_.push_back(a.is_literal() ? a.literal : l.env_[a.var]);
+  for (auto& a : program_->outputs)
+    l.outputs_.push_back(a.is_literal() ? a.literal : l.env_[a.var]);
   return l;
 }
 
 std::vector<Array> Linearization::backward(const std::vector<Array>& output_cotangents) const {
+  return walk_backward(output_cotangents, env_, residuals_, false);
+}
+
+std::vector<Array> Linearization::backward_once(const std::vector<Array>& output_cotangents) {
+  return walk_backward(output_cotangents, std::move(env_), std::move(residuals_), true);
+}
+
+std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output_cotangents,
+                                                std::vector<Array> env,
+                                                std::vector<std::vector<Array>> residuals,
+                                                bool release) const {
   const Program& prog = *program_;
+  // With release, a value goes when the walk has passed the first equation that reads it.
+  std::vector<size_t> first_read;
+  if (release) {
+    first_read.assign(prog.var_types.size(), prog.equations.size());
+    for (size_t e = prog.equations.size(); e-- > 0;) {
+      for (const Atom& a : prog.equations[e].inputs)
+        if (!a.is_literal()) first_read[a.var] = e;
+      for (int v : prog.equations[e].outputs) first_read[v] = e;
+    }
+  }
+  auto value = [&](int var) { return value_of(env, var); };
   if (output_cotangents.size() != prog.outputs.size())
     fail("vjp: expected ", prog.outputs.size(), " cotangents, got ", output_cotangents.size());
   std::vector<Array> ct(prog.var_types.size());
@@ -84,33 +139,39 @@ std::vector<Array> Linearization::backward(const std::vector<Array>& output_cota
   };
   for (size_t j = 0; j < prog.outputs.size(); ++j)
     if (!prog.outputs[j].is_literal()) accumulate(prog.outputs[j].var, output_cotangents[j]);
-  auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : env_[a.var]; };
+  auto read = [&](const Atom& a) { return a.is_literal() ? a.literal : value(a.var); };
   for (size_t e = prog.equations.size(); e-- > 0;) {
     const Equation& eq = prog.equations[e];
     bool any = false;
     for (int v : eq.outputs) any = any || ct[v].valid();
-    if (!any) continue;
     std::vector<bool> wrt_in = input_needs(eq);
     bool needed = false;
     for (bool b : wrt_in) needed = needed || b;
-    if (!needed) continue;
-    std::vector<Array> primals, outs, cts;
-    for (auto& a : eq.inputs) primals.push_back(read(a));
-    for (int v : eq.outputs) {
-      outs.push_back(env_[v]);
-      cts.push_back(ct[v].valid() ? ct[v] : zeros_like(env_[v]));
+    if (any && needed) {
+      std::vector<Array> primals, outs, cts;
+      for (auto& a : eq.inputs) primals.push_back(read(a));
+      for (int v : eq.outputs) {
+        outs.push_back(value(v));
+        cts.push_back(ct[v].valid() ? ct[v] : zeros_like(value(v)));
+      }
+      std::vector<Array> in_cts = eq.primitive->saves_residuals()
+                                      ? eq.primitive->backward(primals, residuals[e], wrt_in, cts)
+                                      : eq.primitive->vjp(primals, outs, cts);
+      for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k)
+        if (!eq.inputs[k].is_literal()) accumulate(eq.inputs[k].var, in_cts[k]);
     }
-    std::vector<Array> in_cts =
-        eq.primitive->saves_residuals()
-            ? eq.primitive->backward(primals, residuals_[e], wrt_in, cts)
-            : eq.primitive->vjp(primals, outs, cts);
-    for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k)
-      if (!eq.inputs[k].is_literal()) accumulate(eq.inputs[k].var, in_cts[k]);
+    for (int v : eq.outputs) ct[v] = Array();  // read by this equation's rule only
+    if (release) {
+      for (int v : eq.outputs) env[v] = Array();
+      for (const Atom& a : eq.inputs)
+        if (!a.is_literal() && first_read[a.var] == e) env[a.var] = Array();
+      residuals[e].clear();
+    }
   }
   std::vector<Array> result;
   for (size_t i = 0; i < wrt_.size(); ++i) {
     int v = prog.inputs[i];
-    result.push_back(!wrt_[i] ? Array() : ct[v].valid() ? ct[v] : zeros_like(env_[v]));
+    result.push_back(!wrt_[i] ? Array() : ct[v].valid() ? ct[v] : zeros_like(value(v)));
   }
   return result;
 }

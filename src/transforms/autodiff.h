@@ -1,8 +1,9 @@
 #pragma once
-// Reverse-mode differentiation of a traced Program: evaluate it forward keeping every value
-// (and the residuals of primitives that save their own, such as scan), then walk the equations
-// backwards applying each primitive's vjp rule. Both passes bind ordinary ops, so they run
-// eagerly or inline into an enclosing trace (jit(grad), grad(grad), vmap(grad), pmap(grad) all
+// Reverse-mode differentiation of a traced Program: evaluate it forward keeping the values the
+// vjp rules read (eagerly; inside a trace every value, which the compiler's dead-code pass then
+// prunes) and the residuals of primitives that save their own, such as scan; then walk the
+// equations backwards applying each primitive's vjp rule. Both passes bind ordinary ops, so they
+// run eagerly or inline into an enclosing trace (jit(grad), grad(grad), vmap(grad), pmap(grad) all
 // compose).
 #include <memory>
 #include <vector>
@@ -22,6 +23,9 @@ class Linearization {
   // One cotangent per explicit input: zeros where no path leads, an empty Array for inputs not
   // differentiated; given one cotangent per output (an empty Array is a zero cotangent).
   std::vector<Array> backward(const std::vector<Array>& output_cotangents) const;
+  // The same, for a linearization used once (grad): each saved value is released as soon as
+  // the walk no longer needs it, so the gradients grow while the activations shrink.
+  std::vector<Array> backward_once(const std::vector<Array>& output_cotangents);
 
   // Every value the backward pass may read: each variable's, then each equation's residuals.
   // A loop's vjp stacks them per iteration.
@@ -33,10 +37,18 @@ class Linearization {
  private:
   Linearization() = default;
   std::vector<bool> input_needs(const Equation& eq) const;
+  // Eager forward pass: keeps in env_ the inputs and outputs of eq that its vjp rule reads.
+  void keep_what_vjp_reads(const Equation& eq, const std::vector<Array>& in,
+                           const std::vector<Array>& out);
+  std::vector<Array> walk_backward(const std::vector<Array>& output_cotangents,
+                                   std::vector<Array> env,
+                                   std::vector<std::vector<Array>> residuals, bool release) const;
+  // env[var], or a placeholder of its type when the backward pass never reads its data.
+  Array value_of(const std::vector<Array>& env, int var) const;
   std::shared_ptr<const Program> program_;
-  std::vector<Array> env_;                      // per variable
+  std::vector<Array> env_;  // per variable (eager: only those the backward pass reads)
   std::vector<std::vector<Array>> residuals_;  // per equation (saves_residuals primitives)
-  std::vector<bool> needs_;                     // per variable: depends on a differentiated input
+  std::vector<bool> needs_;                    // per variable: depends on a differentiated input
   std::vector<bool> wrt_;
   std::vector<Array> outputs_;
 };

@@ -73,6 +73,13 @@ std::vector<Array> backward(const Linearized& lin, const std::vector<Array>& out
   return all;
 }
 
+std::vector<Array> backward_once(Linearized& lin, const std::vector<Array>& output_cotangents) {
+  check_cotangents(lin, output_cotangents);
+  std::vector<Array> all = lin.lin->backward_once(output_cotangents);
+  all.resize(lin.num_inputs);
+  return all;
+}
+
 std::vector<Array> jvp_call(const FlatFn& fn, const FlatCall& call,
                             const std::vector<Array>& tangents, TreeDef& out_tree,
                             std::vector<Array>& outputs) {
