@@ -2,7 +2,9 @@
 // stable log1pexp, gradient clipping in the backward pass, the implicit derivative of a fixed
 // point found by while_loop), pytree and integer arguments, several arguments, nondiff_argnums,
 // and composition with jit, vmap, pmap (collectives inside the rules), grad of grad, scan and
-// cond; cases ported from JAX's CustomVJPTest / CustomJVPTest. References are closed forms and
+// cond; rules traced lazily (a plain call never traces them; rules that call their own
+// function, as JAX's fixed_point does; endless recursion is an error); cases ported from JAX's
+// CustomVJPTest / CustomJVPTest. References are closed forms and
 // float64 central differences; errors are checked for JAX's wording.
 #include "spmd/custom_derivatives.h"
 
@@ -21,6 +23,7 @@
 #include "spmd/collectives.h"
 #include "spmd/control_flow.h"
 #include "spmd/device.h"
+#include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
 #include "test_util.h"
@@ -332,12 +335,182 @@ TEST(CustomVjp, InsideAScanBodyAndACondBranch) {
 TEST(CustomVjp, MakeJaxprShowsTheCallEquations) {
   std::string vjp_text = make_jaxpr([](const Array& x) { return sin_vjp(x); })(f64(1.0)).str();
   expect_contains(vjp_text, "custom_vjp_call");
-  expect_contains(vjp_text, "fwd_jaxpr");
-  expect_contains(vjp_text, "bwd_jaxpr");
+  expect_contains(vjp_text, "call_jaxpr={ lambda ; a:f64[]. let\n          b:f64[] = sin a");
+  // The rules are traced when a derivative needs them (JAX's fwd_jaxpr_thunk), not by a call.
+  expect_contains(vjp_text, "fwd_jaxpr_thunk=<traced when differentiated>");
+  expect_contains(vjp_text, "bwd=<traced when differentiated>");
   std::string jvp_text = make_jaxpr([](const Array& x) { return log1pexp(x); })(f64(1.0)).str();
   expect_contains(jvp_text, "custom_jvp_call");
-  expect_contains(jvp_text, "jvp_jaxpr");
+  expect_contains(jvp_text, "jvp_jaxpr_thunk=<traced when differentiated>");
   std::cout << vjp_text << "\n" << jvp_text << "\n";
+}
+
+// ---- rules traced lazily: recursion -----------------------------------------------------------
+
+// sin, whose fwd calls itself for the primal output and whose bwd calls itself on shifted
+// arguments (cos x = sin(x + pi/2)): every derivative is the function again, one level deeper.
+constexpr double kHalfPi = 1.5707963267948966;
+Array sin_by_shift(const Array& x);
+const auto sin_by_shift_vjp =
+    custom_vjp([](const Array& x) { return sin(x); },
+               [](const Array& x) { return std::pair(sin_by_shift(x), x); },
+               [](const Array& x, const Array& g) { return g * sin_by_shift(x + kHalfPi); });
+Array sin_by_shift(const Array& x) { return sin_by_shift_vjp(x); }
+
+TEST(RecursiveCustomVjp, BwdCallingTheFunctionItselfGivesItsDerivatives) {
+  Array x = rnd({5}, 40, -3, 3);
+  auto host = [&](double (*f)(double)) { return host_map(x, f); };
+  auto neg_sin = [](double v) { return -std::sin(v); };
+  auto neg_cos = [](double v) { return -std::cos(v); };
+  auto sum_of = [](auto f) { return [f](const Array& v) { return sum(f(v)); }; };
+  expect_allclose(sin_by_shift(x), host([](double v) { return std::sin(v); }), 1e-15, 0, "f");
+  auto d1 = grad(sum_of(sin_by_shift));
+  auto d2 = grad(sum_of(d1));
+  auto d3 = grad(sum_of(d2));
+  expect_allclose(d1(x), host([](double v) { return std::cos(v); }), 1e-14, 1e-15, "d1");
+  expect_allclose(d2(x), host(neg_sin), 1e-14, 1e-15, "d2");
+  expect_allclose(d3(x), host(neg_cos), 1e-14, 1e-15, "d3");
+  // Against float64 central differences of the level below.
+  expect_allclose(d1(x), fd_grad(sum_of(sin_by_shift), x), 1e-8, 1e-9, "d1 vs differences");
+  expect_allclose(d2(x), fd_grad(sum_of(d1), x), 1e-8, 1e-9, "d2 vs differences");
+  // Composed with jit and vmap.
+  expect_allclose(jit(d2)(x), host(neg_sin), 1e-14, 1e-15, "jit(grad(grad))");
+  expect_allclose(grad(sum_of(jit(d1)))(x), host(neg_sin), 1e-14, 1e-15, "grad(jit(grad))");
+  expect_allclose(vmap(grad(grad(sin_by_shift)))(x), host(neg_sin), 1e-14, 1e-15,
+                  "vmap(grad(grad))");
+  expect_allclose(grad(sum_of(vmap(grad(sin_by_shift))))(x), host(neg_sin), 1e-14, 1e-15,
+                  "grad(vmap(grad))");
+}
+
+// JAX's custom_jvp pattern: the rule calls the function for the primal output.
+Array log1pexp_self(const Array& x);
+const auto log1pexp_self_jvp =
+    custom_jvp([](const Array& x) { return log1p(exp(x)); },
+               [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
+                 auto [x] = p;
+                 auto [tx] = t;
+                 return std::pair(log1pexp_self(x), tx * (1.0 - 1.0 / (1.0 + exp(x))));
+               });
+Array log1pexp_self(const Array& x) { return log1pexp_self_jvp(x); }
+
+TEST(RecursiveCustomJvp, RuleCallingTheFunctionItself) {
+  Array x = rnd({6}, 41, -5, 5), t = rnd({6}, 42);
+  std::vector<double> sig = host_map(x, sigmoid), tv = t.to_vector<double>(), want(6);
+  for (size_t i = 0; i < 6; ++i) want[i] = sig[i] * tv[i];
+  auto [y, ty] = jvp(log1pexp_self, x, t);
+  expect_allclose(y, host_map(x, [](double v) { return std::log1p(std::exp(v)); }), 1e-14, 0);
+  expect_allclose(ty, want, 1e-14, 1e-15, "jvp");
+  auto loss = [](const Array& v) { return sum(log1pexp_self(v)); };
+  expect_allclose(grad(loss)(x), sig, 1e-14, 1e-15, "grad");
+  auto g2 = grad(grad(log1pexp_self));
+  double s = sigmoid(0.3);
+  EXPECT_NEAR(g2(f64(0.3)).item<double>(), s * (1 - s), 1e-14);
+}
+
+TEST(LazyRules, APlainCallNeverTracesTheRules) {
+  // fwd and bwd throw if traced: calls, jit, vmap and make_jaxpr run f alone; grad needs them.
+  auto no_rules = custom_vjp(
+      [](const Array& x) { return 2.0 * x; },
+      [](const Array& x) -> std::pair<Array, NoXs> { fail("fwd traced"); },
+      [](const NoXs&, const Array& g) -> Array { fail("bwd traced"); });
+  Array x = rnd({3}, 43);
+  std::vector<double> twice = x.to_vector<double>();
+  for (double& e : twice) e *= 2;
+  expect_allclose(no_rules(x), twice, 0, 0, "call");
+  expect_allclose(jit(no_rules)(x), twice, 0, 0, "jit");
+  expect_allclose(vmap(no_rules)(x), twice, 0, 0, "vmap");
+  expect_allclose(jit(vmap(no_rules))(x), twice, 0, 0, "jit(vmap)");
+  expect_contains(make_jaxpr(no_rules)(x).str(), "custom_vjp_call");
+  expect_contains(error_of([&] { grad([&](const Array& v) { return sum(no_rules(v)); })(x); }),
+                  "fwd traced");
+  // A custom_jvp's rule likewise.
+  auto no_rule = custom_jvp([](const Array& x) { return 3.0 * x; },
+                            [](const std::tuple<Array>&,
+                               const std::tuple<Array>&) -> std::pair<Array, Array> {
+                              fail("jvp rule traced");
+                            });
+  expect_allclose(no_rule(x) / 3.0, x, 1e-15, 0, "custom_jvp call");
+  expect_allclose(jit(vmap(no_rule))(x) / 3.0, x, 1e-15, 0, "custom_jvp jit(vmap)");
+  expect_contains(error_of([&] { jvp(no_rule, x, x); }), "jvp rule traced");
+}
+
+TEST(LazyRules, RepeatedGradientsTraceTheRulesOnce) {
+  // jit(f) is traced once; each grad of it differentiates the same custom_vjp_call, whose fwd
+  // and bwd are traced the first time and reused after.
+  int fwd_traces = 0, bwd_traces = 0;
+  auto f = custom_vjp([](const Array& x) { return sin(x); },
+                      [&](const Array& x) {
+                        ++fwd_traces;
+                        return std::pair(sin(x), cos(x));
+                      },
+                      [&](const Array& cos_x, const Array& g) {
+                        ++bwd_traces;
+                        return 2.0 * cos_x * g;
+                      });
+  auto jf = jit([&](const Array& x) { return sum(f(x)); });
+  EXPECT_EQ(fwd_traces + bwd_traces, 0);
+  for (double v : {0.5, -1.0, 2.0}) {
+    Array x = f64(v);
+    EXPECT_NEAR(grad(jf)(x).item<double>(), 2 * std::cos(v), 1e-15);
+  }
+  EXPECT_EQ(jf.trace_count(), 1);
+  EXPECT_EQ(fwd_traces, 1);
+  EXPECT_EQ(bwd_traces, 1);
+}
+
+TEST(LazyRules, RulesMayCloseOverValuesTheFunctionUses) {
+  // w is traced inside the differentiated function; f, fwd and bwd all close over it. The rules,
+  // traced after the call, read it as the call's operand. The bwd is 3x the true one.
+  auto loss = [](const Array& x, const Array& s) {
+    Array w = s * 2.0;
+    auto scale = custom_vjp([w](const Array& v) { return v * w; },
+                            [w](const Array& v) { return std::pair(v * w, NoXs{}); },
+                            [w](const NoXs&, const Array& g) { return 3.0 * g * w; });
+    return sum(scale(x));
+  };
+  Array x = rnd({4}, 44), s = rnd({4}, 45);
+  std::vector<double> want = s.to_vector<double>();
+  for (double& e : want) e *= 6;
+  expect_allclose(grad(loss)(x, s), want, 1e-15, 0, "grad");
+  expect_allclose(jit(grad(loss))(x, s), want, 1e-15, 0, "jit(grad)");
+  expect_allclose(grad(jit(loss))(x, s), want, 1e-15, 0, "grad(jit)");
+  // A traced value only the bwd uses cannot be read after the call: the error says what to do.
+  auto bad = [](const Array& x, const Array& s) {
+    Array w = s * 2.0;
+    auto scale = custom_vjp([](const Array& v) { return v; },
+                            [](const Array& v) { return std::pair(v, NoXs{}); },
+                            [w](const NoXs&, const Array& g) { return g * w; });
+    return sum(scale(x));
+  };
+  std::string e = error_of([&] { grad(bad)(x, s); });
+  expect_contains(e, "custom_vjp's bwd rule used a value (f64[4]) of a transformation that has "
+                     "finished");
+  expect_contains(e, "nondiff_argnums");
+}
+
+// Recursion without end: f calling itself, or a bwd needing the gradient of f at every level.
+Array endless(const Array& x);
+const auto endless_vjp = custom_vjp([](const Array& x) { return endless(x); },
+                                    [](const Array& x) { return std::pair(sin(x), x); },
+                                    [](const Array& x, const Array& g) { return g * cos(x); });
+Array endless(const Array& x) { return endless_vjp(x); }
+
+Array endless_bwd(const Array& x);
+const auto endless_bwd_vjp = custom_vjp(
+    [](const Array& x) { return sin(x); }, [](const Array& x) { return std::pair(sin(x), x); },
+    [](const Array& x, const Array& g) { return g * grad(endless_bwd)(x); });
+Array endless_bwd(const Array& x) { return endless_bwd_vjp(x); }
+
+TEST(LazyRules, EndlessRecursionIsAnErrorNotAStackOverflow) {
+  std::string e = error_of([] { endless(f64(1.0)); });
+  expect_contains(e, "custom_vjp: more than 64 custom_vjp / custom_jvp functions and rules traced "
+                     "inside one another");
+  // The plain call is fine; its gradient recurses in bwd.
+  EXPECT_NEAR(endless_bwd(f64(1.0)).item<double>(), std::sin(1.0), 1e-15);
+  e = error_of([] { grad(endless_bwd)(f64(1.0)); });
+  expect_contains(e, "more than 64 custom_vjp / custom_jvp functions and rules");
+  // The counter unwinds: a later, finite gradient is unaffected.
+  EXPECT_NEAR(grad(sin_vjp)(f64(1.0)).item<double>(), 2 * std::cos(1.0), 1e-15);
 }
 
 // ---- nondiff_argnums ------------------------------------------------------------------------
@@ -355,52 +528,42 @@ Array solve_fixed_point(const PointFn& f, const std::vector<Array>& a, const Arr
       .second;
 }
 
-// The custom_vjp of a fixed point whose fwd and bwd solve with `solver`. (JAX's example calls
-// fixed_point itself there; custom_vjp traces fwd and bwd when called, so rules that call the
-// same custom_vjp would recurse without end: two levels are built instead.)
-using Solver = std::function<Array(const PointFn&, const std::vector<Array>&, const Array&)>;
+// The JAX docs' fixed_point exactly: its fwd solves with fixed_point itself and its bwd solves
+// the backward fixed point with fixed_point too. custom_vjp traces the rules only when a
+// derivative needs them, so this recursion ends: grad of grad differentiates custom_vjp calls
+// (one level per derivative), never the while loops inside them.
+Array fixed_point(const PointFn& f, const std::vector<Array>& a, const Array& x_guess);
 
-auto implicit_fixed_point(Solver solver) {
-  return custom_vjp(
-      [](const PointFn& f, const std::vector<Array>& a, const Array& x_guess) {
-        return solve_fixed_point(f, a, x_guess);
-      },
-      [solver](const PointFn& f, const std::vector<Array>& a, const Array& x_guess) {
-        Array x_star = solver(f, a, x_guess);
-        return std::pair(x_star, std::pair(a, x_star));
-      },
-      [solver](const PointFn& f, const std::pair<std::vector<Array>, Array>& res,
-               const Array& x_bar) {
-        const std::vector<Array>& a = res.first;
-        const Array& x_star = res.second;
-        auto vjp_a = vjp([&](const std::vector<Array>& aa) { return f(aa, x_star); }, a).second;
-        // u = x_bar + (df/dx)^T u at x*, a fixed point of its own.
-        PointFn rev_iter = [f](const std::vector<Array>& packed, const Array& u) {
-          std::vector<Array> aa(packed.begin(), packed.end() - 2);
-          const Array& xs = packed[packed.size() - 2];
-          const Array& xb = packed.back();
-          auto vjp_x = vjp([&](const Array& x) { return f(aa, x); }, xs).second;
-          return xb + std::get<0>(vjp_x(u));
-        };
-        std::vector<Array> packed = a;
-        packed.push_back(x_star);
-        packed.push_back(x_bar);
-        Array u = solver(rev_iter, packed, x_bar);
-        return std::tuple(std::get<0>(vjp_a(u)), zeros_like(x_star));
-      },
-      nondiff_argnums<0>);
-}
-
-// Differentiable twice: x* and the backward fixed point have the implicit vjp too, so grad of
-// grad differentiates custom_vjp calls, not the while loops inside them.
-const auto fixed_point_once = implicit_fixed_point(solve_fixed_point);
-const auto fixed_point_twice =
-    implicit_fixed_point([](const PointFn& f, const std::vector<Array>& a, const Array& x) {
-      return fixed_point_once(f, a, x);
-    });
+const auto fixed_point_vjp = custom_vjp(
+    [](const PointFn& f, const std::vector<Array>& a, const Array& x_guess) {
+      return solve_fixed_point(f, a, x_guess);
+    },
+    [](const PointFn& f, const std::vector<Array>& a, const Array& x_guess) {
+      Array x_star = fixed_point(f, a, x_guess);
+      return std::pair(x_star, std::pair(a, x_star));
+    },
+    [](const PointFn& f, const std::pair<std::vector<Array>, Array>& res, const Array& x_bar) {
+      const std::vector<Array>& a = res.first;
+      const Array& x_star = res.second;
+      auto vjp_a = vjp([&](const std::vector<Array>& aa) { return f(aa, x_star); }, a).second;
+      // u = x_bar + (df/dx)^T u at x*, a fixed point of its own.
+      PointFn rev_iter = [f](const std::vector<Array>& packed, const Array& u) {
+        std::vector<Array> aa(packed.begin(), packed.end() - 2);
+        const Array& xs = packed[packed.size() - 2];
+        const Array& xb = packed.back();
+        auto vjp_x = vjp([&](const Array& x) { return f(aa, x); }, xs).second;
+        return xb + std::get<0>(vjp_x(u));
+      };
+      std::vector<Array> packed = a;
+      packed.push_back(x_star);
+      packed.push_back(x_bar);
+      Array u = fixed_point(rev_iter, packed, x_bar);
+      return std::tuple(std::get<0>(vjp_a(u)), zeros_like(x_star));
+    },
+    nondiff_argnums<0>);
 
 Array fixed_point(const PointFn& f, const std::vector<Array>& a, const Array& x_guess) {
-  return fixed_point_twice(f, a, x_guess);
+  return fixed_point_vjp(f, a, x_guess);
 }
 
 Array newton_sqrt(const Array& a) {
@@ -414,6 +577,10 @@ TEST(NondiffArgnums, FixedPointNewtonSqrtAndItsDerivatives) {
     EXPECT_NEAR(newton_sqrt(f64(a)).item<double>(), std::sqrt(a), 1e-15 * std::sqrt(a));
     EXPECT_NEAR(grad(newton_sqrt)(f64(a)).item<double>(), 0.5 / std::sqrt(a), 1e-14) << a;
     EXPECT_NEAR(grad(grad(newton_sqrt))(f64(a)).item<double>(), -0.25 * std::pow(a, -1.5), 1e-12)
+        << a;
+    // Third order: each derivative traces one more level of the recursive rules.
+    EXPECT_NEAR(grad(grad(grad(newton_sqrt)))(f64(a)).item<double>(), 0.375 * std::pow(a, -2.5),
+                1e-10)
         << a;
   }
   Array as = Array(std::vector<double>{2.0, 0.3, 9.0, 4.0}, {4});

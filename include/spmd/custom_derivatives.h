@@ -19,10 +19,22 @@
 // custom_vjp: f(args...) -> out; fwd(args...) -> (out, residuals); bwd(residuals, out_ct) ->
 // one cotangent per argument (a std::tuple, or the bare value for a function of one argument).
 // custom_jvp: rule(primals tuple, tangents tuple) -> (out, tangent_out), linear in the tangents
-// (reverse mode transposes it, as JAX does). The functions are traced once per call into one
-// equation (custom_vjp_call / custom_jvp_call) holding them as Programs: jit compiles f, grad
-// applies the rules, vmap batches the rules (not the user's code around them), pmap runs them
-// with their collectives. Arguments are arrays or pytrees of arrays.
+// (reverse mode transposes it, as JAX does). A call traces f into one equation (custom_vjp_call
+// / custom_jvp_call): jit compiles f, grad applies the rules, vmap batches the rules (not the
+// user's code around them), pmap runs them with their collectives. Arguments are arrays or
+// pytrees of arrays.
+//
+// The rules are traced lazily, as JAX's: fwd, bwd and the jvp rule only when a derivative first
+// needs them (a plain call traces f alone), then reused by every later derivative of that call
+// (a jit-compiled function's gradients, grad of grad). So a rule may call the function it is
+// the rule of (fwd returning std::pair(f(x), x), a bwd that calls f, a fixed point whose bwd
+// solves with the same fixed point) and grad of grad unrolls one level per derivative. A
+// definition that recurses at every level gets an spmd::Error after 64 nested levels instead of
+// overflowing the stack.
+// Since the rules may run after the call returned, they must own what they use: capture by
+// value (not [&] of the caller's locals), or pass values as arguments. A rule may close over
+// concrete arrays and over values f itself uses; other traced values must be arguments
+// (nondiff_argnums for values not differentiated). Non-array nondiff arguments are copied.
 //
 // nondiff_argnums, as JAX's: arguments at those positions are not differentiated and may be any
 // value (a function, a count) or arrays (their gradient is zero). bwd receives them first,
@@ -48,6 +60,8 @@ namespace spmd::detail {
 // bwd over flat leaves: (residual leaves, output cotangent leaves) -> cotangent leaves of the args.
 using FlatBwd = std::function<std::vector<Array>(const std::vector<Array>& residuals,
                                                  const std::vector<Array>& cotangents)>;
+// f is traced at the call; fwd and bwd when a derivative first needs them, so they own what they
+// use (the call's held arguments, the user's functions).
 struct CustomVjpFns {
   FlatFn f, fwd;  // fwd's out_tree: (out, residuals)
   // Given the residuals' tree (known once fwd is traced), bwd over flat leaves.
@@ -56,7 +70,8 @@ struct CustomVjpFns {
 std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call,
                                    TreeDef& out_tree);
 
-// rule over flat leaves: primal leaves ++ tangent leaves -> out leaves ++ tangent out leaves.
+// rule over flat leaves: primal leaves ++ tangent leaves -> out leaves ++ tangent out leaves;
+// traced when a derivative first needs it, so it owns what it uses.
 struct CustomJvpFns {
   FlatFn f;
   std::function<std::vector<Array>(const std::vector<Array>&)> rule;
@@ -84,17 +99,57 @@ FlatCall flatten_rule_args(const Args&... args) {
   return call;
 }
 
-// The arguments rebuilt from leaves: a tuple of values (arrays, pytrees) and references (the
-// caller's other values), as make_flat_fn hands them to f.
-template <class... Args>
-auto rebuild_args(const TreeDef& in_tree, const std::vector<Array>& leaves, const Args&... args) {
-  const Array* it = leaves.data();
-  int i = 0;
-  [[maybe_unused]] auto next = [&](const auto& a) -> decltype(auto) {
-    return rebuild_arg(a, in_tree.children[i++], it);
-  };
-  return std::tuple<decltype(next(args))...>{next(args)...};
+// An argument as the rules see it, traced when a derivative first needs them (maybe after the
+// call returned): a copy of a value that is not an array (a nondiff function or count), nothing
+// for an array or pytree (its leaves come back as the rule's inputs).
+template <class A>
+struct HeldArg {
+  static_assert(std::is_copy_constructible_v<A>,
+                "custom_vjp / custom_jvp: an argument at nondiff_argnums that is not an array must "
+                "be copyable: the rules, traced when a derivative first needs them, keep a copy");
+  using type = A;
+  A value;
+};
+template <class A>
+  requires PyTree<A>
+struct HeldArg<A> {
+  using type = A;
+};
+
+template <class A>
+HeldArg<A> hold_arg(const A& a) {
+  if constexpr (PyTree<A>)
+    return HeldArg<A>{};
+  else
+    return HeldArg<A>{a};
 }
+
+template <class A>
+decltype(auto) rebuild_held(const HeldArg<A>& h, const TreeDef& def, const Array*& it) {
+  if constexpr (PyTree<A>)
+    return tree_unflatten<A>(def, it);
+  else
+    return (h.value);
+}
+
+// A call's arguments kept for its rules: the tree of the arguments and the held values.
+template <class... Args>
+struct HeldCall {
+  explicit HeldCall(TreeDef tree, const Args&... a)
+      : in_tree(std::move(tree)), args(hold_arg(a)...) {}
+  // The arguments rebuilt from leaves: a tuple of values (arrays, pytrees) and references to
+  // the held copies of the other values.
+  auto rebuild(const std::vector<Array>& leaves) const {
+    const Array* it = leaves.data();
+    return [&]<size_t... K>(std::index_sequence<K...>) {
+      // Braced initialisation evaluates the arguments left to right.
+      return std::tuple<decltype(rebuild_held(std::get<K>(args), in_tree.children[K], it))...>{
+          rebuild_held(std::get<K>(args), in_tree.children[K], it)...};
+    }(std::index_sequence_for<Args...>{});
+  }
+  TreeDef in_tree;
+  std::tuple<HeldArg<Args>...> args;
+};
 
 // nondiff_argnums<I...> for a function of N arguments: each in range and listed once; the other
 // positions (ascending) are differentiated.
@@ -142,14 +197,14 @@ KeptOf<Tuple, I...> kept_of(const Tuple& args) {
   return KeptOf<Tuple, I...>{one.template operator()<I>()...};
 }
 
-// The J-th nondiff argument as bwd receives it: the kept array, or the caller's value.
-template <size_t J, int... I, class KeptT, class Originals>
-decltype(auto) nondiff_value(const KeptT& kept, const Originals& originals) {
+// The J-th nondiff argument as bwd receives it: the kept array, or the held copy of the value.
+template <size_t J, int... I, class KeptT, class HeldT>
+decltype(auto) nondiff_value(const KeptT& kept, const HeldT& held) {
   constexpr int pos = std::array<int, sizeof...(I)>{I...}[J];
-  if constexpr (PyTree<std::decay_t<std::tuple_element_t<pos, Originals>>>)
+  if constexpr (PyTree<typename std::tuple_element_t<pos, HeldT>::type>)
     return (std::get<J>(kept));
   else
-    return (std::get<pos>(originals));
+    return (std::get<pos>(held).value);
 }
 
 template <class T>
@@ -185,7 +240,8 @@ inline constexpr NondiffArgnums<I...> nondiff_argnums{};
 template <class F, class Fwd, class Bwd, int... I>
 class CustomVjp {
  public:
-  CustomVjp(F f, Fwd fwd, Bwd bwd) : f_(std::move(f)), fwd_(std::move(fwd)), bwd_(std::move(bwd)) {}
+  CustomVjp(F f, Fwd fwd, Bwd bwd)
+      : fns_(std::make_shared<const Fns>(Fns{std::move(f), std::move(fwd), std::move(bwd)})) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
@@ -202,31 +258,38 @@ class CustomVjp {
     constexpr bool pair_like = detail::IsPairLike<FwdR>::value;
     using Res = typename ResidualsOf<FwdR, pair_like>::type;
     using KeptT = detail::KeptOf<ArgsT, I...>;
-    auto originals = std::forward_as_tuple(args...);
     detail::FlatCall call = detail::flatten_rule_args(args...);
     detail::CustomVjpFns fns;
-    fns.f = detail::make_flat_fn(f_, call.in_tree, args...);
+    fns.f = detail::make_flat_fn(fns_->f, call.in_tree, args...);
+    // fwd and bwd own what they use: they are traced when a derivative first needs them.
+    auto held =
+        std::make_shared<const detail::HeldCall<std::decay_t<Args>...>>(call.in_tree, args...);
+    auto fwd_tree = std::make_shared<TreeDef>();
+    fns.fwd.out_tree = fwd_tree;
     // fwd's residuals carry the nondiff arrays to bwd.
-    auto fwd = [this](const auto&... xs) {
-      auto r = fwd_(xs...);
+    fns.fwd.fn = [user = fns_, held, fwd_tree](const std::vector<Array>& leaves) {
+      auto xs = held->rebuild(leaves);
+      auto r = std::apply(user->fwd, xs);
+      std::vector<Array> out;
       if constexpr (pair_like)
-        return std::pair(std::get<0>(r),
-                         std::pair<KeptT, Res>(detail::kept_of<I...>(std::forward_as_tuple(xs...)),
-                                               std::get<1>(r)));
+        tree_flatten(std::pair(std::get<0>(r),
+                               std::pair<KeptT, Res>(detail::kept_of<I...>(xs), std::get<1>(r))),
+                     out, *fwd_tree);
       else
-        return r;  // not a pair: custom_vjp_call reports it
+        tree_flatten(r, out, *fwd_tree);  // not a pair: custom_vjp_call reports it
+      return out;
     };
-    fns.fwd = detail::make_flat_fn(fwd, call.in_tree, args...);
-    fns.bwd = [&](const TreeDef& res_tree, const TreeDef& out_tree) -> detail::FlatBwd {
-      return [&, res_tree, out_tree]([[maybe_unused]] const std::vector<Array>& res,
-                                     [[maybe_unused]] const std::vector<Array>& cts) {
+    fns.bwd = [user = fns_, held](const TreeDef& res_tree,
+                                  const TreeDef& out_tree) -> detail::FlatBwd {
+      return [user, held, res_tree, out_tree]([[maybe_unused]] const std::vector<Array>& res,
+                                             [[maybe_unused]] const std::vector<Array>& cts) {
         if constexpr (pair_like) {
           const auto saved = tree_unflatten<std::pair<KeptT, Res>>(res_tree, res);
           const KeptT& kept = saved.first;
           const Res& user_res = saved.second;
           R g = tree_unflatten<R>(out_tree, cts);
           auto r = [&]<size_t... J>(std::index_sequence<J...>) {
-            return bwd_(detail::nondiff_value<J, I...>(kept, originals)..., user_res, g);
+            return user->bwd(detail::nondiff_value<J, I...>(kept, held->args)..., user_res, g);
           }
           (std::make_index_sequence<sizeof...(I)>{});
           using BwdR = std::decay_t<decltype(r)>;
@@ -239,7 +302,7 @@ class CustomVjp {
           std::vector<Array> kept_leaves;
           TreeDef kept_def;
           tree_flatten(kept, kept_leaves, kept_def);
-          return detail::cotangents_of_all_args(call.in_tree, {I...}, def, leaves, kept_leaves);
+          return detail::cotangents_of_all_args(held->in_tree, {I...}, def, leaves, kept_leaves);
         } else {
           return std::vector<Array>{};  // not reached: custom_vjp_call rejects fwd's output
         }
@@ -264,9 +327,13 @@ class CustomVjp {
     using type = std::decay_t<std::tuple_element_t<1, FwdR>>;
   };
 
-  F f_;
-  Fwd fwd_;
-  Bwd bwd_;
+  // Shared with the rules of every call, which may outlive this object.
+  struct Fns {
+    F f;
+    Fwd fwd;
+    Bwd bwd;
+  };
+  std::shared_ptr<const Fns> fns_;
 };
 
 // f(args...) with the gradient rule (fwd, bwd); see the top of this file.
@@ -282,7 +349,8 @@ CustomVjp<F, Fwd, Bwd, I...> custom_vjp(F f, Fwd fwd, Bwd bwd, NondiffArgnums<I.
 template <class F, class Rule, int... I>
 class CustomJvp {
  public:
-  CustomJvp(F f, Rule rule) : f_(std::move(f)), rule_(std::move(rule)) {}
+  CustomJvp(F f, Rule rule)
+      : fns_(std::make_shared<const Fns>(Fns{std::move(f), std::move(rule)})) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
@@ -297,18 +365,21 @@ class CustomJvp {
     using R = detail::result_t<F, Args...>;
     detail::FlatCall call = detail::flatten_rule_args(args...);
     detail::CustomJvpFns fns;
-    fns.f = detail::make_flat_fn(f_, call.in_tree, args...);
+    fns.f = detail::make_flat_fn(fns_->f, call.in_tree, args...);
+    // The rule owns what it uses: it is traced when a derivative first needs it.
+    auto held =
+        std::make_shared<const detail::HeldCall<std::decay_t<Args>...>>(call.in_tree, args...);
     auto out_tree = fns.rule_out_tree;
-    fns.rule = [&, out_tree](const std::vector<Array>& leaves) {
+    fns.rule = [user = fns_, held, out_tree](const std::vector<Array>& leaves) {
       size_t half = leaves.size() / 2;
       std::vector<Array> p(leaves.begin(), leaves.begin() + static_cast<long>(half));
       std::vector<Array> t(leaves.begin() + static_cast<long>(half), leaves.end());
-      auto all_p = detail::rebuild_args(call.in_tree, p, args...);
-      auto all_t = detail::rebuild_args(call.in_tree, t, args...);
+      auto all_p = held->rebuild(p);
+      auto all_t = held->rebuild(t);
       auto r = [&]<size_t... D>(std::index_sequence<D...>) {
         std::tuple<std::tuple_element_t<D, ArgsT>...> primals{std::get<D>(all_p)...};
         std::tuple<std::tuple_element_t<D, ArgsT>...> tangents{std::get<D>(all_t)...};
-        return rule_(std::get<I>(all_p)..., primals, tangents);
+        return user->rule(std::get<I>(all_p)..., primals, tangents);
       }
       (Diff{});
       std::vector<Array> flat;
@@ -326,8 +397,12 @@ class CustomJvp {
     return (PyTree<std::tuple_element_t<D, ArgsT>> && ...);
   }
 
-  F f_;
-  Rule rule_;
+  // Shared with the rule of every call, which may outlive this object.
+  struct Fns {
+    F f;
+    Rule rule;
+  };
+  std::shared_ptr<const Fns> fns_;
 };
 
 // f(args...) with the forward-mode rule; see the top of this file.

@@ -11,6 +11,7 @@ namespace spmd::ir {
 namespace {
 std::atomic<uint64_t> g_next_trace{1};
 thread_local std::vector<TraceBuilder*> t_stack;
+thread_local std::vector<const SubstitutionScope*> t_substitutions;
 }  // namespace
 
 TraceBuilder::TraceBuilder() : id_(g_next_trace++) {}
@@ -32,11 +33,20 @@ Atom TraceBuilder::atom_for(const Array& a) {
   const auto& impl = *a.impl();
   if (!impl.is_tracer()) return Atom::of(a);
   if (impl.trace_id == id_) return Atom::of(impl.var);
-  if (!trace_is_open(impl.trace_id))
+  if (const Array* s = SubstitutionScope::find(a)) return atom_for(*s);
+  if (!trace_is_open(impl.trace_id)) {
+    std::string who = SubstitutionScope::innermost_who();
+    if (!who.empty())
+      fail(who, " used a value (", impl.aval.str(),
+           ") of a transformation that has finished: the rule is traced when a derivative first "
+           "needs it, after the call, so it may close over concrete arrays and over values the "
+           "function itself uses, but not over other traced values; pass them as arguments "
+           "(nondiff_argnums for values not differentiated)");
     fail("a tracer (", impl.aval.str(),
          ") escaped from a finished transformation and was used "
          "later; expected concrete arrays or tracers of the transformation being traced "
          "(return values from the transformed function instead of storing tracers)");
+  }
   auto key = std::make_pair(impl.trace_id, impl.var);
   auto it = captured_vars_.find(key);
   if (it != captured_vars_.end()) return Atom::of(it->second);
@@ -83,6 +93,35 @@ TraceScope::~TraceScope() { t_stack.pop_back(); }
 
 NoTraceScope::NoTraceScope() { saved_.swap(t_stack); }
 NoTraceScope::~NoTraceScope() { saved_.swap(t_stack); }
+
+SubstitutionScope::SubstitutionScope(std::string who,
+                                     const std::vector<std::pair<uint64_t, int>>& from,
+                                     const std::vector<Array>& to)
+    : who_(std::move(who)) {
+  for (size_t k = 0; k < from.size() && k < to.size(); ++k)
+    if (from[k].first != 0) values_.emplace(from[k], to[k]);
+  t_substitutions.push_back(this);
+}
+SubstitutionScope::~SubstitutionScope() { t_substitutions.pop_back(); }
+
+const Array* SubstitutionScope::find(const Array& a) {
+  if (t_substitutions.empty()) return nullptr;
+  auto key = tracer_id(a);
+  for (auto it = t_substitutions.rbegin(); it != t_substitutions.rend(); ++it) {
+    auto found = (*it)->values_.find(key);
+    if (found != (*it)->values_.end()) return &found->second;
+  }
+  return nullptr;
+}
+
+std::string SubstitutionScope::innermost_who() {
+  return t_substitutions.empty() ? std::string() : t_substitutions.back()->who_;
+}
+
+std::pair<uint64_t, int> tracer_id(const Array& a) {
+  if (!a.valid() || !a.impl()->is_tracer()) return {0, -1};
+  return {a.impl()->trace_id, a.impl()->var};
+}
 
 TraceBuilder* current_trace() { return t_stack.empty() ? nullptr : t_stack.back(); }
 

@@ -4,6 +4,8 @@
 // an inner one is captured as an extra input of the inner Program (closure conversion).
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "spmd/program.h"
@@ -58,6 +60,29 @@ class NoTraceScope {
  private:
   std::vector<TraceBuilder*> saved_;
 };
+
+// While open on this thread, tracers named by (trace, variable) stand for other values: a
+// custom derivative's rule, traced after the call it belongs to (when a derivative first needs
+// it), reads the call's operands through the values its code closed over. `who` names the rule
+// in the error for a closed-over value of a finished trace that is not one of them. Scopes nest.
+class SubstitutionScope {
+ public:
+  SubstitutionScope(std::string who, const std::vector<std::pair<uint64_t, int>>& from,
+                    const std::vector<Array>& to);
+  ~SubstitutionScope();
+  SubstitutionScope(const SubstitutionScope&) = delete;
+  // The value standing for `a` in the innermost scope that names it, or null.
+  static const Array* find(const Array& a);
+  // The rule being traced, for errors (empty when no scope is open).
+  static std::string innermost_who();
+
+ private:
+  std::string who_;
+  std::map<std::pair<uint64_t, int>, Array> values_;
+};
+
+// (trace, variable) of a tracer; (0, -1) for a concrete array.
+std::pair<uint64_t, int> tracer_id(const Array& a);
 
 TraceBuilder* current_trace();
 bool trace_is_open(uint64_t id);
