@@ -39,15 +39,23 @@ int local_device_count();
 int process_index();
 int process_count();
 
-// Memory held by arrays and by compiled programs' buffers, as jax's Device.memory_stats(). The
-// emulated CPU devices share the host's memory (one allocator), so every device of a process
-// reports the process's totals. The peak is the most held at once since the last reset.
+// Memory held on one device, as jax's Device.memory_stats(): bytes of the live buffers of arrays
+// placed on it and of the programs it runs (a jit call's or a pmap replica's intermediates,
+// collectives' scratch), counted in the allocator's size classes (a request rounded up to 64
+// bytes, or to a quarter of its power of two). A sharded array (pmap's mapped outputs,
+// nn::replicate) counts an equal part on each of its devices, its shard; device_put to another
+// device copies, so both devices hold the array. Eager ops and jit calls run on their first
+// input's device (device 0 for new arrays). The peak is the most held at once since the last
+// reset; num_allocs counts the buffers allocated on the device so far. Each device of this
+// process has its own counters; another process's device is an spmd::Error.
 struct MemoryStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes_in_use = 0;
   int64_t num_allocs = 0;  // buffers handed out so far
 };
 MemoryStats memory_stats(const Device& device);
+// Peaks back to what is in use now: every device's, or one device's.
 void reset_peak_memory_stats();
+void reset_peak_memory_stats(const Device& device);
 
 }  // namespace spmd

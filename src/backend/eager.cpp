@@ -34,16 +34,14 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   for (size_t i = 0; i < inputs.size(); ++i) in[i] = Buf{inputs[i].impl()->data(), &in_types[i]};
   for (size_t i = 0; i < out_types.size(); ++i) {
     Array o = detail::make_array(out_types[i], device);
-    if (keep_sharding) {
-      o.impl()->placement = first->placement;
-      o.impl()->sharded = true;
-    }
+    if (keep_sharding) detail::place(*o.impl(), first->placement, true);
     out[i] = Buf{o.impl()->data(), &o.impl()->aval};
     outs.push_back(std::move(o));
   }
   ExecContext ctx;
   ctx.device = device;
   ctx.threads = cpu::hardware_threads();
+  runtime::DeviceScope on_device(device);  // the kernel's scratch is the device's memory
   find_kernel(p)(p, in, out, ctx);
   return outs;
 }

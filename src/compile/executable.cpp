@@ -257,6 +257,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
 
 void Executable::run_into(std::span<void* const> inputs, std::span<void* const> outputs,
                           backend::ExecContext& ctx) const {
+  runtime::DeviceScope on_device(ctx.device);  // its buffers count as the device's memory
   Frame frame(*this);
   frame.run(inputs, outputs, ctx);
 }
@@ -400,7 +401,7 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs,
     offsets.push_back(total);
     total += aligned(std::max<size_t>(t.nbytes(), 1));
   }
-  auto block = runtime::allocate(total);
+  auto block = runtime::allocate(total, ctx.device);
   std::vector<void*> out;
   std::vector<Array> results;
   for (size_t j = 0; j < output_types_.size(); ++j) {

@@ -33,7 +33,7 @@ Array make_array(const AbstractValue& aval, int device) {
   auto impl = std::make_shared<ArrayImpl>();
   impl->aval = aval;
   try {
-    impl->buffer = runtime::allocate(bytes);
+    impl->buffer = runtime::allocate(bytes, device);
   } catch (const std::bad_alloc&) {
     fail("Array: cannot allocate ", bytes, " bytes for an array of shape ", shape_str(aval.shape),
          " of ", dtype_name(aval.dtype));
@@ -48,9 +48,15 @@ Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> bu
   impl->aval = aval;
   impl->buffer = std::move(buffer);
   impl->offset = offset;
-  impl->placement = std::move(placement);
-  impl->sharded = sharded && impl->placement.size() > 1;
+  place(*impl, std::move(placement), sharded);
   return Array(std::move(impl));
+}
+
+void place(ArrayImpl& impl, std::vector<int> placement, bool sharded) {
+  impl.placement = std::move(placement);
+  impl.sharded = sharded && impl.placement.size() > 1;
+  if (impl.buffer && (impl.sharded || impl.placement.size() == 1))
+    runtime::charge(*impl.buffer, impl.placement);
 }
 
 Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var) {

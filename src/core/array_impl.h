@@ -27,9 +27,13 @@ struct ArrayImpl {
 
 // A fresh concrete array with uninitialised data on one device.
 Array make_array(const AbstractValue& aval, int device = 0);
-// A concrete array over existing storage.
+// A concrete array over existing storage. Its buffer is charged, in memory_stats, to the
+// devices of `placement` (in equal parts when sharded), or stays charged where it is for a view
+// over several devices that is not sharded (a reshape of a sharded array).
 Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> buffer, size_t offset,
                   std::vector<int> placement, bool sharded);
+// Sets a concrete array's placement and charges its buffer to it (see wrap_buffer).
+void place(ArrayImpl& impl, std::vector<int> placement, bool sharded);
 Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var);
 // Throws unless a is a usable concrete array (not empty, not a tracer of a finished trace).
 const ArrayImpl& concrete(const Array& a, const char* what);

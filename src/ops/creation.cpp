@@ -1,5 +1,6 @@
 // Array creation: zeros, ones, full, arange, linspace, eye, iota; device_put.
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -110,8 +111,13 @@ Array device_put(const Array& x, const Device& device) {
       device.local_id >= local_device_count())
     fail("device_put: expected one of this process's ", local_device_count(), " devices, got ",
          device.str());
-  // Host memory is shared by the emulated devices, and arrays are immutable: no copy needed.
-  return detail::wrap_buffer(impl.aval, impl.buffer, impl.offset, {device.local_id}, false);
+  // Already there alone: the same array. Otherwise a copy on the device, as a transfer makes,
+  // so each device's memory_stats count what it holds.
+  if (!impl.sharded && impl.placement.size() == 1 && impl.placement[0] == device.local_id)
+    return x;
+  Array y = detail::make_array(impl.aval, device.local_id);
+  if (size_t n = impl.aval.nbytes()) std::memcpy(y.impl()->data(), impl.data(), n);
+  return y;
 }
 
 }  // namespace spmd

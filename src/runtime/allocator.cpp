@@ -35,19 +35,85 @@ Cache& cache() {
 }
 
 
-std::atomic<size_t> g_allocations{0}, g_in_use{0}, g_peak{0};
+// In use and peak bytes, and allocations, one slot per device (a cache line each, so devices'
+// threads do not share one). The process's totals are their sums: an allocation costs what it
+// did with process-wide counters (two relaxed adds and a load).
+struct alignas(64) Counters {
+  std::atomic<size_t> in_use{0}, peak{0}, allocations{0};
+};
+Counters g_devices[kDeviceSlots];
 
-void note_allocated(size_t bytes) {
-  size_t now = g_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  size_t peak = g_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+template <class Member>
+size_t sum_over_devices(Member m) {
+  size_t total = 0;
+  for (const Counters& c : g_devices) total += (c.*m).load(std::memory_order_relaxed);
+  return total;
+}
+
+thread_local int t_device = 0;
+std::mutex g_charge_mu;  // charge()'s changes of a buffer's devices
+
+Counters& slot(int device) {
+  return g_devices[device >= 0 && device < kDeviceSlots ? device : 0];
+}
+
+void raise_peak(Counters& c, size_t now) {
+  size_t peak = c.peak.load(std::memory_order_relaxed);
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
+}
+
+void add(Counters& c, size_t bytes) {
+  raise_peak(c, c.in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void subtract(Counters& c, size_t bytes) { c.in_use.fetch_sub(bytes, std::memory_order_relaxed); }
+
+// Device k's part of `bytes` split n ways (the parts add up to bytes).
+size_t part(size_t bytes, size_t k, size_t n) { return bytes * (k + 1) / n - bytes * k / n; }
+
+void note_allocated(size_t bytes, int device) {
+  Counters& d = slot(device);
+  d.allocations.fetch_add(1, std::memory_order_relaxed);
+  add(d, bytes);
+}
+
+// Takes the buffer's capacity off the devices it is charged to.
+void uncharge(const Buffer& b) {
+  int device = b.device.load(std::memory_order_relaxed);
+  if (device != Buffer::kSplit) return subtract(slot(device), b.capacity);
+  for (size_t k = 0; k < b.split.size(); ++k)
+    subtract(slot(b.split[k]), part(b.capacity, k, b.split.size()));
 }
 }  // namespace
 
+DeviceScope::DeviceScope(int device) : saved_(t_device) { t_device = device; }
+DeviceScope::~DeviceScope() { t_device = saved_; }
+int current_device() { return t_device; }
+
+void charge(Buffer& b, const std::vector<int>& devices) {
+  if (devices.empty() || !b.data) return;
+  if (devices.size() == 1 && b.device.load(std::memory_order_relaxed) == devices[0]) return;
+  std::lock_guard lock(g_charge_mu);
+  if (devices.size() > 1 && b.device.load(std::memory_order_relaxed) == Buffer::kSplit &&
+      b.split == devices)
+    return;
+  uncharge(b);
+  if (devices.size() == 1) {
+    b.split.clear();
+    b.device.store(devices[0], std::memory_order_relaxed);
+    add(slot(devices[0]), b.capacity);
+    return;
+  }
+  b.split = devices;
+  b.device.store(Buffer::kSplit, std::memory_order_relaxed);
+  for (size_t k = 0; k < devices.size(); ++k)
+    add(slot(devices[k]), part(b.capacity, k, devices.size()));
+}
+
 Buffer::~Buffer() {
   if (!data) return;
-  g_in_use.fetch_sub(capacity, std::memory_order_relaxed);
+  uncharge(*this);
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   if (c.total + capacity <= kMaxCached) {
@@ -58,17 +124,31 @@ Buffer::~Buffer() {
   }
 }
 
-size_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
-size_t bytes_in_use() { return g_in_use.load(std::memory_order_relaxed); }
-size_t peak_bytes_in_use() { return g_peak.load(std::memory_order_relaxed); }
-void reset_peak_bytes() { g_peak.store(g_in_use.load(std::memory_order_relaxed)); }
+size_t allocation_count() { return sum_over_devices(&Counters::allocations); }
+size_t bytes_in_use() { return sum_over_devices(&Counters::in_use); }
+void reset_peaks() {
+  for (int d = 0; d < kDeviceSlots; ++d) reset_device_peak(d);
+}
 
-std::shared_ptr<Buffer> allocate(size_t bytes) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+DeviceMemory device_memory(int device) {
+  const Counters& c = slot(device);
+  return {c.in_use.load(std::memory_order_relaxed), c.peak.load(std::memory_order_relaxed),
+          c.allocations.load(std::memory_order_relaxed)};
+}
+
+void reset_device_peak(int device) {
+  Counters& c = slot(device);
+  c.peak.store(c.in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+std::shared_ptr<Buffer> allocate(size_t bytes) { return allocate(bytes, t_device); }
+
+std::shared_ptr<Buffer> allocate(size_t bytes, int device) {
   auto buf = std::make_shared<Buffer>();
   size_t cap = size_class(bytes);
   buf->bytes = bytes;
   buf->capacity = cap;
+  buf->device.store(device, std::memory_order_relaxed);
   {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
@@ -77,13 +157,13 @@ std::shared_ptr<Buffer> allocate(size_t bytes) {
       buf->data = it->second.back();
       it->second.pop_back();
       c.total -= cap;
-      note_allocated(cap);
+      note_allocated(cap, device);
       return buf;
     }
   }
   buf->data = std::aligned_alloc(kAlign, (cap + kAlign - 1) / kAlign * kAlign);
   if (!buf->data) throw std::bad_alloc();
-  note_allocated(cap);
+  note_allocated(cap, device);
   return buf;
 }
 

@@ -123,7 +123,8 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       if (writer && (mapped || row == 0)) {
         outs[j] = out_base[j] + out_stride[j] * row;
       } else {
-        if (!scratch[r]) scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64));
+        if (!scratch[r])
+          scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64), devices[r]);
         outs[j] = static_cast<char*>(scratch[r]->data) + offset;
       }
       offset += (out_types[j].nbytes() + 63) / 64 * 64;
