@@ -191,6 +191,7 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
                              TreeDef& out_tree);
 
 Program trace_program(const FlatFn& fn, const FlatCall& call);
+std::string compiled_text_of(const Program& program);
 
 struct PmapSpec {
   AxisSpec in_axes = 0;
@@ -628,6 +629,18 @@ auto make_jaxpr(F f) {
     detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, args...);
     return detail::trace_program(fn, call);
   };
+}
+
+// ---- compiled_text -----------------------------------------------------------------------------
+// What jit runs for f on these arguments: the fusion groups compiled to native loops (each
+// group's nodes and the optimised loop nest the code generator made for it, as LLVM IR), the
+// groups the interpreter runs tile by tile, and the single kernels, in order. For users who need
+// to see why a program is fast or slow; make_jaxpr shows the program before compilation.
+template <class F, class... Args>
+std::string compiled_text(F f, const Args&... args) {
+  detail::FlatCall call = detail::flatten_args({}, args...);
+  detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, args...);
+  return detail::compiled_text_of(detail::trace_program(fn, call));
 }
 
 }  // namespace spmd

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "backend/cpu/parallel.h"
+#include "compile/loop_fusion.h"
 #include "core/array_impl.h"
 #include "spmd/error.h"
 
@@ -16,6 +17,8 @@ constexpr size_t kAlign = 64;
 constexpr int64_t kMinFusedElements = 8192;
 // Elements per tile of a fused chain: a few tiles of every live value stay in L1/L2.
 constexpr int64_t kTile = 2048;
+// Elements a thread computes at least per chunk of a generated kernel.
+constexpr int64_t kGeneratedGrain = 1 << 15;
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // First-fit offset allocator over the arena.
@@ -60,9 +63,30 @@ class ArenaPlanner {
 
 }  // namespace
 
-Executable::Executable(Program p) : program_(std::move(p)) {
+Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
   const Program& prog = program_;
   size_t nvars = prog.var_types.size();
+  // Fusion groups compiled to native loops (when code generation is on and succeeds): their
+  // members other than the root never run on their own and their values never reach memory.
+  std::vector<LoopGroup> loops;
+  std::vector<std::shared_ptr<const codegen::Compiled>> loop_code;
+  if (codegen::enabled()) {
+    loops = plan_loop_fusion(prog);
+    std::vector<codegen::LoopKernel> kernels;
+    for (auto& g : loops) kernels.push_back(g.kernel);
+    try {
+      loop_code = codegen::compile(kernels, keep_ir);
+    } catch (const Error&) {
+      loops.clear();  // the interpreter runs them instead
+    }
+  }
+  std::vector<int> loop_at(prog.equations.size(), -1);  // by root equation
+  std::vector<bool> absorbed(prog.equations.size(), false);
+  for (size_t g = 0; g < loops.size(); ++g) {
+    for (size_t s : loops[g].members) absorbed[s] = true;
+    absorbed[loops[g].root] = false;
+    loop_at[loops[g].root] = static_cast<int>(g);
+  }
   input_types_ = prog.input_types();
   output_types_ = prog.output_types();
   slots_.assign(nvars, Slot{});
@@ -108,6 +132,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   };
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
+    if (absorbed[s] || loop_at[s] >= 0) continue;
     if (eq.primitive->is_view() && !eq.inputs[0].is_literal() && !assigned[eq.outputs[0]]) {
       int r = root(eq.inputs[0].var);
       alias_of[eq.outputs[0]] = eq.inputs[0].var;
@@ -126,6 +151,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
     while (s < neq) {
       auto fusible = [&](size_t k, int64_t n) {
         const Equation& eq = prog.equations[k];
+        if (absorbed[k] || loop_at[k] >= 0) return false;
         if (!eq.primitive->is_elementwise() || eq.outputs.size() != 1) return false;
         if (prog.var_types[eq.outputs[0]].size() != n) return false;
         for (auto& a : eq.inputs) {
@@ -145,7 +171,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
         const Equation& last = prog.equations[e - 1];
         std::vector<AbstractValue> in_types;
         for (auto& a : r.inputs) in_types.push_back(prog.type(a));
-        if (r.inputs.size() == 1 && !r.inputs[0].is_literal() &&
+        if (r.inputs.size() == 1 && !r.inputs[0].is_literal() && !absorbed[e] && loop_at[e] < 0 &&
             r.inputs[0].var == last.outputs[0] && r.primitive->row_reduction(in_types)) {
           int64_t row =
               in_types[0].size() / std::max<int64_t>(1, prog.var_types[r.outputs[0]].size());
@@ -177,6 +203,13 @@ Executable::Executable(Program p) : program_(std::move(p)) {
       for (int v : prog.equations[k].outputs)
         last_use[v] = std::max(last_use[v], static_cast<int>(ge) - 1);
     }
+  // A generated kernel runs at its root: what it reads stays live until then.
+  for (auto& g : loops)
+    for (auto& a : g.inputs)
+      if (!a.is_literal()) {
+        int r = root(a.var);
+        last_use[r] = std::max(last_use[r], static_cast<int>(g.root));
+      }
   std::vector<bool> internal(slots_.size(), false);
   {
     std::vector<int> def_group(slots_.size(), -1);
@@ -196,9 +229,32 @@ Executable::Executable(Program p) : program_(std::move(p)) {
   std::vector<std::vector<int>> release_at(prog.equations.size() + 1);
   for (size_t s = 0; s < prog.equations.size(); ++s) {
     const Equation& eq = prog.equations[s];
-    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, nullptr, s};
-    for (auto& a : eq.inputs)
+    if (absorbed[s]) {
+      for (int v : release_at[s])
+        planner.release(static_cast<size_t>(slots_[v].index), prog.var_types[v].nbytes());
+      continue;
+    }
+    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, -1, nullptr, s};
+    const std::vector<Atom>& reads = loop_at[s] >= 0 ? loops[loop_at[s]].inputs : eq.inputs;
+    for (auto& a : reads)
       step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
+    if (loop_at[s] >= 0) {
+      const LoopGroup& g = loops[loop_at[s]];
+      Generated gen;
+      gen.code = loop_code[loop_at[s]];
+      const codegen::Node& r = g.kernel.root();
+      gen.iterations = g.kernel.iterations();
+      int64_t per = 1;  // space elements per iteration
+      if (r.kind == codegen::NodeKind::Reduce) per = g.kernel.nodes[r.args[0]].shape.empty() ? 1 : [&] {
+        int64_t n = 1;
+        for (int64_t a : r.p1) n *= g.kernel.nodes[r.args[0]].shape[a];
+        return n;
+      }();
+      gen.grain = std::max<int64_t>(1, kGeneratedGrain / per);
+      gen.text = g.kernel.text();
+      step.generated = static_cast<int>(generated_.size());
+      generated_.push_back(std::move(gen));
+    }
     for (int v : eq.outputs) {
       step.out_vars.push_back(v);
       if (assigned[v] || alias_of[v] >= 0) continue;
@@ -239,7 +295,7 @@ Executable::Executable(Program p) : program_(std::move(p)) {
       }
       f.ops.push_back(std::move(step));
       if (s + 1 == groups[g].second) {
-        Step fs{nullptr, nullptr, {}, {}, -1, nullptr};
+        Step fs{nullptr, nullptr, {}, {}, -1, -1, nullptr};
         fs.fused = g;
         steps_.push_back(std::move(fs));
       }
@@ -297,6 +353,10 @@ void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::B
       run_fused(fused_[st.fused], ptr, ctx);
       continue;
     }
+    if (st.generated >= 0) {
+      run_generated(st, ptr, ctx);
+      continue;
+    }
     if (!st.kernel) continue;  // an aliased view
     size_t k = 0;
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
@@ -307,6 +367,43 @@ void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::B
               ctx);
   }
   ctx.site = caller_site;
+}
+
+void Executable::run_generated(const Step& st, const std::vector<void*>& ptr,
+                               backend::ExecContext& ctx) const {
+  const Generated& g = generated_[st.generated];
+  void* stack[16];
+  std::vector<void*> heap;
+  size_t n = st.in_vars.size() + 1;
+  void** bufs = stack;
+  if (n > 16) {
+    heap.resize(n);
+    bufs = heap.data();
+  }
+  for (size_t i = 0; i < st.in_vars.size(); ++i) bufs[i] = ptr[st.in_vars[i]];
+  bufs[n - 1] = ptr[st.out_vars[0]];
+  codegen::KernelFn fn = g.code->fn;
+  if (ctx.threads <= 1 || g.iterations < 2 * g.grain) return fn(bufs, 0, g.iterations);
+  cpu::parallel_for(g.iterations, ctx.threads, g.grain,
+                    [&](int64_t lo, int64_t hi) { fn(bufs, lo, hi); });
+}
+
+std::string Executable::text() const {
+  std::string s;
+  for (const Step& st : steps_) {
+    if (st.generated >= 0) {
+      const Generated& g = generated_[st.generated];
+      s += "loop kernel (" + std::to_string(g.iterations) + " iterations):\n" + g.text;
+      if (!g.code->ir.empty()) s += "  native code (LLVM IR after optimisation):\n" + g.code->ir;
+    } else if (st.fused >= 0) {
+      s += "interpreted group:";
+      for (const Step& op : fused_[st.fused].ops) s += " " + op.primitive->name();
+      s += "\n";
+    } else if (st.kernel) {
+      s += "kernel: " + st.primitive->name() + "\n";
+    }
+  }
+  return s;
 }
 
 void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/kernel.h"
+#include "codegen/loop_kernel.h"
 #include "runtime/allocator.h"
 #include "spmd/program.h"
 
@@ -18,10 +19,14 @@ namespace spmd::compile {
 
 class Executable {
  public:
-  explicit Executable(Program simplified);
+  // keep_ir keeps the generated code's text for compiled_text().
+  explicit Executable(Program simplified, bool keep_ir = false);
   const Program& program() const { return program_; }
   const std::vector<AbstractValue>& input_types() const { return input_types_; }
   const std::vector<AbstractValue>& output_types() const { return output_types_; }
+  // The steps as they run: generated loop kernels (their nodes and, when kept, their code),
+  // interpreter groups and single kernels.
+  std::string text() const;
 
   // Runs on concrete arrays; outputs are fresh arrays placed on ctx.device.
   std::vector<Array> run(const std::vector<Array>& inputs, backend::ExecContext& ctx) const;
@@ -59,6 +64,7 @@ class Executable {
     const Primitive* primitive;
     std::vector<int> in_vars, out_vars;
     int fused = -1;      // index into fused_ when this step is a fused group
+    int generated = -1;  // index into generated_ when this step is a generated loop kernel
     PrimitivePtr owned;  // a primitive made by the compiler (a tile's row reduction)
     uint64_t site = 0;   // the equation's position in the program (ExecContext::site)
   };
@@ -70,6 +76,13 @@ class Executable {
     int temps = 0;    // tile buffers needed (one per Temp var, by Slot::index)
     int64_t row = 0;  // > 0: the last op reduces rows of this many elements (tiles hold whole rows)
   };
+  // A fusion group compiled to a native loop (codegen/): reads in_vars, writes out_vars[0].
+  struct Generated {
+    std::shared_ptr<const codegen::Compiled> code;
+    int64_t iterations = 0;  // elements of the root (outputs of a reduction)
+    int64_t grain = 0;       // iterations per chunk of a thread
+    std::string text;        // the group, for compiled_text
+  };
   struct Copy {
     int var;
     int output;
@@ -79,6 +92,8 @@ class Executable {
   std::vector<Slot> slots_;  // by var
   std::vector<Step> steps_;
   std::vector<Fused> fused_;
+  std::vector<Generated> generated_;
+  void run_generated(const Step& st, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                  backend::ExecContext& ctx) const;

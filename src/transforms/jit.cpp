@@ -80,4 +80,8 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
   return entry->executable->run(call.leaves, ctx);
 }
 
+std::string compiled_text_of(const Program& program) {
+  return compile::Executable(compile::simplify(program), /*keep_ir=*/true).text();
+}
+
 }  // namespace spmd::detail
