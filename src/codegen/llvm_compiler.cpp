@@ -59,6 +59,9 @@ using prim::UnaryOp;
 // Segments per row beyond which a kernel tests per element instead (each segment is a copy of
 // the loop body).
 constexpr size_t kMaxBreakpoints = 48;
+// Reductions of at most this many elements per output are unrolled inside a loop over the
+// outputs (vectorised across outputs: a dot of 3-vectors), longer ones loop over their row.
+constexpr int64_t kUnrolledRow = 16;
 
 template <class T>
 T check(llvm::Expected<T> v, const char* what) {
@@ -658,13 +661,33 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
   // A reduction root iterates over its operand, accumulating `row` elements per output element;
   // otherwise the root's own elements are the iteration space.
   const Node& root = k.root();
-  const bool reduces = root.kind == NodeKind::Reduce;
-  const Shape& space = reduces ? k.nodes[root.args[0]].shape : root.shape;
-  const int value_node = reduces ? root.args[0] : static_cast<int>(k.nodes.size()) - 1;
+  const bool any_reduce = root.kind == NodeKind::Reduce;
+  const int value_node = any_reduce ? root.args[0] : static_cast<int>(k.nodes.size()) - 1;
+  const Shape& operand_shape = k.nodes[value_node].shape;
   int64_t row = 1;
-  if (reduces)
-    for (int64_t a : root.p1) row *= space[static_cast<size_t>(a)];
+  if (any_reduce)
+    for (int64_t a : root.p1) row *= operand_shape[static_cast<size_t>(a)];
+  const bool reduces = any_reduce && row > kUnrolledRow;  // loops over its rows
+  const Shape& space = reduces ? operand_shape : root.shape;
   const DType out_t = root.dtype;
+  // The root's value at an index of the space: the value itself, or a short reduction unrolled.
+  auto value_at = [&](const std::vector<Ix>& idx) -> Value* {
+    if (!any_reduce) return e.emit(value_node, idx);
+    auto op = static_cast<prim::ReduceOp>(root.code);
+    Value* acc = identity(e, b, op, out_t);
+    const size_t lead = operand_shape.size() - root.p1.size();
+    for (int64_t r = 0; r < row; ++r) {
+      std::vector<Ix> full = idx;
+      full.resize(operand_shape.size(), e.konst(0));
+      int64_t rest = r;
+      for (size_t d = operand_shape.size(); d-- > lead;) {
+        full[d] = e.konst(rest % operand_shape[d]);
+        rest /= operand_shape[d];
+      }
+      acc = combine(b, op, out_t, acc, e.convert(k.nodes[value_node].dtype, out_t, e.emit(value_node, full)));
+    }
+    return acc;
+  };
   const size_t rank = space.size();
   const int64_t inner = rank ? space.back() : 1;
 
@@ -689,7 +712,10 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
     std::vector<Ix> idx = outer_index(b.getInt64(0));
     idx[rank - 1] = Ix{begin, true, 1, 0};
     e.start(Emitter::Mode::Record, 0);
-    e.emit(value_node, idx);
+    if (reduces)
+      e.emit(value_node, idx);
+    else
+      value_at(idx);
     std::vector<int64_t> br = e.breakpoints();
     std::sort(br.begin(), br.end());
     br.erase(std::unique(br.begin(), br.end()), br.end());
@@ -722,7 +748,7 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
         emit_loop(b, lo, hi, [&](Value* j) {
           if (rank) idx[rank - 1] = Ix{j, true, 1, 0};
           e.start(mode, cuts[s]);
-          Value* v = e.emit(value_node, idx);
+          Value* v = value_at(idx);
           Value* at = b.CreateAdd(start, j);
           b.CreateStore(e.to_storage(v, out_t), b.CreateGEP(e.storage_type(out_t), out, at));
         }, "j");

@@ -15,6 +15,7 @@ using codegen::NodeKind;
 // Kernels over fewer elements than this are left to the interpreter: the compile time would
 // not pay for itself.
 constexpr int64_t kMinElements = 4096;
+constexpr int64_t kMinReductionOutputs = 64;
 
 template <class P>
 const P* as(const Equation& eq) {
@@ -67,7 +68,9 @@ std::optional<Node> node_of(const Program& p, const Equation& eq) {
   } else if (auto* rd = as<prim::Reduce>(eq)) {
     const AbstractValue& in = p.type(eq.inputs[0]);
     int k = static_cast<int>(rd->axes.size());
-    if (k == 0) return std::nullopt;
+    // A generated reduction splits its outputs over the threads: too few outputs (a full
+    // reduction) are left to the interpreter's kernel, which splits the rows instead.
+    if (k == 0 || out.size() < kMinReductionOutputs) return std::nullopt;
     for (int a = 0; a < k; ++a)
       if (rd->axes[a] != in.ndim() - k + a) return std::nullopt;  // trailing axes only
     n.kind = NodeKind::Reduce;
