@@ -42,6 +42,7 @@
 #include <unordered_map>
 
 #include "codegen/loop_kernel.h"
+#include "core/rational_tanh.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
 
@@ -443,7 +444,7 @@ class Emitter {
       case UnaryOp::Expm1: return call("expm1", in, {x});
       case UnaryOp::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
       case UnaryOp::Rsqrt: return b_.CreateFDiv(fconst(in, 1), intrinsic(llvm::Intrinsic::sqrt, x));
-      case UnaryOp::Tanh: return call("tanh", in, {x});
+      case UnaryOp::Tanh: return in == DType::Float32 ? rational_tanh(x) : call("tanh", in, {x});
       case UnaryOp::Logistic:
         return b_.CreateFDiv(fconst(in, 1), b_.CreateFAdd(fconst(in, 1), call("exp", in, {b_.CreateFNeg(x)})));
       case UnaryOp::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
@@ -460,6 +461,24 @@ class Emitter {
       case UnaryOp::Erf: return call("erf", in, {x});
       default: fail("code generator: unsupported unary op ", static_cast<int>(op));
     }
+  }
+
+  // detail::rational_tanh, operation for operation.
+  Value* rational_tanh(Value* u) {
+    auto f = [&](float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); };
+    Value* x = b_.CreateSelect(b_.CreateFCmpOLT(u, f(-detail::kTanhClamp)), f(-detail::kTanhClamp), u);
+    x = b_.CreateSelect(b_.CreateFCmpOLT(f(detail::kTanhClamp), x), f(detail::kTanhClamp), x);
+    Value* x2 = b_.CreateFMul(x, x);
+    Value* p = f(detail::kTanhAlpha[0]);
+    auto fma = [&](Value* a, Value* m, float c) {
+      return b_.CreateIntrinsic(llvm::Intrinsic::fma, {b_.getFloatTy()}, {a, m, f(c)});
+    };
+    for (int i = 1; i < 7; ++i) p = fma(p, x2, detail::kTanhAlpha[i]);
+    p = b_.CreateFMul(p, x);
+    Value* q = f(detail::kTanhBeta[0]);
+    for (int i = 1; i < 4; ++i) q = fma(q, x2, detail::kTanhBeta[i]);
+    Value* tiny = b_.CreateFCmpOLT(intrinsic(llvm::Intrinsic::fabs, u), f(detail::kTanhTiny));
+    return b_.CreateSelect(tiny, u, b_.CreateFDiv(p, q));
   }
 
   Value* binary(BinaryOp op, DType t, Value* a, Value* c) {

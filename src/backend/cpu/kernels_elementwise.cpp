@@ -5,6 +5,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "core/rational_tanh.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
 
@@ -88,7 +89,10 @@ T unary_value(UnaryOp op, T x) {
       case UnaryOp::Rsqrt:
         return T(1) / std::sqrt(x);
       case UnaryOp::Tanh:
-        return std::tanh(x);
+        if constexpr (std::is_same_v<T, float>)
+          return detail::rational_tanh(x);
+        else
+          return std::tanh(x);
       case UnaryOp::Logistic:
         return T(1) / (T(1) + std::exp(-x));
       case UnaryOp::Abs:
@@ -144,6 +148,10 @@ void unary_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
         }
         if (op == UnaryOp::Exp) {
           for (int64_t i = b; i < e; ++i) y[i] = std::exp(x[i]);
+          return;
+        }
+        if (op == UnaryOp::Tanh) {
+          for (int64_t i = b; i < e; ++i) y[i] = unary_value(UnaryOp::Tanh, x[i]);
           return;
         }
       }
