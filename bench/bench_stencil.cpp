@@ -116,7 +116,8 @@ void heat_step(const float* x, float* y, int64_t n, int64_t begin, int64_t end) 
 }
 
 Array heat_jax_step(const Array& x) {
-  Array left = spmd::concatenate({spmd::slice(x, {Range{-1, {}}}), spmd::slice(x, {Range{{}, -1}})});
+  Array left =
+      spmd::concatenate({spmd::slice(x, {Range{-1, {}}}), spmd::slice(x, {Range{{}, -1}})});
   Array right = spmd::concatenate({spmd::slice(x, {Range{1, {}}}), spmd::slice(x, {Range{{}, 1}})});
   return x + kAlpha * (left - 2.0 * x + right);
 }
@@ -149,10 +150,9 @@ bool bench_heat(int rounds, int threads, bool& ok) {
   Array y_jit, y_pmap;
   auto loop = [&](std::vector<float>& a, std::vector<float>& b, int t) {
     std::copy(x0.begin(), x0.end(), a.begin());
-    return run_steps(a.data(), b.data(), n, t, steps,
-                     [n](const float* x, float* y, int64_t lo, int64_t hi) {
-                       heat_step(x, y, n, lo, hi);
-                     });
+    return run_steps(
+        a.data(), b.data(), n, t, steps,
+        [n](const float* x, float* y, int64_t lo, int64_t hi) { heat_step(x, y, n, lo, hi); });
   };
   std::vector<Impl> impls = {
       {"spmd::jit(step), called 200 times",
@@ -210,7 +210,8 @@ void jacobi_rows(const float* x, float* y, int64_t n, int64_t begin, int64_t end
     const float* row = x + i * n;
     float* out = y + i * n;
     out[0] = 0.25f * (((up[0] + down[0]) + 0.0f) + row[1]);
-    for (int64_t j = 1; j + 1 < n; ++j) out[j] = 0.25f * (((up[j] + down[j]) + row[j - 1]) + row[j + 1]);
+    for (int64_t j = 1; j + 1 < n; ++j)
+      out[j] = 0.25f * (((up[j] + down[j]) + row[j - 1]) + row[j + 1]);
     out[n - 1] = 0.25f * (((up[n - 1] + down[n - 1]) + row[n - 2]) + 0.0f);
   }
 }
@@ -252,10 +253,9 @@ bool bench_jacobi(int rounds, int threads, bool& ok) {
   Array y_jit, y_pmap;
   auto loop = [&](std::vector<float>& a, std::vector<float>& b, int t) {
     std::copy(x0.begin(), x0.end(), a.begin());
-    return run_steps(a.data(), b.data(), n, t, steps,
-                     [n](const float* x, float* y, int64_t lo, int64_t hi) {
-                       jacobi_rows(x, y, n, lo, hi);
-                     });
+    return run_steps(
+        a.data(), b.data(), n, t, steps,
+        [n](const float* x, float* y, int64_t lo, int64_t hi) { jacobi_rows(x, y, n, lo, hi); });
   };
   std::vector<Impl> impls = {
       {"spmd::jit(step), called 20 times",

@@ -112,7 +112,8 @@ Ref ref_of(Shape shape, DType dtype, double tol = 0) {
 std::string index_str(int64_t flat, const Shape& shape) {
   std::vector<int64_t> idx(shape.size());
   for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    idx[static_cast<size_t>(d)] = shape[static_cast<size_t>(d)] ? flat % shape[static_cast<size_t>(d)] : 0;
+    idx[static_cast<size_t>(d)] =
+        shape[static_cast<size_t>(d)] ? flat % shape[static_cast<size_t>(d)] : 0;
     if (shape[static_cast<size_t>(d)]) flat /= shape[static_cast<size_t>(d)];
   }
   std::ostringstream os;
@@ -186,20 +187,24 @@ TEST_P(Fusion, SlicesWithStepsAndNegativeStepsBetweenElementwiseOps) {
 
   auto f = [](const Array& x) {
     Array a = x * 2.0 + 1.0;
-    Array s = slice(a, {Range{1, -1, 3}, Range{{}, {}, -2}}) - 0.5 * slice(x, {Range{1, -1, 3}, Range{{}, {}, -2}});
+    Array s = slice(a, {Range{1, -1, 3}, Range{{}, {}, -2}}) -
+              0.5 * slice(x, {Range{1, -1, 3}, Range{{}, {}, -2}});
     Array t = exp(slice(x, {Range{-2, 0, -2}, Range{1, {}, 4}})) * 3.0;
     // lax.slice with strides, then a reversal of both axes by lax.rev and by flip
     int64_t r = x.shape()[0], c = x.shape()[1];
-    Array u = lax::rev(slice(x * x, {0, 1}, {r, c}, {2, 3}), {0}) + flip(slice(x, {0, 1}, {r, c}, {2, 3}), 1);
+    Array u = lax::rev(slice(x * x, {0, 1}, {r, c}, {2, 3}), {0}) +
+              flip(slice(x, {0, 1}, {r, c}, {2, 3}), 1);
     return std::vector<Array>{s, t, u};
   };
-  Ref s = ref_of({static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols.size())}, float32, kFloatTol);
+  Ref s = ref_of({static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols.size())}, float32,
+                 kFloatTol);
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < cols.size(); ++j) {
       float v = xv[at(rows[i], cols[j])];
       s.v[i * cols.size() + j] = (v * 2.0f + 1.0f) - 0.5f * v;
     }
-  Ref t = ref_of({static_cast<int64_t>(rows2.size()), static_cast<int64_t>(cols2.size())}, float32, kFloatTol);
+  Ref t = ref_of({static_cast<int64_t>(rows2.size()), static_cast<int64_t>(cols2.size())}, float32,
+                 kFloatTol);
   for (size_t i = 0; i < rows2.size(); ++i)
     for (size_t j = 0; j < cols2.size(); ++j)
       t.v[i * cols2.size() + j] = std::exp(xv[at(rows2[i], cols2[j])]) * 3.0f;
@@ -223,7 +228,8 @@ TEST_P(Fusion, PadsWithNegativeWidthsAndInteriorPadding) {
     Array p = lax::pad(x * 3.0 - 1.0, Array(-7.0f), lo, hi, interior) + 0.5;
     Array q = pad(sqrt(abs(x)), {{2, 0}, {1, 3}}, 1.5) * 2.0;
     // Cropping more than the padding on both sides of an axis, after interior padding.
-    Array r = lax::pad(x - 2.0, Array(4.0f), {-2, -1}, {-1, 1}, {2, 0}) * static_cast<double>(x.shape()[1]);
+    Array r = lax::pad(x - 2.0, Array(4.0f), {-2, -1}, {-1, 1}, {2, 0}) *
+              static_cast<double>(x.shape()[1]);
     return std::vector<Array>{p, q, r};
   };
   auto padded = [&](const Shape& lo, const Shape& hi, const Shape& in, float fill,
@@ -242,13 +248,16 @@ TEST_P(Fusion, PadsWithNegativeWidthsAndInteriorPadding) {
       }
     return ref;
   };
-  Ref p = padded(lo, hi, interior, -7.0f, [](float v) { return v * 3.0f - 1.0f; },
-                 [](float v) { return v + 0.5f; }, kFloatTol);
-  Ref q = padded({2, 1}, {0, 3}, {0, 0}, 1.5f, [](float v) { return std::sqrt(std::abs(v)); },
-                 [](float v) { return v * 2.0f; }, kFloatTol);
+  Ref p = padded(
+      lo, hi, interior, -7.0f, [](float v) { return v * 3.0f - 1.0f; },
+      [](float v) { return v + 0.5f; }, kFloatTol);
+  Ref q = padded(
+      {2, 1}, {0, 3}, {0, 0}, 1.5f, [](float v) { return std::sqrt(std::abs(v)); },
+      [](float v) { return v * 2.0f; }, kFloatTol);
   const float c = static_cast<float>(C);
-  Ref r = padded({-2, -1}, {-1, 1}, {2, 0}, 4.0f, [](float v) { return v - 2.0f; },
-                 [c](float v) { return v * c; }, kFloatTol);
+  Ref r = padded(
+      {-2, -1}, {-1, 1}, {2, 0}, 4.0f, [](float v) { return v - 2.0f; },
+      [c](float v) { return v * c; }, kFloatTol);
   check_all(f, {p, q, r}, x);
 }
 
@@ -261,10 +270,13 @@ TEST_P(Fusion, ConcatenatesManyPiecesAlongInnerAndOuterAxes) {
     Array inner = concatenate({x * 2.0, slice(x, {Range{}, Range{0, 1}}),
                                sin(slice(x, {Range{}, Range{{}, {}, -2}})), full({r, 2}, 3.0),
                                astype(iota(int32, {r, 3}, 1), float32), y - x},
-                              1) * 0.5 + 1.0;
+                              1) *
+                      0.5 +
+                  1.0;
     Array outer = concatenate({x, -x, slice(x, {Range{0, 1}}), abs(y), flip(x, 0) * y,
                                slice(y, {Range{{}, {}, -3}})},
-                              0) - 1.0;
+                              0) -
+                  1.0;
     return std::vector<Array>{inner, outer};
   };
   std::vector<int64_t> odd = py_range(C, {}, {}, -2);
@@ -279,7 +291,8 @@ TEST_P(Fusion, ConcatenatesManyPiecesAlongInnerAndOuterAxes) {
     for (int k = 0; k < 3; ++k) row.push_back(static_cast<float>(k));
     for (int64_t j = 0; j < C; ++j) row.push_back(yv[at(i, j)] - xv[at(i, j)]);
     ASSERT_EQ(static_cast<int64_t>(row.size()), ci);
-    for (int64_t j = 0; j < ci; ++j) inner.v[static_cast<size_t>(i * ci + j)] = row[static_cast<size_t>(j)] * 0.5f + 1.0f;
+    for (int64_t j = 0; j < ci; ++j)
+      inner.v[static_cast<size_t>(i * ci + j)] = row[static_cast<size_t>(j)] * 0.5f + 1.0f;
   }
   std::vector<int64_t> every3 = py_range(R, {}, {}, -3);
   const int64_t ro = 2 * R + 1 + R + R + static_cast<int64_t>(every3.size());
@@ -288,13 +301,15 @@ TEST_P(Fusion, ConcatenatesManyPiecesAlongInnerAndOuterAxes) {
   for (int64_t i = 0; i < R; ++i) rows.push_back([&, i](int64_t j) { return xv[at(i, j)]; });
   for (int64_t i = 0; i < R; ++i) rows.push_back([&, i](int64_t j) { return -xv[at(i, j)]; });
   rows.push_back([&](int64_t j) { return xv[at(0, j)]; });
-  for (int64_t i = 0; i < R; ++i) rows.push_back([&, i](int64_t j) { return std::abs(yv[at(i, j)]); });
+  for (int64_t i = 0; i < R; ++i)
+    rows.push_back([&, i](int64_t j) { return std::abs(yv[at(i, j)]); });
   for (int64_t i = 0; i < R; ++i)
     rows.push_back([&, i](int64_t j) { return xv[at(R - 1 - i, j)] * yv[at(i, j)]; });
   for (int64_t i : every3) rows.push_back([&, i](int64_t j) { return yv[at(i, j)]; });
   ASSERT_EQ(static_cast<int64_t>(rows.size()), ro);
   for (int64_t i = 0; i < ro; ++i)
-    for (int64_t j = 0; j < C; ++j) outer.v[static_cast<size_t>(i * C + j)] = rows[static_cast<size_t>(i)](j) - 1.0f;
+    for (int64_t j = 0; j < C; ++j)
+      outer.v[static_cast<size_t>(i * C + j)] = rows[static_cast<size_t>(i)](j) - 1.0f;
   check_all(f, {inner, outer}, x, y);
 }
 
@@ -305,8 +320,8 @@ TEST_P(Fusion, BroadcastsOfSizeOneAndRankChangingBroadcasts) {
   std::vector<float> av = f32s(a), bv = f32s(b), cv = f32s(c), colv = f32s(col);
   auto f = [](const Array& a, const Array& b, const Array& c, const Array& s, const Array& col) {
     int64_t r = a.shape()[0], n = c.shape()[0];
-    Array outer = a * b + c - s;                                              // (R, C)
-    Array cube = broadcast_to(c * 2.0, {2, r, n}) * expand_dims(a * b, 0);    // (2, R, C)
+    Array outer = a * b + c - s;                                             // (R, C)
+    Array cube = broadcast_to(c * 2.0, {2, r, n}) * expand_dims(a * b, 0);   // (2, R, C)
     Array in_dim = lax::broadcast_in_dim(exp(col), {r, n}, {0}) + b;         // (R, C)
     Array scalar = broadcast_to(s + 1.0, {r, n}) - broadcast_to(a, {r, n});  // (R, C)
     return std::vector<Array>{outer, cube, in_dim, scalar};
@@ -318,7 +333,8 @@ TEST_P(Fusion, BroadcastsOfSizeOneAndRankChangingBroadcasts) {
       float ab = av[static_cast<size_t>(i)] * bv[static_cast<size_t>(j)];
       outer.v[at(i, j)] = (ab + cv[static_cast<size_t>(j)]) - 0.75f;
       for (int64_t k = 0; k < 2; ++k)
-        cube.v[static_cast<size_t>(k * R * C) + at(i, j)] = (cv[static_cast<size_t>(j)] * 2.0f) * ab;
+        cube.v[static_cast<size_t>(k * R * C) + at(i, j)] =
+            (cv[static_cast<size_t>(j)] * 2.0f) * ab;
       in_dim.v[at(i, j)] = std::exp(colv[static_cast<size_t>(i)]) + bv[static_cast<size_t>(j)];
       scalar.v[at(i, j)] = 1.75f - av[static_cast<size_t>(i)];
     }
@@ -400,7 +416,8 @@ TEST_P(Fusion, DtypeConversionsBetweenFloat32Int32BoolAndFloat64) {
     Array c = astype(x > 0.0, float32) + astype(astype(x, bool_), int32);
     Array d = astype(astype(x, float64) * 1.1 + astype(a, float64), float32);
     Array e = lax::convert_element_type(x, float64) / 3.0;
-    Array g = astype(equal(remainder(a, 7), 0), int32) * a + astype(astype(x, bool_) & (a < 0), int32);
+    Array g =
+        astype(equal(remainder(a, 7), 0), int32) * a + astype(astype(x, bool_) & (a < 0), int32);
     return std::vector<Array>{a, b, c, d, e, g};
   };
   Ref a = ref_of({R, C}, int32), b = ref_of({R, C}, float32), c = ref_of({R, C}, float32);
@@ -432,13 +449,15 @@ TEST_P(Fusion, IntegerArithmetic) {
     Array m = maximum(a, c) - minimum(b, c) * 3;
     Array s = abs(a) + negative(c) + sign(b);
     Array w = astype(a, int64) * 100000 + astype(b, int64);
-    Array sh = lax::shift_left(abs(b), full_like(b, 3)) + lax::shift_right_logical(abs(a), full_like(a, 2));
+    Array sh = lax::shift_left(abs(b), full_like(b, 3)) +
+               lax::shift_right_logical(abs(a), full_like(a, 2));
     Array cmp = where(a >= c, a - c, c - a) * 2 + 1;
     return std::vector<Array>{p, q, r, m, s, w, sh, cmp};
   };
   Shape sh = {R, C};
-  std::vector<Ref> want = {ref_of(sh, int32), ref_of(sh, int32), ref_of(sh, int32), ref_of(sh, int32),
-                           ref_of(sh, int32), ref_of(sh, int64), ref_of(sh, int32), ref_of(sh, int32)};
+  std::vector<Ref> want = {ref_of(sh, int32), ref_of(sh, int32), ref_of(sh, int32),
+                           ref_of(sh, int32), ref_of(sh, int32), ref_of(sh, int64),
+                           ref_of(sh, int32), ref_of(sh, int32)};
   for (size_t k = 0; k < av.size(); ++k) {
     int32_t x = av[k], y = bv[k], z = cv[k];
     int32_t q = x / y;
@@ -463,13 +482,21 @@ TEST_P(Fusion, ReductionsOfFusedProducersAreExactOnQuarterValues) {
     Array p = x * y + 1.0;
     Array d = x - y;
     return std::vector<Array>{
-        sum(p, -1),  sum(p, 0), sum(p),  max(d, -1), max(p * 2.0, 0), min(x * 2.0 - y),
+        sum(p, -1),
+        sum(p, 0),
+        sum(p),
+        max(d, -1),
+        max(p * 2.0, 0),
+        min(x * 2.0 - y),
         p - max(p, -1, true),  // a reduction feeding an elementwise consumer of its producer
-        sum(astype(x * 4.0, int32) * 3, 0), mean(p, -1), sum(slice(p, {Range{{}, {}, 2}, Range{{}, {}, -1}}), -1)};
+        sum(astype(x * 4.0, int32) * 3, 0),
+        mean(p, -1),
+        sum(slice(p, {Range{{}, {}, 2}, Range{{}, {}, -1}}), -1)};
   };
-  std::vector<Ref> want = {ref_of({R}, float32),    ref_of({C}, float32), ref_of({}, float32),
-                           ref_of({R}, float32),    ref_of({C}, float32), ref_of({}, float32),
-                           ref_of({R, C}, float32), ref_of({C}, int32),   ref_of({R}, float32, 1e-7)};
+  std::vector<Ref> want = {
+      ref_of({R}, float32),    ref_of({C}, float32), ref_of({}, float32),
+      ref_of({R}, float32),    ref_of({C}, float32), ref_of({}, float32),
+      ref_of({R, C}, float32), ref_of({C}, int32),   ref_of({R}, float32, 1e-7)};
   auto even = py_range(R, {}, {}, 2);
   want.push_back(ref_of({static_cast<int64_t>(even.size())}, float32));
   std::vector<double> rowmax(static_cast<size_t>(R), -INFINITY);
@@ -490,7 +517,8 @@ TEST_P(Fusion, ReductionsOfFusedProducersAreExactOnQuarterValues) {
       if (i % 2 == 0) want[9].v[static_cast<size_t>(i / 2)] += p;
     }
   for (int64_t i = 0; i < R; ++i) {
-    want[8].v[static_cast<size_t>(i)] = static_cast<float>(want[0].v[static_cast<size_t>(i)] / static_cast<double>(C));
+    want[8].v[static_cast<size_t>(i)] =
+        static_cast<float>(want[0].v[static_cast<size_t>(i)] / static_cast<double>(C));
     for (int64_t j = 0; j < C; ++j)
       want[6].v[at(i, j)] = xv[at(i, j)] * yv[at(i, j)] + 1.0 - rowmax[static_cast<size_t>(i)];
   }
@@ -536,8 +564,10 @@ TEST_P(Fusion, SeveralOutputsOfOneGroupIncludingIntermediates) {
     Array c = tanh(b) * x;
     return std::vector<Array>{a, b, c, sum(c, -1), x > b, astype(c, float64)};
   };
-  Ref a = ref_of({R, C}, float32), b = ref_of({R, C}, float32), c = ref_of({R, C}, float32, kFloatTol);
-  Ref rs = ref_of({R}, float32, kSumTol), gt = ref_of({R, C}, bool_), c64 = ref_of({R, C}, float64, kFloatTol);
+  Ref a = ref_of({R, C}, float32), b = ref_of({R, C}, float32),
+      c = ref_of({R, C}, float32, kFloatTol);
+  Ref rs = ref_of({R}, float32, kSumTol), gt = ref_of({R, C}, bool_),
+      c64 = ref_of({R, C}, float64, kFloatTol);
   rs.scale.assign(static_cast<size_t>(R), 0.0);
   for (int64_t i = 0; i < R; ++i)
     for (int64_t j = 0; j < C; ++j) {
@@ -560,7 +590,8 @@ TEST_P(Fusion, FusedOutputsAlsoFeedADot) {
     Array h = matmul(e, w);
     Array out = h * 0.5 + 1.0;
     Array t = matmul(transpose(e), concatenate({e, -e}, 1));  // (C, 2C), e both sides
-    return std::vector<Array>{e, h, out, sum(e, -1), slice(t, {Range{{}, {}, 5}, Range{{}, {}, 7}})};
+    return std::vector<Array>{e, h, out, sum(e, -1),
+                              slice(t, {Range{{}, {}, 5}, Range{{}, {}, 7}})};
   };
   Ref e = ref_of({R, C}, float32), h = ref_of({R, K}, float32), out = ref_of({R, K}, float32);
   Ref se = ref_of({R}, float32);
@@ -642,8 +673,9 @@ TEST(FusionStencil, ZeroBoundaryJacobiStepMatchesAHandLoop) {
     const int64_t m = n + 1;
     auto f = [](const Array& x) {
       Array p = pad(x, {{1, 1}, {1, 1}});
-      return 0.25 * (slice(p, {Range{{}, -2}, Range{1, -1}}) + slice(p, {Range{2, {}}, Range{1, -1}}) +
-                     slice(p, {Range{1, -1}, Range{{}, -2}}) + slice(p, {Range{1, -1}, Range{2, {}}}));
+      return 0.25 *
+             (slice(p, {Range{{}, -2}, Range{1, -1}}) + slice(p, {Range{2, {}}, Range{1, -1}}) +
+              slice(p, {Range{1, -1}, Range{{}, -2}}) + slice(p, {Range{1, -1}, Range{2, {}}}));
     };
     auto get = [&](int64_t i, int64_t j) {
       return i < 0 || j < 0 || i >= n || j >= m ? 0.0f : xv[static_cast<size_t>(i * m + j)];
@@ -678,9 +710,11 @@ TEST(FusionStencil, LayerNormGeluMatchesAHandLoop) {
     for (int64_t j = 0; j < C; ++j) var += std::pow(xv[static_cast<size_t>(i * C + j)] - mu, 2);
     var /= C;
     for (int64_t j = 0; j < C; ++j) {
-      double v = (xv[static_cast<size_t>(i * C + j)] - mu) / std::sqrt(var + 1e-5) * gv[static_cast<size_t>(j)] +
+      double v = (xv[static_cast<size_t>(i * C + j)] - mu) / std::sqrt(var + 1e-5) *
+                     gv[static_cast<size_t>(j)] +
                  bv[static_cast<size_t>(j)];
-      want.v[static_cast<size_t>(i * C + j)] = 0.5 * v * (1 + std::tanh(c * (v + 0.044715 * v * v * v)));
+      want.v[static_cast<size_t>(i * C + j)] =
+          0.5 * v * (1 + std::tanh(c * (v + 0.044715 * v * v * v)));
     }
   }
   check_one(f, want, x, g, b);
