@@ -1,12 +1,15 @@
-// Helpers shared by the benchmarks: medians, wall-clock timing, and the seeds' dot-product
-// workload (random rows and the hand-written loops it is compared with).
+// Helpers shared by the benchmarks: medians, wall-clock timing, the seeds' dot-product
+// workload (random rows and the hand-written loops it is compared with), and a threaded driver
+// for hand-written time-stepping loops.
 #pragma once
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace spmd::bench {
@@ -44,15 +47,20 @@ inline double per_call_us(const std::function<void()>& fn, int batches, int call
   return median(t);
 }
 
-// Uniform floats in [0, 1) from a 64-bit LCG (fast; std::mt19937 would take seconds here).
-inline std::vector<float> random_rows(int64_t rows, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(rows * 3));
+// n uniform floats in [0, 1) from a 64-bit LCG (fast; std::mt19937 would take seconds here).
+inline std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   for (float& x : v) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     x = static_cast<float>(s >> 40) * (1.0f / 16777216.0f);
   }
   return v;
+}
+
+// `rows` 3-D vectors of random_floats, row-major.
+inline std::vector<float> random_rows(int64_t rows, uint64_t seed) {
+  return random_floats(rows * 3, seed);
 }
 
 // out[i] = a[i] . b[i] for rows [begin, end) of 3-D vectors.
@@ -67,6 +75,34 @@ inline void dot_rows_2threads(const float* a, const float* b, float* out, int64_
   std::thread other([&] { dot_rows(a, b, out, half, n); });
   dot_rows(a, b, out, 0, half);
   other.join();
+}
+
+// `steps` steps of a computation that reads one buffer and writes the other, over the index
+// range [0, n) split evenly among `threads` threads (the calling thread is one of them, the
+// others start once), a barrier between steps: step(src, dst, begin, end) writes dst[begin,
+// end) of the next state from src. The buffers swap after each step; returns the one holding
+// the last state.
+template <class Step>
+float* run_steps(float* a, float* b, int64_t n, int threads, int steps, const Step& step) {
+  auto work = [&](int t, std::barrier<>* sync) {
+    int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+    float *src = a, *dst = b;
+    for (int s = 0; s < steps; ++s) {
+      step(static_cast<const float*>(src), dst, begin, end);
+      if (sync) sync->arrive_and_wait();
+      std::swap(src, dst);
+    }
+  };
+  if (threads <= 1) {
+    work(0, nullptr);
+  } else {
+    std::barrier<> sync(threads);
+    std::vector<std::thread> others;
+    for (int t = 1; t < threads; ++t) others.emplace_back(work, t, &sync);
+    work(0, &sync);
+    for (auto& th : others) th.join();
+  }
+  return steps % 2 ? b : a;
 }
 
 }  // namespace spmd::bench
