@@ -122,6 +122,26 @@ TEST(DonationErrors, AConstantOfAnotherCompiledFunctionDonatedLaterIsAnError) {
   expect_contains(error_of([&] { (void)add_c(z); }), "Array has been deleted");
 }
 
+TEST(DonationErrors, AFailedRunDeletesOnlyTheArraysWhoseBuffersItMayHaveWritten) {
+  JitOptions opts;
+  opts.donate_argnums = {0, 1};
+  auto f = jit(
+      [](const Array& x, const Array& y) {
+        Array a = x * 2.0f;  // may be written into x's buffer before the callback fails
+        Array b = pure_callback([](const Array&) -> Array { fail("the host function failed"); },
+                                ShapeDtype{y.shape(), y.dtype()}, y);
+        return std::make_pair(a, b);
+      },
+      opts);
+  std::vector<float> yv = floats(8, 24);
+  Array x = farray(floats(8, 23), {8}), y = farray(yv, {8});
+  Array y_view = y.reshape({2, 4});  // y's buffer is shared: never written
+  expect_contains(error_of([&] { (void)f(x, y); }), "the host function failed");
+  EXPECT_TRUE(x.is_deleted());
+  EXPECT_FALSE(y.is_deleted());
+  EXPECT_EQ(y.to_vector<float>(), yv);
+}
+
 TEST(DonationErrors, BadArgnumsAreErrors) {
   auto f = [](const Array& x, int k) { return x * static_cast<float>(k); };
   Array x = farray(floats(4, 6), {4});
@@ -196,6 +216,34 @@ TEST_P(Donation, OnlyAnOutputWrittenAfterTheLastReadTakesTheBuffer) {
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(av[i], xv[i] * 2.0f + 1.0f) << i;
     ASSERT_EQ(bv[i], xv[i] * 3.0f - 1.0f) << i;
+  }
+}
+
+TEST(DonationSafety, AnArrayTheFunctionAlsoCapturesIsNotOverwritten) {
+  // f reads x as a constant (captured) after writing its first output: x's buffer must not
+  // hold that output.
+  const int64_t n = 1000;
+  std::vector<float> xv = floats(n, 25);
+  Array x = farray(xv, {n});
+  const void* x_data = data_of(x);
+  JitOptions opts;
+  opts.donate_argnums = {0};
+  std::vector<float> yv = floats(n, 26);
+  Array y = farray(yv, {n});
+  auto f = jit(
+      [&x](const Array& a, const Array& b) {
+        Array doubled = a * 2.0f;
+        Array scaled = b * x;  // x read as a constant after `doubled` is written
+        return std::make_pair(doubled, scaled);
+      },
+      opts);
+  auto [d, t] = f(x, y);
+  EXPECT_NE(data_of(d), x_data);
+  EXPECT_TRUE(x.is_deleted());
+  std::vector<float> dv = d.to_vector<float>(), tv = t.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(dv[i], xv[i] * 2.0f);
+    ASSERT_EQ(tv[i], yv[i] * xv[i]);
   }
 }
 

@@ -89,6 +89,12 @@ void Executable::plan_donation() {
   }
 }
 
+bool Executable::holds_constant(const Array& a) const {
+  for (const auto& lit : literal_arrays_)
+    if (lit == a.impl()) return true;
+  return false;
+}
+
 std::vector<int> Executable::match_donations(const std::vector<bool>& reusable,
                                              const std::vector<bool>& writable) const {
   const size_t nout = output_types_.size();

@@ -399,8 +399,11 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::Ex
     in[i] = impl.data();
   }
   // Donated inputs' storage hosts the outputs matched to them.
+  std::vector<bool> lendable = reusable;
+  for (size_t i = 0; i < lendable.size() && i < inputs.size(); ++i)
+    lendable[i] = lendable[i] && !holds_constant(inputs[i]);
   std::vector<int> host =
-      reusable.empty() ? std::vector<int>(output_types_.size(), -1) : match_donations(reusable);
+      reusable.empty() ? std::vector<int>(output_types_.size(), -1) : match_donations(lendable);
   // The other outputs share one allocation (each output keeps it alive), or, when donating, get
   // one each: a later call can take an output's storage only if no other array shares it.
   size_t total = 0;

@@ -46,6 +46,9 @@ class Executable {
   // input used at most once, only reusable inputs and (if given) only outputs with writable[j].
   std::vector<int> match_donations(const std::vector<bool>& reusable,
                                    const std::vector<bool>& writable = {}) const;
+  // Whether the program holds `a` as a constant (a closure captured it): its storage is read
+  // by the run whatever the inputs, so it cannot be donated.
+  bool holds_constant(const Array& a) const;
 
   // The state of runs of this executable, set up once for many runs (a loop body runs once per
   // iteration): the arena and every operand pointer are kept, so a run only rebinds the inputs

@@ -80,8 +80,14 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
   ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
   if (call.donated.empty()) return entry->executable->run(call.leaves, ctx);
-  std::vector<Array> out = entry->executable->run(
-      call.leaves, ctx, transforms::reusable_leaves(call.leaves, call.donated));
+  std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
+  std::vector<Array> out;
+  try {
+    out = entry->executable->run(call.leaves, ctx, reusable);
+  } catch (...) {
+    transforms::delete_donated(call.leaves, reusable);  // their buffers may be half written
+    throw;
+  }
   transforms::delete_donated(call.leaves, call.donated);
   return out;
 }

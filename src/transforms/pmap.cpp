@@ -60,11 +60,14 @@ void check_listed_devices(const prim::PmapCall& call) {
 // when the per-replica program may write an output into an input (Executable's candidates),
 // the whole sharded output may take the whole input's buffer. Not under a nested pmap: the
 // replicas of one row all read it while one of them writes it.
-std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& call) {
+std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& call,
+                                   std::vector<bool>& lent) {
+  lent.assign(call.leaves.size(), false);
   const compile::Executable& exe = *prim.compiled().executable;
   if (prim.nested_replicas() != 1 || exe.input_types().size() != call.leaves.size()) return {};
   std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
-  for (size_t i = 0; i < reusable.size(); ++i) reusable[i] = reusable[i] && prim.in_axes[i] == 0;
+  for (size_t i = 0; i < reusable.size(); ++i)
+    reusable[i] = reusable[i] && prim.in_axes[i] == 0 && !exe.holds_constant(call.leaves[i]);
   std::vector<bool> writable;
   for (int a : prim.out_axes) writable.push_back(a == 0);
   std::vector<int> host = exe.match_donations(reusable, writable);
@@ -78,6 +81,7 @@ std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& c
     if (impl.aval.nbytes() != out_types[j].nbytes() || impl.aval.dtype != out_types[j].dtype)
       continue;  // cannot happen for matched candidates; checked anyway
     into[j] = detail::wrap_buffer(out_types[j], impl.buffer, impl.offset, impl.placement, false);
+    lent[static_cast<size_t>(host[j])] = true;
   }
   return into;
 }
@@ -172,10 +176,20 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   if (!devices.empty()) check_listed_devices(*prim);
   if (inside_trace || !captured.empty()) return spmd::bind(prim, args);
 
-  std::vector<Array> outs = call.donated.empty()
-                                ? backend::execute_eager(*prim, args)
-                                : backend::execute_eager(*prim, args, donated_storage(*prim, call));
-  transforms::delete_donated(call.leaves, call.donated);
+  std::vector<Array> outs;
+  if (call.donated.empty()) {
+    outs = backend::execute_eager(*prim, args);
+  } else {
+    std::vector<bool> lent;  // the inputs whose buffers host outputs
+    std::vector<Array> into = donated_storage(*prim, call, lent);
+    try {
+      outs = backend::execute_eager(*prim, args, into);
+    } catch (...) {
+      transforms::delete_donated(call.leaves, lent);  // their buffers may be half written
+      throw;
+    }
+    transforms::delete_donated(call.leaves, call.donated);
+  }
   // Mapped outputs are sharded over the devices that computed them.
   // Row r is written by the replica at (r, 0, ...) of the mesh.
   const int64_t inner = prim->nested_replicas();
