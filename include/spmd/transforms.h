@@ -226,8 +226,9 @@ struct JitOptions {
   // counts from the end; a pytree argument donates all its leaves). After the call a donated
   // Array is deleted: any use but shape/dtype throws "Array has been deleted". An output takes a
   // donated buffer of its dtype and byte size when the program no longer reads the input once it
-  // writes the output, and only if no other Array or view shares that buffer (otherwise the
-  // input is just deleted). Ignored when the call is traced into an enclosing transformation.
+  // writes the output, and only if no other Array or view shares that buffer and the array is
+  // passed once in the call (otherwise it is just deleted, its buffer untouched). Ignored when
+  // the call is traced into an enclosing transformation.
   std::vector<int> donate_argnums;
 };
 
