@@ -13,7 +13,9 @@
 //   - OpenBLAS cblas_sgemm 2048^3 on 2 threads, the machine's sgemm peak.
 // Prints samples/s, GFLOP/s (6 * weights FLOPs per sample, forward + both backward products),
 // the fraction of the sgemm peak, and the targets: 1 device >= 1.0x PyTorch, 8 devices >= 0.8x
-// the 1-device throughput. SPMD_BENCH_VERBOSE=1 prints every run.
+// the 1-device throughput. SPMD_BENCH_VERBOSE=1 prints every run. Also the peak memory of one
+// step with and without donating the parameters and optimiser state (donate_argnums {0, 1});
+// bench_train --memory prints only that.
 #include <openblas-pthread/cblas.h>
 
 #include <algorithm>
@@ -62,7 +64,15 @@ const nn::Optimizer& optimizer() {
 
 // sharded: the example's --sharded-update (ZeRO-1: psum_scatter of the gradients, each device
 // updates 1/n of the parameters, all_gather), for information.
-auto make_pmap_step(bool sharded) {
+// donate: the parameters and optimiser state are donated (donate_argnums {0, 1}), as the
+// example does: the new values take their buffers.
+spmd::PmapOptions pmap_options(bool donate) {
+  spmd::PmapOptions o;
+  if (donate) o.donate_argnums = {0, 1};
+  return o;
+}
+
+auto make_pmap_step(bool sharded, bool donate = false) {
   return spmd::pmap(
       [sharded](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
         auto [value, grads] =
@@ -77,16 +87,20 @@ auto make_pmap_step(bool sharded) {
         return std::make_tuple(updated.first, updated.second, spmd::psum(value.first, "batch"),
                                spmd::psum(value.second, "batch"));
       },
-      "batch");
+      "batch", pmap_options(donate));
 }
 
-auto make_jit_step() {
-  return spmd::jit([](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
-    auto [value, grads] =
-        spmd::value_and_grad(shard_loss, spmd::argnums<0>, spmd::has_aux)(p, x, y);
-    auto [new_params, new_state] = optimizer().update(p, grads, s);
-    return std::make_tuple(new_params, new_state, value.first, value.second);
-  });
+auto make_jit_step(bool donate = false) {
+  spmd::JitOptions o;
+  if (donate) o.donate_argnums = {0, 1};
+  return spmd::jit(
+      [](const nn::MLP& p, const nn::OptState& s, const Array& x, const Array& y) {
+        auto [value, grads] =
+            spmd::value_and_grad(shard_loss, spmd::argnums<0>, spmd::has_aux)(p, x, y);
+        auto [new_params, new_state] = optimizer().update(p, grads, s);
+        return std::make_tuple(new_params, new_state, value.first, value.second);
+      },
+      o);
 }
 
 using PmapStep = decltype(make_pmap_step(false));
@@ -126,7 +140,9 @@ Trainer make_trainer(int n, const nn::MLP& params, const std::vector<Array>& x,
   t.devices = n;
   nn::OptState state = sharded ? optimizer().init_sharded(params, n) : optimizer().init(params);
   if (n == 0) {
-    t.params = params, t.state = state, t.xs = x, t.ys = y, t.jit_step = &jstep;
+    // Its own copy: a donating step deletes the parameters it is given.
+    t.params = spmd::tree_map([](const Array& a) { return a + 0.0f; }, params);
+    t.state = state, t.xs = x, t.ys = y, t.jit_step = &jstep;
     return t;
   }
   std::vector<spmd::Device> all = spmd::local_devices();
@@ -139,6 +155,20 @@ Trainer make_trainer(int n, const nn::MLP& params, const std::vector<Array>& x,
   }
   t.pmap_step = &pstep;
   return t;
+}
+
+// Memory of one training step (after one to compile it), in MiB: how far the sum of the
+// devices' peaks during the step rose above what they held just before it, and that.
+std::pair<double, double> step_memory(Trainer& t) {
+  t.run(1);
+  std::vector<spmd::Device> devs = spmd::local_devices();
+  spmd::reset_peak_memory_stats();
+  int64_t before = 0, peak = 0;
+  for (const spmd::Device& d : devs) before += spmd::memory_stats(d).bytes_in_use;
+  t.run(1);
+  for (const spmd::Device& d : devs) peak += spmd::memory_stats(d).peak_bytes_in_use;
+  const double mib = 1024.0 * 1024.0;
+  return {static_cast<double>(peak - before) / mib, static_cast<double>(before) / mib};
 }
 
 // ---- an independent check: the first step's loss and last-bias update, in plain C++ ----------
@@ -269,6 +299,54 @@ struct Impl {
   bool settle = false;  // pause after: OpenBLAS's or OpenMP's workers may still spin
 };
 
+// Peak memory of a step with and without donating the parameters and optimiser state (fresh
+// trainers: their own parameters, the same first steps). With donation the new values take the
+// old ones' buffers, so the peak drops by about their size; the parameters must agree (ok).
+std::string memory_report(const nn::MLP& params, const std::vector<Array>& xs,
+                          const std::vector<Array>& ys, bool& ok) {
+  auto pstep = make_pmap_step(false), pstep_donating = make_pmap_step(false, true);
+  auto jstep = make_jit_step(), jstep_donating = make_jit_step(true);
+  Trainer plain8 = make_trainer(8, params, xs, ys, pstep, jstep);
+  Trainer donating8 = make_trainer(8, params, xs, ys, pstep_donating, jstep_donating);
+  Trainer plainj = make_trainer(0, params, xs, ys, pstep, jstep);
+  Trainer donatingj = make_trainer(0, params, xs, ys, pstep_donating, jstep_donating);
+  auto [p8, h8] = step_memory(plain8);
+  auto [d8, dh8] = step_memory(donating8);
+  auto [pj, hj] = step_memory(plainj);
+  auto [dj, dhj] = step_memory(donatingj);
+  double same8 = max_param_diff(donating8.params, nn::unreplicate(plain8.params), true);
+  double samej = max_param_diff(donatingj.params, plainj.params, false);
+  bool same = same8 == 0 && samej == 0;
+  ok = ok && same;
+  char line[640];
+  std::snprintf(line, sizeof line,
+                "  peak memory of one training step, above what the devices held before it:\n"
+                "    pmap, 8 devices: %7.1f MiB (of %.1f held); donating params and state "
+                "(donate_argnums {0, 1}): %7.1f MiB (of %.1f held), %.1f MiB less\n"
+                "    jit, 1 device:   %7.1f MiB (of %.1f held); donating params and state "
+                "(donate_argnums {0, 1}): %7.1f MiB (of %.1f held), %.1f MiB less\n"
+                "    parameters after two steps, donating vs not: %s\n",
+                p8, h8, d8, dh8, p8 - d8, pj, hj, dj, dhj, pj - dj,
+                same ? "identical" : "DIFFERENT");
+  return line;
+}
+
+// bench_train --memory: only the peak memory of a step with and without donation.
+int memory_only() {
+  Array key = spmd::random::key(0);
+  nn::MLP params = nn::mlp_init(spmd::random::fold_in(key, 0), {kIn, kHidden, kHidden, kClasses});
+  std::vector<Array> xs, ys;
+  for (int b = 0; b < kBatches; ++b) {
+    Array k = spmd::random::fold_in(key, static_cast<uint32_t>(b + 1));
+    xs.push_back(spmd::random::uniform(spmd::random::fold_in(k, 0), {kBatch, kIn}));
+    ys.push_back(spmd::random::randint(spmd::random::fold_in(k, 1), {kBatch}, 0, kClasses));
+  }
+  bool ok = true;
+  std::printf("bench_train --memory: 784-1024-1024-10 MLP, SGD momentum, batch %lld\n%s",
+              static_cast<long long>(kBatch), memory_report(params, xs, ys, ok).c_str());
+  return ok ? 0 : 1;
+}
+
 // bench_train --spmd-only N [STEPS [sharded]]: only spmd's training on N devices (0: jit, no
 // pmap), for profilers (perf record -g build/bench/bench_train --spmd-only 8).
 int spmd_only(int n, int steps, bool sharded) {
@@ -296,6 +374,7 @@ int spmd_only(int n, int steps, bool sharded) {
 
 int main(int argc, char** argv) {
   spmd::set_cpu_device_count(8);
+  if (argc >= 2 && std::string(argv[1]) == "--memory") return memory_only();
   if (argc >= 3 && std::string(argv[1]) == "--spmd-only")
     return spmd_only(std::atoi(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 200,
                      argc >= 5 && std::string(argv[4]) == "sharded");
@@ -342,6 +421,8 @@ int main(int argc, char** argv) {
   double diffj = max_param_diff(jitted.params, nn::unreplicate(one.params), false);
   double diffs = max_param_diff(sharded.params, nn::unreplicate(one.params), true);
   bool ok = err_loss <= 1e-4 && err_b3 <= 1e-6 && diff8 <= 1e-5 && diffj <= 1e-5 && diffs <= 1e-5;
+
+  std::string memory = memory_report(params, xs, ys, ok);
 
   // Peak: OpenBLAS sgemm 2048^3 on 2 threads.
   const int gn = 2048;
@@ -439,6 +520,7 @@ int main(int argc, char** argv) {
       for (double t : impl.times) std::printf(" %.2f", t * 1e3);
       std::printf("\n");
     }
+  std::printf("%s", memory.c_str());
   std::printf(
       "  result check (first step vs plain C++): loss %.6f (ref %.6f, max diff %.1e), last bias "
       "max diff %.1e; params vs 1 dev: 8 dev %.1e, jit %.1e, sharded %.1e: %s\n",

@@ -162,11 +162,17 @@ int run(const Options& opt) {
     return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"),
                            psum(value.second, "batch"));
   };
-  auto train_step = pmap(step_on_device, "batch");
+  // The step takes the parameters and optimiser state and returns their new values: donating
+  // them (JAX's donate_argnums) lets the new values take the old ones' buffers on every device
+  // instead of holding both at once.
+  PmapOptions donate_state;
+  donate_state.donate_argnums = {0, 1};
+  auto train_step = pmap(step_on_device, "batch", donate_state);
   // K steps in one call: x (K, per_device, features) and y (K, per_device) on each device; the
   // losses and correct counts of every step come back stacked, (K,) per device.
   PmapOptions along_axis1;  // the batches come as (K, devices, ...)
   along_axis1.in_axes = {0, 0, 1, 1};
+  along_axis1.donate_argnums = {0, 1};
   auto train_steps = pmap(
       [&](const nn::MLP& p, const nn::OptState& s, const Array& xs, const Array& ys) {
         auto step = [&](const std::pair<nn::MLP, nn::OptState>& carry,

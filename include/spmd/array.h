@@ -57,6 +57,9 @@ class Array {
   AbstractValue aval() const;
   bool valid() const { return impl_ != nullptr; }
   bool is_tracer() const;
+  // Donated to a jit or pmap call (JitOptions/PmapOptions::donate_argnums): its buffer may hold
+  // that call's output now, and any use but shape/dtype throws "Array has been deleted".
+  bool is_deleted() const;
 
   // Host copies; converting from the stored dtype to T.
   template <class T>

@@ -93,6 +93,7 @@ struct FlatCall {
   std::vector<Array> leaves;  // of the dynamic arguments, in order
   TreeDef in_tree;            // Tuple of the arguments' trees (Static for static ones)
   Statics statics;
+  std::vector<bool> donated;  // per leaf (donate_argnums); empty: none donated
 };
 
 template <class A>
@@ -102,6 +103,12 @@ inline constexpr bool is_dynamic_v = PyTree<std::decay_t<A>>;
 // indices counted from the end as JAX does; throws naming the index and the arity when one names
 // no argument. `what` is "jit static_argnums" or "pmap static_broadcasted_argnums".
 std::vector<int> normalize_argnums(const std::vector<int>& argnums, int arity, const char* what);
+
+// donate_argnums: one flag per leaf of the call, every leaf of a donated argument set. Negative
+// indices count from the end; an index naming no argument, listed twice, or naming a static
+// argument throws. `what` is "jit donate_argnums" or "pmap donate_argnums".
+std::vector<bool> donated_leaves(const std::vector<int>& donate_argnums, const FlatCall& call,
+                                 const char* what);
 
 template <class... Args>
 FlatCall flatten_args(const std::vector<int>& static_argnums, const Args&... args) {
@@ -216,6 +223,14 @@ inline constexpr size_t default_cache_size = 4096;
 struct JitOptions {
   std::vector<int> static_argnums;  // negative counts from the end
   size_t cache_size = default_cache_size;
+  // Arguments whose buffers the call may reuse for its outputs (JAX's donate_argnums; negative
+  // counts from the end; a pytree argument donates all its leaves). After the call a donated
+  // Array is deleted: any use but shape/dtype throws "Array has been deleted". An output takes a
+  // donated buffer of its dtype and byte size when the program no longer reads the input once it
+  // writes the output, and only if no other Array or view shares that buffer and the array is
+  // passed once in the call (otherwise it is just deleted, its buffer untouched). Ignored when
+  // the call is traced into an enclosing transformation.
+  std::vector<int> donate_argnums;
 };
 
 template <class F>
@@ -230,6 +245,10 @@ class Jitted {
     detail::FlatCall call = detail::flatten_args(
         detail::normalize_argnums(options_.static_argnums, sizeof...(Args), "jit static_argnums"),
         args...);
+    if (!options_.donate_argnums.empty())
+      call.donated = detail::donated_leaves(
+          detail::normalize_argnums(options_.donate_argnums, sizeof...(Args), "jit donate_argnums"),
+          call, "jit donate_argnums");
     detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
     TreeDef out_tree;
     std::vector<Array> out = detail::jit_call(*cache_, fn, call, out_tree);
@@ -288,6 +307,9 @@ struct PmapOptions {
   std::vector<int> static_broadcasted_argnums;  // negative counts from the end
   std::vector<Device> devices;                  // empty: the first devices of this process
   size_t cache_size = default_cache_size;       // signatures kept compiled (LRU)
+  // As JitOptions::donate_argnums: a donated input mapped on axis 0 lends each device's shard
+  // to a same-sized output mapped on axis 0 (not under a nested pmap); the input is deleted.
+  std::vector<int> donate_argnums;
 };
 
 template <class F>
@@ -306,6 +328,11 @@ class Pmapped {
         detail::normalize_argnums(options_.static_broadcasted_argnums, sizeof...(Args),
                                   "pmap static_broadcasted_argnums"),
         args...);
+    if (!options_.donate_argnums.empty())
+      call.donated = detail::donated_leaves(
+          detail::normalize_argnums(options_.donate_argnums, sizeof...(Args),
+                                    "pmap donate_argnums"),
+          call, "pmap donate_argnums");
     detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
     TreeDef out_tree;
     std::vector<Array> out = detail::pmap_call(*cache_, spec_, fn, call, out_tree);

@@ -8,7 +8,8 @@
 
 namespace spmd::backend {
 
-std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& inputs) {
+std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& inputs,
+                                 const std::vector<Array>& into) {
   std::vector<AbstractValue> in_types;
   in_types.reserve(inputs.size());
   for (const Array& a : inputs) in_types.push_back(detail::concrete(a, p.name().c_str()).aval);
@@ -33,7 +34,7 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   std::vector<Buf> in(inputs.size()), out(out_types.size());
   for (size_t i = 0; i < inputs.size(); ++i) in[i] = Buf{inputs[i].impl()->data(), &in_types[i]};
   for (size_t i = 0; i < out_types.size(); ++i) {
-    Array o = detail::make_array(out_types[i], device);
+    Array o = i < into.size() && into[i].valid() ? into[i] : detail::make_array(out_types[i], device);
     if (keep_sharding) detail::place(*o.impl(), first->placement, true);
     out[i] = Buf{o.impl()->data(), &o.impl()->aval};
     outs.push_back(std::move(o));

@@ -103,6 +103,7 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
     if (it != literal_var.end()) return it->second;
     int v = static_cast<int>(slots_.size());
     slots_.push_back(Slot{Where::Literal, 0, detail::concrete(lit, "literal").data()});
+    literal_arrays_.push_back(lit.impl());
     program_.var_types.push_back(lit.aval());
     literal_var[key] = v;
     return v;
@@ -309,6 +310,7 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
     if (slots_[v].where == Where::Output)
       bound_outputs_.emplace_back(static_cast<int>(v), slots_[v].index);
   }
+  plan_donation();
 }
 
 void Executable::run_into(std::span<void* const> inputs, std::span<void* const> outputs,
@@ -319,6 +321,8 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
 }
 
 Executable::Frame::Frame(const Executable& e) : exe_(e) {
+  for (const auto& lit : e.literal_arrays_)
+    if (lit->deleted) detail::throw_deleted("a constant of a compiled function", lit->aval);
   arena_ = e.arena_bytes_ ? runtime::allocate(e.arena_bytes_) : nullptr;
   char* base = arena_ ? static_cast<char*>(arena_->data) : nullptr;
   ptr_.assign(e.slots_.size(), nullptr);
@@ -340,7 +344,7 @@ void Executable::Frame::run(std::span<void* const> inputs, std::span<void* const
     ptr_[static_cast<size_t>(v)] = outputs[static_cast<size_t>(j)];
   exe_.run_steps(ptr_, bufs_, ctx);
   for (const Copy& c : exe_.output_copies_)
-    if (exe_.output_types_[c.output].nbytes())
+    if (exe_.output_types_[c.output].nbytes() && outputs[c.output] != ptr_[c.var])
       std::memcpy(outputs[c.output], ptr_[c.var], exe_.output_types_[c.output].nbytes());
 }
 
@@ -482,8 +486,8 @@ void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr,
   });
 }
 
-std::vector<Array> Executable::run(const std::vector<Array>& inputs,
-                                   backend::ExecContext& ctx) const {
+std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::ExecContext& ctx,
+                                   const std::vector<bool>& reusable) const {
   std::vector<void*> in(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& impl = detail::concrete(inputs[i], "jit");
@@ -491,20 +495,36 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs,
       fail("executable input ", i, ": expected ", input_types_[i].str(), ", got ", impl.aval.str());
     in[i] = impl.data();
   }
-  // All outputs share one allocation (each output keeps it alive).
+  // Donated inputs' storage hosts the outputs matched to them.
+  std::vector<bool> lendable = reusable;
+  for (size_t i = 0; i < lendable.size() && i < inputs.size(); ++i)
+    lendable[i] = lendable[i] && !holds_constant(inputs[i]);
+  std::vector<int> host =
+      reusable.empty() ? std::vector<int>(output_types_.size(), -1) : match_donations(lendable);
+  // The other outputs share one allocation (each output keeps it alive), or, when donating, get
+  // one each: a later call can take an output's storage only if no other array shares it.
   size_t total = 0;
   std::vector<size_t> offsets;
-  for (auto& t : output_types_) {
+  for (size_t j = 0; j < output_types_.size(); ++j) {
     offsets.push_back(total);
-    total += aligned(std::max<size_t>(t.nbytes(), 1));
+    if (host[j] < 0) total += aligned(std::max<size_t>(output_types_[j].nbytes(), 1));
   }
-  auto block = runtime::allocate(total, ctx.device);
+  auto block = reusable.empty() ? runtime::allocate(total, ctx.device) : nullptr;
   std::vector<void*> out;
   std::vector<Array> results;
   for (size_t j = 0; j < output_types_.size(); ++j) {
-    out.push_back(static_cast<char*>(block->data) + offsets[j]);
-    results.push_back(
-        detail::wrap_buffer(output_types_[j], block, offsets[j], {ctx.device}, false));
+    std::shared_ptr<runtime::Buffer> buffer = block;
+    size_t offset = offsets[j];
+    if (host[j] >= 0) {
+      const auto& impl = *inputs[static_cast<size_t>(host[j])].impl();
+      buffer = impl.buffer, offset = impl.offset;
+    } else if (!block) {
+      buffer = runtime::allocate(std::max<size_t>(output_types_[j].nbytes(), 1), ctx.device);
+      offset = 0;
+    }
+    out.push_back(static_cast<char*>(buffer->data) + offset);
+    results.push_back(detail::wrap_buffer(output_types_[j], std::move(buffer), offset,
+                                          {ctx.device}, false));
   }
   run_into(in, out, ctx);
   return results;

@@ -15,6 +15,10 @@
 #include "runtime/allocator.h"
 #include "spmd/program.h"
 
+namespace spmd::detail {
+struct ArrayImpl;
+}
+
 namespace spmd::compile {
 
 class Executable {
@@ -28,12 +32,28 @@ class Executable {
   // interpreter groups and single kernels.
   std::string text() const;
 
-  // Runs on concrete arrays; outputs are fresh arrays placed on ctx.device.
-  std::vector<Array> run(const std::vector<Array>& inputs, backend::ExecContext& ctx) const;
+  // Runs on concrete arrays; outputs are fresh arrays placed on ctx.device. Buffer donation:
+  // reusable[i] says the caller lets input i's storage be overwritten (a donated, uniquely owned
+  // array); outputs then take such storage where match_donations allows, and every other output
+  // gets a buffer of its own (so that it can be donated in turn). Empty: no donation.
+  std::vector<Array> run(const std::vector<Array>& inputs, backend::ExecContext& ctx,
+                         const std::vector<bool>& reusable = {}) const;
   // Runs on raw buffers: the caller owns the output storage (pmap writes replicas' results
   // straight into their slices of one sharded output).
   void run_into(std::span<void* const> inputs, std::span<void* const> outputs,
                 backend::ExecContext& ctx) const;
+
+  // Buffer donation (donation.cpp). Per output: the inputs whose storage it may be written into —
+  // the same dtype and byte size, and every read of the input comes before the output is
+  // written, or at the same element as it is written (an elementwise op, fused or not).
+  const std::vector<std::vector<int>>& donation_candidates() const { return donation_candidates_; }
+  // Per output, the input whose storage it takes (-1: none): a matching of the candidates, each
+  // input used at most once, only reusable inputs and (if given) only outputs with writable[j].
+  std::vector<int> match_donations(const std::vector<bool>& reusable,
+                                   const std::vector<bool>& writable = {}) const;
+  // Whether the program holds `a` as a constant (a closure captured it): its storage is read
+  // by the run whatever the inputs, so it cannot be donated.
+  bool holds_constant(const Array& a) const;
 
   // The state of runs of this executable, set up once for many runs (a loop body runs once per
   // iteration): the arena and every operand pointer are kept, so a run only rebinds the inputs
@@ -102,6 +122,11 @@ class Executable {
   std::vector<Copy> output_copies_;  // outputs that are inputs, literals or repeated vars
   size_t arena_bytes_ = 0;
   size_t max_operands_ = 0;
+  // Donation: set up by plan_donation at the end of construction, from the steps and copies.
+  void plan_donation();
+  std::vector<std::vector<int>> donation_candidates_;
+  // The literals' arrays: a run refuses one that was donated (deleted) since compilation.
+  std::vector<std::shared_ptr<const detail::ArrayImpl>> literal_arrays_;
 };
 
 }  // namespace spmd::compile

@@ -72,11 +72,25 @@ Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var) {
 const ArrayImpl& concrete(const Array& a, const char* what) {
   if (!a.valid()) fail(what, ": expected an array, got an empty (default-constructed) Array");
   const ArrayImpl& impl = *a.impl();
+  if (impl.deleted) throw_deleted(what, impl.aval);
   if (impl.is_tracer())
     fail(what, ": expected a concrete array, got a tracer (", impl.aval.str(),
          "); the value of a traced array is not known while a function is being transformed, "
          "or the tracer escaped from a finished transformation");
   return impl;
+}
+
+void throw_deleted(const char* what, const AbstractValue& aval) {
+  fail(what, ": Array has been deleted (", aval.str(),
+       "): it was donated to a jit or pmap call (donate_argnums), whose outputs may now live in "
+       "its buffer; use that call's results instead, or leave the argument out of "
+       "donate_argnums");
+}
+
+void mark_deleted(ArrayImpl& impl) {
+  impl.deleted = true;
+  impl.buffer.reset();
+  impl.offset = 0;
 }
 
 }  // namespace detail
@@ -139,6 +153,7 @@ bool Array::weak_type() const { return checked().aval.weak; }
 size_t Array::nbytes() const { return checked().aval.nbytes(); }
 AbstractValue Array::aval() const { return checked().aval; }
 bool Array::is_tracer() const { return checked().is_tracer(); }
+bool Array::is_deleted() const { return checked().deleted; }
 
 const void* Array::data() const { return detail::concrete(*this, "Array::data").data(); }
 

@@ -20,6 +20,10 @@ struct ArrayImpl {
   // Tracers: the trace that owns the variable (0 for concrete arrays) and its id there.
   uint64_t trace_id = 0;
   int var = -1;
+  // Donated to a jit or pmap call (donate_argnums): the buffer is released (an output of the
+  // call may live in it now) and every use but the type throws, as JAX's "Array has been
+  // deleted".
+  bool deleted = false;
 
   bool is_tracer() const { return trace_id != 0; }
   void* data() const { return static_cast<char*>(buffer->data) + offset; }
@@ -35,7 +39,12 @@ Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> bu
 // Sets a concrete array's placement and charges its buffer to it (see wrap_buffer).
 void place(ArrayImpl& impl, std::vector<int> placement, bool sharded);
 Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var);
-// Throws unless a is a usable concrete array (not empty, not a tracer of a finished trace).
+// Throws unless a is a usable concrete array (not empty, not deleted, not a tracer of a finished
+// trace).
 const ArrayImpl& concrete(const Array& a, const char* what);
+// The error for any use of a deleted (donated) array; `what` names the use.
+[[noreturn]] void throw_deleted(const char* what, const AbstractValue& aval);
+// Marks a concrete array deleted and drops its buffer (donation, after the call that took it).
+void mark_deleted(ArrayImpl& impl);
 
 }  // namespace spmd::detail

@@ -256,6 +256,7 @@ struct Printer {
 std::string Array::str() const {
   if (!valid()) return "Array(<empty>)";
   if (is_tracer()) return "Traced<" + aval().str() + ">";
+  if (is_deleted()) detail::throw_deleted("printing an Array", aval());
   const std::string prefix = "Array(";
   std::string dtype_str =
       "dtype=" + dtype_name(dtype()) + (weak_type() ? ", weak_type=True" : "") + ")";

@@ -13,7 +13,7 @@ Array convert(const Array& x, DType dtype, bool weak) {
   if (a.dtype == dtype && a.weak == weak) return x;
   if (a.dtype == dtype && !x.is_tracer()) {
     // Only the weak flag changes: share the buffer.
-    const auto& impl = *x.impl();
+    const auto& impl = detail::concrete(x, "astype");
     AbstractValue t = a;
     t.weak = weak;
     return detail::wrap_buffer(t, impl.buffer, impl.offset, impl.placement, impl.sharded);

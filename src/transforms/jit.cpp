@@ -8,6 +8,7 @@
 #include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/transforms.h"
+#include "transforms/donation.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
@@ -66,6 +67,7 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
 
   bool inline_it = !captured.empty() || ir::current_trace() != nullptr;
   for (const Array& a : call.leaves) inline_it = inline_it || a.is_tracer();
+  // Traced into an enclosing transformation: donation is ignored there, as in JAX.
   if (inline_it) {
     std::vector<Array> args = call.leaves;
     args.insert(args.end(), captured.begin(), captured.end());
@@ -77,7 +79,17 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
   backend::ExecContext ctx;
   ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
-  return entry->executable->run(call.leaves, ctx);
+  if (call.donated.empty()) return entry->executable->run(call.leaves, ctx);
+  std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
+  std::vector<Array> out;
+  try {
+    out = entry->executable->run(call.leaves, ctx, reusable);
+  } catch (...) {
+    transforms::delete_donated(call.leaves, reusable);  // their buffers may be half written
+    throw;
+  }
+  transforms::delete_donated(call.leaves, call.donated);
+  return out;
 }
 
 std::string compiled_text_of(const Program& program) {

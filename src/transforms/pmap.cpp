@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "backend/eager.h"
+#include "compile/executable.h"
 #include "core/array_impl.h"
 #include "ir/trace.h"
 #include "primitives/pmap_call.h"
@@ -14,6 +15,7 @@
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 #include "transforms/axis_env.h"
+#include "transforms/donation.h"
 #include "transforms/mapped_axes.h"
 #include "transforms/signature.h"
 
@@ -51,6 +53,37 @@ void check_listed_devices(const prim::PmapCall& call) {
         "Leading axis size of input to pmapped function must equal the number of local devices "
         "passed to pmap. Got axis_size=",
         call.size, ", num_local_devices=", given, ".");
+}
+
+// Donation: outputs written into donated inputs' buffers (an invalid Array where none). Replica
+// r reads row r of an input mapped on axis 0 and writes row r of an output mapped on axis 0, so
+// when the per-replica program may write an output into an input (Executable's candidates),
+// the whole sharded output may take the whole input's buffer. Not under a nested pmap: the
+// replicas of one row all read it while one of them writes it.
+std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& call,
+                                   std::vector<bool>& lent) {
+  lent.assign(call.leaves.size(), false);
+  const compile::Executable& exe = *prim.compiled().executable;
+  if (prim.nested_replicas() != 1 || exe.input_types().size() != call.leaves.size()) return {};
+  std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
+  for (size_t i = 0; i < reusable.size(); ++i)
+    reusable[i] = reusable[i] && prim.in_axes[i] == 0 && !exe.holds_constant(call.leaves[i]);
+  std::vector<bool> writable;
+  for (int a : prim.out_axes) writable.push_back(a == 0);
+  std::vector<int> host = exe.match_donations(reusable, writable);
+  std::vector<AbstractValue> in_types;
+  for (const Array& a : call.leaves) in_types.push_back(a.aval());
+  std::vector<AbstractValue> out_types = prim.abstract_eval(in_types);
+  std::vector<Array> into(host.size());
+  for (size_t j = 0; j < host.size(); ++j) {
+    if (host[j] < 0) continue;
+    const auto& impl = *call.leaves[static_cast<size_t>(host[j])].impl();
+    if (impl.aval.nbytes() != out_types[j].nbytes() || impl.aval.dtype != out_types[j].dtype)
+      continue;  // cannot happen for matched candidates; checked anyway
+    into[j] = detail::wrap_buffer(out_types[j], impl.buffer, impl.offset, impl.placement, false);
+    lent[static_cast<size_t>(host[j])] = true;
+  }
+  return into;
 }
 
 }  // namespace
@@ -143,7 +176,20 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   if (!devices.empty()) check_listed_devices(*prim);
   if (inside_trace || !captured.empty()) return spmd::bind(prim, args);
 
-  std::vector<Array> outs = backend::execute_eager(*prim, args);
+  std::vector<Array> outs;
+  if (call.donated.empty()) {
+    outs = backend::execute_eager(*prim, args);
+  } else {
+    std::vector<bool> lent;  // the inputs whose buffers host outputs
+    std::vector<Array> into = donated_storage(*prim, call, lent);
+    try {
+      outs = backend::execute_eager(*prim, args, into);
+    } catch (...) {
+      transforms::delete_donated(call.leaves, lent);  // their buffers may be half written
+      throw;
+    }
+    transforms::delete_donated(call.leaves, call.donated);
+  }
   // Mapped outputs are sharded over the devices that computed them.
   // Row r is written by the replica at (r, 0, ...) of the mesh.
   const int64_t inner = prim->nested_replicas();

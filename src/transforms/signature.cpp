@@ -21,6 +21,7 @@ Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axe
   for (const Array& a : call.leaves) {
     if (!a.valid()) fail("expected an array argument, got an empty (default-constructed) Array");
     const AbstractValue& t = a.impl()->aval;
+    if (a.impl()->deleted) detail::throw_deleted("a transformed function's argument", t);
     s.avals.push_back(t);
     s.hash = s.hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
     for (int64_t d : t.shape) s.hash = s.hash * 31 + static_cast<size_t>(d);
@@ -48,6 +49,26 @@ std::vector<int> normalize_argnums(const std::vector<int>& argnums, int arity, c
     out.push_back(a < 0 ? a + arity : a);
   }
   return out;
+}
+
+std::vector<bool> donated_leaves(const std::vector<int>& donate_argnums, const FlatCall& call,
+                                 const char* what) {
+  const auto& args = call.in_tree.children;
+  std::vector<size_t> off = leaf_offsets(call.in_tree);
+  std::vector<bool> listed(args.size(), false), mask(call.leaves.size(), false);
+  for (int a : donate_argnums) {
+    if (listed[static_cast<size_t>(a)])
+      fail(what, " lists argument ", a, " twice (negative indices count from the end); expected ",
+           "each donated argument once");
+    listed[static_cast<size_t>(a)] = true;
+    if (args[static_cast<size_t>(a)].kind == TreeDef::Kind::Static)
+      fail(what, " names argument ", a,
+           ", which is static (a non-array value or one in static_argnums); expected an argument "
+           "holding arrays, whose buffers can be donated");
+    for (size_t k = off[static_cast<size_t>(a)]; k < off[static_cast<size_t>(a) + 1]; ++k)
+      mask[k] = true;
+  }
+  return mask;
 }
 
 }  // namespace spmd::detail
