@@ -9,6 +9,7 @@
 //     and reads the input at the element it writes (the same element count as the output): each
 //     element is read before, or as, it is overwritten;
 //   - the copy writing the output when the output is that input (a no-op copy).
+// A generated loop kernel counts as elementwise only when all its nodes are elementwise ops.
 // Any later read, or a read of the same step that is not elementwise (a dot, a loop, a
 // broadcast scalar), rules the pair out: correctness first.
 #include <algorithm>
@@ -65,6 +66,9 @@ void Executable::plan_donation() {
       if (!w.step) continue;  // the copy of input i onto itself
       if (r.op > w.op) return false;
       const Step& reader = *r.step;
+      // A generated loop kernel reads through index maps (a stencil reads neighbours): only
+      // one made of elementwise ops alone reads each element where it writes.
+      if (reader.generated >= 0 && !generated_[reader.generated].pointwise) return false;
       if (!reader.primitive || !reader.primitive->is_elementwise() || reader.out_vars.size() != 1 ||
           types[r.var].size() != types[w.var].size())
         return false;

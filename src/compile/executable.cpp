@@ -253,6 +253,12 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       }();
       gen.grain = std::max<int64_t>(1, kGeneratedGrain / per);
       gen.text = g.kernel.text();
+      gen.pointwise = true;
+      for (const codegen::Node& n : g.kernel.nodes)
+        gen.pointwise = gen.pointwise &&
+                        (n.kind == codegen::NodeKind::Input || n.kind == codegen::NodeKind::Unary ||
+                         n.kind == codegen::NodeKind::Binary || n.kind == codegen::NodeKind::Select ||
+                         n.kind == codegen::NodeKind::Convert);
       step.generated = static_cast<int>(generated_.size());
       generated_.push_back(std::move(gen));
     }

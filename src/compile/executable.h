@@ -102,6 +102,7 @@ class Executable {
     int64_t iterations = 0;  // elements of the root (outputs of a reduction)
     int64_t grain = 0;       // iterations per chunk of a thread
     std::string text;        // the group, for compiled_text
+    bool pointwise = false;  // only elementwise nodes: element i reads its inputs' element i
   };
   struct Copy {
     int var;
