@@ -124,8 +124,17 @@ int main() {
   } else {
     std::printf("  NumPy baseline unavailable: %s\n", np.error.c_str());
   }
+  // Targets: within 1.05x the 2-thread hand loop, and >= 5x faster than NumPy's einsum.
+  bool pass = s <= 1.05 * l2;
+  std::printf("  target: jit(vmap(dot)) <= 1.05x the 2-thread loop: %.3f  %s\n", s / l2,
+              s <= 1.05 * l2 ? "PASS" : "FAIL");
+  if (np.ok) {
+    pass = pass && np.einsum_ms >= 5 * s;
+    std::printf("  target: jit(vmap(dot)) >= 5x faster than NumPy:   %.2f  %s\n", np.einsum_ms / s,
+                np.einsum_ms >= 5 * s ? "PASS" : "FAIL");
+  }
   std::printf("  spmd runs (ms):");
   for (double t : t_spmd) std::printf(" %.1f", t);
   std::printf("\n  result check vs loop: max abs diff %.2g (%s)\n", max_err, ok ? "ok" : "WRONG");
-  return ok ? 0 : 1;
+  return ok && pass ? 0 : 1;
 }

@@ -142,6 +142,7 @@ class Emitter {
     mode_ = mode;
     seg_ = segment;
     memo_.clear();
+    seeded_node_ = -1;
   }
   const std::vector<int64_t>& breakpoints() const { return breaks_; }
 
@@ -164,9 +165,21 @@ class Emitter {
     return r;
   }
 
-  Value* emit(int node, const std::vector<Ix>& idx) {
+  static std::vector<Value*> memo_key(int node, const std::vector<Ix>& idx) {
     std::vector<Value*> key{reinterpret_cast<Value*>(static_cast<intptr_t>(node))};
     for (auto& i : idx) key.push_back(i.v);
+    return key;
+  }
+  // Node `node` is `v` wherever the epilogue being emitted reads it: the reduction's
+  // accumulated value (its epilogue reads it only at the element it computes).
+  void seed(int node, Value* v) {
+    seeded_node_ = node;
+    seeded_ = v;
+  }
+
+  Value* emit(int node, const std::vector<Ix>& idx) {
+    if (node == seeded_node_) return seeded_;
+    std::vector<Value*> key = memo_key(node, idx);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     Value* v = compute(k_.nodes[node], idx);
@@ -208,6 +221,8 @@ class Emitter {
   int64_t seg_ = 0;
   std::vector<int64_t> breaks_;
   std::map<std::vector<Value*>, Value*> memo_;
+  int seeded_node_ = -1;
+  Value* seeded_ = nullptr;
 
   const Node& arg(const Node& n, size_t i) { return k_.nodes[n.args[i]]; }
   std::vector<Ix> operand_index(const Node& operand, const std::vector<Ix>& idx) {
@@ -680,21 +695,25 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
   // A reduction root iterates over its operand, accumulating `row` elements per output element;
   // otherwise the root's own elements are the iteration space.
   const Node& root = k.root();
-  const bool any_reduce = root.kind == NodeKind::Reduce;
-  const int value_node = any_reduce ? root.args[0] : static_cast<int>(k.nodes.size()) - 1;
+  const int root_node = static_cast<int>(k.nodes.size()) - 1;
+  const int red = k.reduction();  // the reduction (the root, or under an elementwise epilogue)
+  const bool any_reduce = red >= 0;
+  const int value_node = any_reduce ? k.nodes[red].args[0] : root_node;
+  const Node& rnode = k.nodes[any_reduce ? red : root_node];
   const Shape& operand_shape = k.nodes[value_node].shape;
   int64_t row = 1;
   if (any_reduce)
-    for (int64_t a : root.p1) row *= operand_shape[static_cast<size_t>(a)];
+    for (int64_t a : rnode.p1) row *= operand_shape[static_cast<size_t>(a)];
   const bool reduces = any_reduce && row > kUnrolledRow;  // loops over its rows
   const Shape& space = reduces ? operand_shape : root.shape;
-  const DType out_t = root.dtype;
+  const DType out_t = rnode.dtype;   // the accumulator's
+  const DType store_t = root.dtype;  // the root's
   // The root's value at an index of the space: the value itself, or a short reduction unrolled.
   auto value_at = [&](const std::vector<Ix>& idx) -> Value* {
     if (!any_reduce) return e.emit(value_node, idx);
-    auto op = static_cast<prim::ReduceOp>(root.code);
+    auto op = static_cast<prim::ReduceOp>(rnode.code);
     Value* acc = identity(e, b, op, out_t);
-    const size_t lead = operand_shape.size() - root.p1.size();
+    const size_t lead = operand_shape.size() - rnode.p1.size();
     for (int64_t r = 0; r < row; ++r) {
       std::vector<Ix> full = idx;
       full.resize(operand_shape.size(), e.konst(0));
@@ -705,7 +724,8 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
       }
       acc = combine(b, op, out_t, acc, e.convert(k.nodes[value_node].dtype, out_t, e.emit(value_node, full)));
     }
-    return acc;
+    e.seed(red, acc);  // the epilogue reads the reduction at this element
+    return e.emit(root_node, idx);
   };
   const size_t rank = space.size();
   const int64_t inner = rank ? space.back() : 1;
@@ -769,14 +789,14 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
           e.start(mode, cuts[s]);
           Value* v = value_at(idx);
           Value* at = b.CreateAdd(start, j);
-          b.CreateStore(e.to_storage(v, out_t), b.CreateGEP(e.storage_type(out_t), out, at));
+          b.CreateStore(e.to_storage(v, store_t), b.CreateGEP(e.storage_type(store_t), out, at));
         }, "j");
       }
     }, "row");
   } else {
     // Output elements [begin, end): each reduces `row` consecutive elements of the space, which
     // are whole rows of the inner axis (or a part of one row when only the inner axis reduces).
-    auto op = static_cast<prim::ReduceOp>(root.code);
+    auto op = static_cast<prim::ReduceOp>(rnode.code);
     emit_loop(b, begin, end, [&](Value* o) {
       Value* first = b.CreateMul(o, b.getInt64(row));
       Value* rows_per = b.getInt64(std::max<int64_t>(1, row / inner));
@@ -822,7 +842,17 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
         }
       }, "rows");
       Value* v = b.CreateLoad(e.value_type(out_t), acc);
-      b.CreateStore(e.to_storage(v, out_t), b.CreateGEP(e.storage_type(out_t), out, o));
+      // The epilogue (elementwise ops of the reduction) at this output's index.
+      std::vector<Ix> out_idx(root.shape.size());
+      Value* rest = o;
+      for (size_t d = root.shape.size(); d-- > 0;) {
+        out_idx[d] = Ix{d == 0 ? rest : b.CreateURem(rest, b.getInt64(root.shape[d])), true, 0, std::nullopt};
+        if (d > 0) rest = b.CreateUDiv(rest, b.getInt64(root.shape[d]));
+      }
+      e.start(Emitter::Mode::Guarded, 0);
+      e.seed(red, v);
+      v = e.emit(root_node, out_idx);
+      b.CreateStore(e.to_storage(v, store_t), b.CreateGEP(e.storage_type(store_t), out, o));
     }, "out");
   }
   b.CreateRetVoid();

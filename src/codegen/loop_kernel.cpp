@@ -56,6 +56,20 @@ int64_t LoopKernel::iterations() const {
   return n;
 }
 
+int LoopKernel::reduction() const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].kind == NodeKind::Reduce) return static_cast<int>(i);
+  return -1;
+}
+
+int64_t LoopKernel::reduced_per_iteration() const {
+  int r = reduction();
+  if (r < 0) return 1;
+  int64_t n = 1;
+  for (int64_t a : nodes[r].p1) n *= nodes[nodes[r].args[0]].shape[static_cast<size_t>(a)];
+  return n;
+}
+
 std::string LoopKernel::key() const {
   std::string k = std::to_string(inputs) + ";";
   for (const Node& n : nodes) {

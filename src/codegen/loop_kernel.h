@@ -32,7 +32,8 @@ enum class NodeKind : uint8_t {
   Reshape,    //
   Transpose,  // p1: output dim i is operand dim p1[i]
   Iota,       // code: dimension
-  Reduce,     // code: prim::ReduceOp; p1: reduced axes, always the operand's trailing ones
+  Reduce,     // code: prim::ReduceOp; p1: reduced axes, always the operand's trailing ones; its
+              // consumers are elementwise ops of its shape up to the root (an epilogue)
 };
 
 struct Node {
@@ -50,6 +51,10 @@ struct LoopKernel {
   const Node& root() const { return nodes.back(); }
   // Iterations the generated function is called over: the root's elements.
   int64_t iterations() const;
+  // The reduction node (at most one: the root, or under an elementwise epilogue that ends at
+  // the root, all of the reduction's shape), or -1; and elements it reduces per iteration.
+  int reduction() const;
+  int64_t reduced_per_iteration() const;
   // The whole description: equal keys generate equal code (the compile cache's key).
   std::string key() const;
   // A readable listing of the nodes, for compiled_text.

@@ -48,6 +48,10 @@ void Executable::plan_donation() {
     if (st.fused >= 0) {
       const auto& ops = fused_[st.fused].ops;
       for (size_t o = 0; o < ops.size(); ++o) scan(ops[o], static_cast<int>(p), static_cast<int>(o));
+    } else if (st.chain >= 0) {
+      const auto& members = chains_[st.chain].steps;
+      for (size_t o = 0; o < members.size(); ++o)
+        scan(members[o], static_cast<int>(p), static_cast<int>(o));
     } else if (st.kernel) {
       scan(st, static_cast<int>(p), -1);
     }
@@ -64,6 +68,8 @@ void Executable::plan_donation() {
       if (r.at < w.at) continue;
       if (r.at > w.at) return false;
       if (!w.step) continue;  // the copy of input i onto itself
+      // A row chain interleaves its kernels block by block: no reuse within one.
+      if (static_cast<size_t>(w.at) < steps_.size() && steps_[w.at].chain >= 0) return false;
       if (r.op > w.op) return false;
       const Step& reader = *r.step;
       // A generated loop kernel reads through index maps (a stencil reads neighbours): only

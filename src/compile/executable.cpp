@@ -83,8 +83,7 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
   std::vector<int> loop_at(prog.equations.size(), -1);  // by root equation
   std::vector<bool> absorbed(prog.equations.size(), false);
   for (size_t g = 0; g < loops.size(); ++g) {
-    for (size_t s : loops[g].members) absorbed[s] = true;
-    absorbed[loops[g].root] = false;
+    for (size_t s : loops[g].absorbs) absorbed[s] = true;
     loop_at[loops[g].root] = static_cast<int>(g);
   }
   input_types_ = prog.input_types();
@@ -204,6 +203,55 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       for (int v : prog.equations[k].outputs)
         last_use[v] = std::max(last_use[v], static_cast<int>(ge) - 1);
     }
+  // Row chains (see Chain): runs of generated kernels with nothing else between them, over the
+  // same rows, each reading the earlier ones' outputs row-locally.
+  std::vector<int> chain_of(neq, -1);  // by root equation
+  int nchains = 0;
+  {
+    std::vector<size_t> cur;
+    int64_t rows = 0;
+    std::map<int, bool> produced;
+    auto close = [&] {
+      if (cur.size() >= 2) {
+        for (size_t s : cur) chain_of[s] = nchains;
+        // Every member reads and writes until the chain's last member has run.
+        const int end = static_cast<int>(cur.back());
+        for (size_t s : cur) {
+          for (auto& a : loops[loop_at[s]].inputs)
+            if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], end);
+          int v = prog.equations[s].outputs[0];
+          last_use[v] = std::max(last_use[v], end);
+        }
+        ++nchains;
+      }
+      cur.clear();
+      produced.clear();
+    };
+    for (size_t s = 0; s < neq; ++s) {
+      if (absorbed[s]) continue;
+      if (loop_at[s] < 0) {
+        close();
+        continue;
+      }
+      const LoopGroup& g = loops[loop_at[s]];
+      const Shape& shape = g.kernel.root().shape;
+      int64_t r = shape.empty() ? 0 : shape[0];
+      bool joins = r >= 2 && !cur.empty() && r == rows;
+      for (size_t i = 0; joins && i < g.inputs.size(); ++i) {
+        const Atom& a = g.inputs[i];
+        if (!a.is_literal() && produced.count(a.var) &&
+            !reads_row_locally(g.kernel, static_cast<int>(i), r))
+          joins = false;
+      }
+      if (!joins) close();
+      if (r >= 2) {
+        if (cur.empty()) rows = r;
+        cur.push_back(s);
+        produced[prog.equations[s].outputs[0]] = true;
+      }
+    }
+    close();
+  }
   // A generated kernel runs at its root: what it reads stays live until then.
   for (auto& g : loops)
     for (auto& a : g.inputs)
@@ -243,15 +291,10 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       const LoopGroup& g = loops[loop_at[s]];
       Generated gen;
       gen.code = loop_code[loop_at[s]];
-      const codegen::Node& r = g.kernel.root();
       gen.iterations = g.kernel.iterations();
-      int64_t per = 1;  // space elements per iteration
-      if (r.kind == codegen::NodeKind::Reduce) per = g.kernel.nodes[r.args[0]].shape.empty() ? 1 : [&] {
-        int64_t n = 1;
-        for (int64_t a : r.p1) n *= g.kernel.nodes[r.args[0]].shape[a];
-        return n;
-      }();
+      int64_t per = g.kernel.reduced_per_iteration();  // space elements per iteration
       gen.grain = std::max<int64_t>(1, kGeneratedGrain / per);
+      gen.per = per;
       gen.text = g.kernel.text();
       gen.pointwise = true;
       for (const codegen::Node& n : g.kernel.nodes)
@@ -311,6 +354,41 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
     steps_.push_back(std::move(step));
   }
   arena_bytes_ = planner.size();
+  // Row chains become one step each, at their first member's place.
+  if (nchains > 0) {
+    chains_.resize(static_cast<size_t>(nchains));
+    std::vector<Step> steps;
+    for (Step& st : steps_) {
+      int c = st.generated >= 0 ? chain_of[st.site] : -1;
+      if (c < 0) {
+        steps.push_back(std::move(st));
+        continue;
+      }
+      Chain& ch = chains_[static_cast<size_t>(c)];
+      if (ch.steps.empty()) {
+        Step cs{nullptr, nullptr, {}, {}, -1, -1, nullptr, st.site};
+        cs.chain = c;
+        steps.push_back(std::move(cs));
+      }
+      ch.steps.push_back(std::move(st));
+    }
+    steps_ = std::move(steps);
+    for (Chain& ch : chains_) {
+      ch.rows = program_.var_types[ch.steps[0].out_vars[0]].shape[0];
+      int64_t widest = 1, per_row_total = 0;
+      for (const Step& m : ch.steps) {
+        const Generated& g = generated_[m.generated];
+        int64_t per_row = g.iterations / ch.rows;
+        ch.per_row.push_back(per_row);
+        int64_t elements = per_row * g.per;  // elements of its space per row
+        widest = std::max(widest, elements);
+        per_row_total += elements;
+      }
+      // Blocks of ~8K elements of the widest kernel (32 KB of float32: L1/L2 resident).
+      ch.block = std::max<int64_t>(1, 8192 / widest);
+      ch.grain = std::max<int64_t>(ch.block, kGeneratedGrain / std::max<int64_t>(1, per_row_total));
+    }
+  }
   for (size_t v = 0; v < slots_.size(); ++v) {
     if (slots_[v].where == Where::Input) bound_inputs_.emplace_back(static_cast<int>(v), slots_[v].index);
     if (slots_[v].where == Where::Output)
@@ -367,6 +445,10 @@ void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::B
       run_generated(st, ptr, ctx);
       continue;
     }
+    if (st.chain >= 0) {
+      run_chain(chains_[st.chain], ptr, ctx);
+      continue;
+    }
     if (!st.kernel) continue;  // an aliased view
     size_t k = 0;
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
@@ -398,14 +480,44 @@ void Executable::run_generated(const Step& st, const std::vector<void*>& ptr,
                     [&](int64_t lo, int64_t hi) { fn(bufs, lo, hi); });
 }
 
+void Executable::run_chain(const Chain& c, const std::vector<void*>& ptr,
+                           backend::ExecContext& ctx) const {
+  std::vector<std::vector<void*>> bufs(c.steps.size());
+  for (size_t m = 0; m < c.steps.size(); ++m) {
+    const Step& st = c.steps[m];
+    for (int v : st.in_vars) bufs[m].push_back(ptr[v]);
+    bufs[m].push_back(ptr[st.out_vars[0]]);
+  }
+  auto run_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t b = r0; b < r1; b += c.block) {
+      int64_t e = std::min(r1, b + c.block);
+      for (size_t m = 0; m < c.steps.size(); ++m)
+        generated_[c.steps[m].generated].code->fn(bufs[m].data(), b * c.per_row[m],
+                                                  e * c.per_row[m]);
+    }
+  };
+  if (ctx.threads <= 1 || c.rows < 2 * c.grain) return run_rows(0, c.rows);
+  cpu::parallel_for(c.rows, ctx.threads, c.grain, run_rows);
+}
+
 std::string Executable::text() const {
   std::string s;
   for (const Step& st : steps_) {
-    if (st.generated >= 0) {
-      const Generated& g = generated_[st.generated];
+    std::vector<const Step*> generated;
+    if (st.generated >= 0) generated.push_back(&st);
+    if (st.chain >= 0) {
+      const Chain& c = chains_[st.chain];
+      s += "row chain: " + std::to_string(c.steps.size()) + " loop kernels run block by block (" +
+           std::to_string(c.rows) + " rows, " + std::to_string(c.block) + " per block):\n";
+      for (const Step& m : c.steps) generated.push_back(&m);
+    }
+    for (const Step* g_step : generated) {
+      const Generated& g = generated_[g_step->generated];
       s += "loop kernel (" + std::to_string(g.iterations) + " iterations):\n" + g.text;
       if (!g.code->ir.empty()) s += "  native code (LLVM IR after optimisation):\n" + g.code->ir;
-    } else if (st.fused >= 0) {
+    }
+    if (!generated.empty()) continue;
+    if (st.fused >= 0) {
       s += "interpreted group:";
       for (const Step& op : fused_[st.fused].ops) s += " " + op.primitive->name();
       s += "\n";

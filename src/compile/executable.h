@@ -87,6 +87,7 @@ class Executable {
     int generated = -1;  // index into generated_ when this step is a generated loop kernel
     PrimitivePtr owned;  // a primitive made by the compiler (a tile's row reduction)
     uint64_t site = 0;   // the equation's position in the program (ExecContext::site)
+    int chain = -1;      // index into chains_ when this step is a row chain
   };
   // Consecutive elementwise steps over n elements run tile by tile: each tile flows through the
   // whole chain while it is in cache, and values used only inside the chain never reach memory.
@@ -101,8 +102,17 @@ class Executable {
     std::shared_ptr<const codegen::Compiled> code;
     int64_t iterations = 0;  // elements of the root (outputs of a reduction)
     int64_t grain = 0;       // iterations per chunk of a thread
+    int64_t per = 1;         // elements of the iteration space per iteration (a reduction's row)
     std::string text;        // the group, for compiled_text
     bool pointwise = false;  // only elementwise nodes: element i reads its inputs' element i
+  };
+  // Generated kernels over the same rows that read each other's outputs row by row: they run
+  // one block of rows at a time, every kernel on the block while it is in cache (a layer norm's
+  // mean, variance and output read the row three times from L1 instead of memory).
+  struct Chain {
+    std::vector<Step> steps;        // generated steps, in order
+    std::vector<int64_t> per_row;   // each one's iterations per row
+    int64_t rows = 0, block = 1, grain = 1;
   };
   struct Copy {
     int var;
@@ -114,6 +124,8 @@ class Executable {
   std::vector<Step> steps_;
   std::vector<Fused> fused_;
   std::vector<Generated> generated_;
+  std::vector<Chain> chains_;
+  void run_chain(const Chain& c, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_generated(const Step& st, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,

@@ -106,44 +106,126 @@ std::vector<LoopGroup> plan_loop_fusion(const Program& p) {
   std::vector<std::optional<Node>> nodes(neq);
   std::vector<int> group(neq, -1);
   std::vector<size_t> roots;
+  // Per group: its reduction (-1: none yet), and whether every member so far is an elementwise
+  // op of the root's shape (then a reduction may join as the producer of that epilogue).
+  std::vector<int> reduction_of;
+  std::vector<bool> pointwise;
+  // Ops that compute element i of their output from element i of their operands (in row-major
+  // order: a reshape too), so an epilogue of them reads the reduction where it writes.
+  auto elementwise = [&](NodeKind k) {
+    return k == NodeKind::Unary || k == NodeKind::Binary || k == NodeKind::Select ||
+           k == NodeKind::Convert || k == NodeKind::Reshape;
+  };
+  // Cheap producers used by several groups are computed inside each of them (XLA duplicates
+  // them too): x - mean feeding both a variance and the output is never written to memory.
+  std::vector<std::vector<int>> shared(neq);  // the groups a duplicated producer is part of
+  auto cheap = [&](const Node& n) {
+    using prim::BinaryOp;
+    using prim::UnaryOp;
+    switch (n.kind) {
+      case NodeKind::Binary: {
+        auto op = static_cast<BinaryOp>(n.code);
+        return op != BinaryOp::Div && op != BinaryOp::Rem && op != BinaryOp::Pow &&
+               op != BinaryOp::Atan2;
+      }
+      case NodeKind::Unary: {
+        auto op = static_cast<UnaryOp>(n.code);
+        return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Not;
+      }
+      case NodeKind::Convert:
+      case NodeKind::Broadcast:
+      case NodeKind::Reshape:
+      case NodeKind::Slice:
+      case NodeKind::Rev:
+      case NodeKind::Transpose:
+        return true;
+      default:
+        return false;
+    }
+  };
   for (size_t s = neq; s-- > 0;) {
     const Equation& eq = p.equations[s];
     nodes[s] = node_of(p, eq);
     if (!nodes[s]) continue;
     int v = eq.outputs[0];
     int g = -1;
-    bool joins = nodes[s]->kind != NodeKind::Reduce && !is_output[v] && !users[v].empty();
+    const bool is_reduce = nodes[s]->kind == NodeKind::Reduce;
+    bool joins = !is_output[v] && !users[v].empty();
     if (joins)
       for (size_t u : users[v]) {
         const Equation& ue = p.equations[u];
         if (group[u] < 0 || (g >= 0 && group[u] != g)) joins = false;
         g = group[u];
+        // A reduction joins only as the producer of an elementwise epilogue of its shape.
+        if (is_reduce && (g < 0 || reduction_of[g] >= 0 || !pointwise[g] ||
+                          p.var_types[ue.outputs[0]].size() != p.var_types[v].size()))
+          joins = false;
         // Not through a broadcast that replicates this value.
         if (as<prim::BroadcastInDim>(ue) &&
             p.var_types[ue.outputs[0]].size() > p.var_types[v].size())
           joins = false;
       }
+    if (!joins && cheap(*nodes[s]) && !is_output[v] && !users[v].empty()) {
+      std::vector<int> gs;
+      bool ok = true, feeds_shared = false;
+      auto add = [&](int h) {
+        if (std::find(gs.begin(), gs.end(), h) == gs.end()) gs.push_back(h);
+      };
+      for (size_t u : users[v]) {
+        const Equation& ue = p.equations[u];
+        ok = ok && (group[u] >= 0 || group[u] == -2) &&
+             !(as<prim::BroadcastInDim>(ue) &&
+               p.var_types[ue.outputs[0]].size() > p.var_types[v].size());
+        if (group[u] >= 0) add(group[u]);
+        if (group[u] == -2) {
+          feeds_shared = true;
+          for (int h : shared[u]) add(h);
+        }
+      }
+      if (ok && (gs.size() >= 2 || feeds_shared)) {
+        shared[s] = gs;
+        group[s] = -2;  // in several groups: its producers may be shared too, not join one
+        for (int h : gs)
+          if (reduction_of[h] < 0)
+            pointwise[h] = pointwise[h] && elementwise(nodes[s]->kind) &&
+                           p.var_types[v].size() == p.var_types[p.equations[roots[h]].outputs[0]].size();
+        continue;
+      }
+    }
     if (joins && g >= 0) {
       group[s] = g;
+      if (is_reduce) reduction_of[g] = static_cast<int>(s);
+      // Producers of the reduction's operand are not part of the epilogue.
+      if (reduction_of[g] < 0)
+        pointwise[g] = pointwise[g] && elementwise(nodes[s]->kind) &&
+                       p.var_types[v].size() == p.var_types[p.equations[roots[g]].outputs[0]].size();
     } else {
       group[s] = static_cast<int>(roots.size());
       roots.push_back(s);
+      reduction_of.push_back(is_reduce ? static_cast<int>(s) : -1);
+      pointwise.push_back(elementwise(nodes[s]->kind));
     }
   }
 
   std::vector<LoopGroup> out;
   std::vector<std::vector<size_t>> members(roots.size());
-  for (size_t s = 0; s < neq; ++s)
+  for (size_t s = 0; s < neq; ++s) {
     if (group[s] >= 0) members[group[s]].push_back(s);
+    for (int h : shared[s]) members[h].push_back(s);
+  }
+  // Which groups are generated (the others run on the interpreter).
+  std::vector<bool> kept(roots.size(), false);
   for (size_t g = roots.size(); g-- > 0;) {
     const std::vector<size_t>& ms = members[g];
     const Node& root = *nodes[roots[g]];
-    bool reduces = root.kind == NodeKind::Reduce;
-    const AbstractValue& space = reduces ? p.type(p.equations[roots[g]].inputs[0])
-                                         : p.var_types[p.equations[roots[g]].outputs[0]];
+    const int red = reduction_of[g];
+    const AbstractValue& space = red >= 0 ? p.type(p.equations[static_cast<size_t>(red)].inputs[0])
+                                          : p.var_types[p.equations[roots[g]].outputs[0]];
     if (space.size() < kMinElements) continue;
     if (ms.size() == 1 && !data_movement(root.kind)) continue;
-    if (reduces && ms.size() == 1) continue;
+    // A reduction of an input, with nothing fused before or after it: the interpreter's kernel.
+    if (red >= 0 && ms.size() == 1) continue;
+    kept[g] = true;
     LoopGroup lg;
     lg.root = roots[g];
     lg.members = ms;
@@ -177,8 +259,56 @@ std::vector<LoopGroup> plan_loop_fusion(const Program& p) {
     }
     out.push_back(std::move(lg));
   }
+  // A member's value exists only inside kernels when every group computing it is generated.
+  for (LoopGroup& lg : out)
+    for (size_t s : lg.members) {
+      if (s == lg.root) continue;
+      bool inside = true;
+      for (int h : shared[s]) inside = inside && kept[static_cast<size_t>(h)];
+      if (inside) lg.absorbs.push_back(s);
+    }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.root < b.root; });
   return out;
+}
+
+}  // namespace spmd::compile
+
+namespace spmd::compile {
+
+bool reads_row_locally(const codegen::LoopKernel& k, int input, int64_t rows) {
+  const auto& nodes = k.nodes;
+  if (k.root().shape.empty() || k.root().shape[0] != rows) return false;
+  std::vector<bool> reached(nodes.size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.kind == NodeKind::Input) {
+      reached[i] = n.code == input;
+      if (reached[i] && (n.shape.empty() || n.shape[0] != rows)) return false;
+      continue;
+    }
+    bool from = false;
+    for (int a : n.args) from = from || reached[static_cast<size_t>(a)];
+    if (!from) continue;
+    reached[i] = true;
+    if (n.shape.empty() || n.shape[0] != rows) return false;
+    switch (n.kind) {
+      case NodeKind::Unary:
+      case NodeKind::Binary:
+      case NodeKind::Select:
+      case NodeKind::Convert:
+      case NodeKind::Reshape:
+        break;
+      case NodeKind::Broadcast:
+        if (n.p1.empty() || n.p1[0] != 0 || nodes[n.args[0]].shape[0] != rows) return false;
+        break;
+      case NodeKind::Reduce:
+        if (!n.p1.empty() && n.p1[0] == 0) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace spmd::compile

@@ -20,11 +20,23 @@ namespace spmd::compile {
 struct LoopGroup {
   size_t root = 0;              // the equation whose output the kernel writes
   std::vector<size_t> members;  // every equation the kernel computes, root included
+  std::vector<size_t> absorbs;  // members whose values exist only inside kernels (not run alone)
   std::vector<Atom> inputs;     // what it reads: kernel input i is inputs[i]
   codegen::LoopKernel kernel;
 };
 
 // The groups worth generating code for (in order of their roots).
 std::vector<LoopGroup> plan_loop_fusion(const Program& program);
+
+}  // namespace spmd::compile
+
+namespace spmd::compile {
+
+// Whether kernel k reads its input `input` only at the row (index along the first axis) of the
+// element it computes, given that its root's first axis has `rows` elements: the input reaches
+// the root through elementwise ops, reshapes and broadcasts that keep the first axis, and
+// reductions of trailing axes. Kernels that read each other's outputs this way can run row
+// block by row block, one after the other on each block while it is in cache.
+bool reads_row_locally(const codegen::LoopKernel& k, int input, int64_t rows);
 
 }  // namespace spmd::compile
