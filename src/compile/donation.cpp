@@ -9,7 +9,9 @@
 //     and reads the input at the element it writes (the same element count as the output): each
 //     element is read before, or as, it is overwritten;
 //   - the copy writing the output when the output is that input (a no-op copy).
-// A generated loop kernel counts as elementwise only when all its nodes are elementwise ops.
+// A generated loop kernel counts as elementwise only when all its nodes are elementwise ops. A
+// row chain runs its kernels block by block, in order on each block, as a fused group runs its
+// ops tile by tile: the same rules hold with its kernels as the ops.
 // Any later read, or a read of the same step that is not elementwise (a dot, a loop, a
 // broadcast scalar), rules the pair out: correctness first.
 #include <algorithm>
@@ -68,8 +70,6 @@ void Executable::plan_donation() {
       if (r.at < w.at) continue;
       if (r.at > w.at) return false;
       if (!w.step) continue;  // the copy of input i onto itself
-      // A row chain interleaves its kernels block by block: no reuse within one.
-      if (static_cast<size_t>(w.at) < steps_.size() && steps_[w.at].chain >= 0) return false;
       if (r.op > w.op) return false;
       const Step& reader = *r.step;
       // A generated loop kernel reads through index maps (a stencil reads neighbours): only

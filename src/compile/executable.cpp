@@ -235,14 +235,18 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       }
       const LoopGroup& g = loops[loop_at[s]];
       const Shape& shape = g.kernel.root().shape;
-      int64_t r = shape.empty() ? 0 : shape[0];
-      bool joins = r >= 2 && !cur.empty() && r == rows;
+      // Rows of one element are no rows (a reduction's outputs are: each reduces a row).
+      int64_t r = shape.empty() || (shape.size() < 2 && g.kernel.reduction() < 0) ? 0 : shape[0];
+      // It joins when it reads an earlier member's output (the point of running them together),
+      // and reads every such output row-locally.
+      bool joins = r >= 2 && !cur.empty() && r == rows, reads_member = false;
       for (size_t i = 0; joins && i < g.inputs.size(); ++i) {
         const Atom& a = g.inputs[i];
-        if (!a.is_literal() && produced.count(a.var) &&
-            !reads_row_locally(g.kernel, static_cast<int>(i), r))
-          joins = false;
+        if (a.is_literal() || !produced.count(a.var)) continue;
+        reads_member = true;
+        if (!reads_row_locally(g.kernel, static_cast<int>(i), r)) joins = false;
       }
+      joins = joins && reads_member;
       if (!joins) close();
       if (r >= 2) {
         if (cur.empty()) rows = r;
