@@ -4,6 +4,7 @@
 // Why LLVM and not C++ for the system compiler (MLX's CPU route): measured on this machine, one
 // small kernel takes ~23 ms through ORC (IR build 0.5 ms, O3 10 ms, machine code 12 ms) against
 // ~130 ms for g++ -O3 -shared (process start-up and headers dominate) and ~300 ms for clang++;
+// the modules of one compilation are optimised and turned into machine code on parallel threads;
 // the run time of the loop is the same. A training step has a few dozen groups, so only the
 // in-process route meets the first-call budget; all groups of one executable share one module.
 //
@@ -26,19 +27,25 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "codegen/loop_kernel.h"
@@ -75,6 +82,8 @@ T check(llvm::Expected<T> v, const char* what) {
 struct Jit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
+  std::optional<llvm::orc::JITTargetMachineBuilder> builder;
+  unsigned threads = 1;  // modules compiled at once
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const Compiled>> cache;
   uint64_t functions = 0;
@@ -83,7 +92,7 @@ struct Jit {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "host detection");
-    jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Default);
     // LLVM 14 does not know the newest CPUs by name ("generic"); pick the x86-64 level their
     // features reach so the cost model is not that of a 2003 CPU.
     if (jtmb.getCPU().empty() || jtmb.getCPU() == "generic") {
@@ -97,6 +106,8 @@ struct Jit {
                                                       : "x86-64");
     }
     tm = check(jtmb.createTargetMachine(), "target machine");
+    builder = jtmb;
+    threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
     jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "LLJIT");
     // libm (expf, tanhf, ...) and the rest of the process resolve generated calls.
     jit->getMainJITDylib().addGenerator(
@@ -887,7 +898,16 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+}
+
+// SPMD_CODEGEN_TIMING=1 prints each compilation's time to stderr.
+bool timing() {
+  static const bool on = [] {
+    const char* v = std::getenv("SPMD_CODEGEN_TIMING");
+    return v && std::string(v) == "1";
+  }();
+  return on;
 }
 
 }  // namespace
@@ -896,12 +916,27 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
                                                      bool keep_ir) {
   Jit& jit = the_jit();
   std::lock_guard<std::mutex> lock(jit.mu);
+  auto t_start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<const Compiled>> result(kernels.size());
   std::vector<std::string> keys(kernels.size());
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto m = std::make_unique<llvm::Module>("spmd", *ctx);
-  m->setDataLayout(jit.jit->getDataLayout());
-  m->setTargetTriple(jit.tm->getTargetTriple().str());
+  // The kernels not compiled yet, spread over one module per compile thread: the modules are
+  // optimised and turned into machine code in parallel (a training step's first call waits for
+  // them).
+  const size_t parts = std::max<size_t>(1, std::min<size_t>(jit.threads, kernels.size()));
+  struct Part {
+    std::unique_ptr<llvm::LLVMContext> ctx;
+    std::unique_ptr<llvm::Module> m;
+    std::vector<std::string> names;
+    std::map<std::string, std::string> ir;
+    std::unique_ptr<llvm::MemoryBuffer> object;
+  };
+  std::vector<Part> part(parts);
+  for (Part& pt : part) {
+    pt.ctx = std::make_unique<llvm::LLVMContext>();
+    pt.m = std::make_unique<llvm::Module>("spmd", *pt.ctx);
+    pt.m->setDataLayout(jit.jit->getDataLayout());
+    pt.m->setTargetTriple(jit.tm->getTargetTriple().str());
+  }
   std::map<std::string, std::vector<size_t>> todo;  // name -> kernels it serves
   std::map<std::string, std::string> name_of;        // key -> function name
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -915,30 +950,85 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
     if (n == name_of.end()) {
       std::string name = "spmd_loop" + std::to_string(jit.functions++);
       n = name_of.emplace(keys[i], name).first;
-      build(kernels[i], name, *m, *jit.tm);
+      Part& pt = part[name_of.size() % parts];
+      build(kernels[i], name, *pt.m, *jit.tm);
+      pt.names.push_back(name);
     }
     todo[n->second].push_back(i);
   }
   if (todo.empty()) return result;
-  std::string err;
-  llvm::raw_string_ostream es(err);
-  if (llvm::verifyModule(*m, &es)) fail("code generator produced invalid IR: ", es.str());
-  optimize(*m, *jit.tm);
-  std::map<std::string, std::string> ir;
-  if (keep_ir)
-    for (auto& [name, _] : todo) {
-      std::string s;
-      llvm::raw_string_ostream os(s);
-      if (Function* f = m->getFunction(name + ".body")) f->print(os);
-      ir[name] = os.str();
+  auto t_built = std::chrono::steady_clock::now();
+  std::vector<std::string> errors(parts);
+  auto optimise_part = [&](size_t k) {
+    Part& pt = part[k];
+    if (pt.names.empty()) return;
+    std::string err;
+    llvm::raw_string_ostream es(err);
+    if (llvm::verifyModule(*pt.m, &es)) {
+      errors[k] = "code generator produced invalid IR: " + es.str();
+      return;
     }
-  if (auto e = jit.jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
-    fail("code generator: ", llvm::toString(std::move(e)));
+    auto tm = jit.builder->createTargetMachine();  // one per thread: they are not shared
+    if (!tm) {
+      errors[k] = llvm::toString(tm.takeError());
+      return;
+    }
+    optimize(*pt.m, **tm);
+    // Machine code here too, on this thread's TargetMachine: ORC only links the object.
+    llvm::SmallVector<char, 0> code;
+    {
+      llvm::raw_svector_ostream os(code);
+      llvm::legacy::PassManager pm;
+      if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+        errors[k] = "the target cannot emit object code";
+        return;
+      }
+      pm.run(*pt.m);
+    }
+    pt.object = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(code.data(), code.size()),
+                                                     "spmd_loops");
+    if (keep_ir)
+      for (const std::string& name : pt.names) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        if (Function* f = pt.m->getFunction(name + ".body")) f->print(os);
+        pt.ir[name] = os.str();
+      }
+  };
+  {
+    std::vector<std::thread> helpers;
+    for (size_t k = 1; k < parts; ++k) helpers.emplace_back(optimise_part, k);
+    optimise_part(0);
+    for (auto& t : helpers) t.join();
+  }
+  for (const std::string& e : errors)
+    if (!e.empty()) fail(e);
+  auto t_optimized = std::chrono::steady_clock::now();
+  llvm::orc::SymbolLookupSet wanted;
+  for (Part& pt : part) {
+    if (pt.names.empty()) continue;
+    for (const std::string& name : pt.names) wanted.add(jit.jit->mangleAndIntern(name));
+    if (auto e = jit.jit->addObjectFile(std::move(pt.object)))
+      fail("code generator: ", llvm::toString(std::move(e)));
+  }
+  auto& es = jit.jit->getExecutionSession();
+  auto symbols = check(es.lookup(llvm::orc::makeJITDylibSearchOrder(&jit.jit->getMainJITDylib()),
+                                 std::move(wanted)),
+                       "symbol lookup");
+  if (timing()) {
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    auto t_done = std::chrono::steady_clock::now();
+    std::fprintf(stderr,
+                 "spmd codegen: %zu kernels in %zu modules: IR %.1f ms, optimisation and machine "
+                 "code %.1f ms, linking %.1f ms\n",
+                 todo.size(), parts, ms(t_start, t_built), ms(t_built, t_optimized),
+                 ms(t_optimized, t_done));
+  }
   for (auto& [name, users] : todo) {
-    auto sym = check(jit.jit->lookup(name), "symbol lookup");
     auto c = std::make_shared<Compiled>();
-    c->fn = reinterpret_cast<KernelFn>(sym.getAddress());
-    c->ir = ir[name];
+    c->fn = reinterpret_cast<KernelFn>(symbols[jit.jit->mangleAndIntern(name)].getAddress());
+    for (Part& pt : part)
+      if (pt.ir.count(name)) c->ir = pt.ir[name];
     for (size_t i : users) {
       result[i] = c;
       jit.cache[keys[i]] = c;
