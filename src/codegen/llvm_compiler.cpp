@@ -2,11 +2,12 @@
 // LLVM's headers).
 //
 // Why LLVM and not C++ for the system compiler (MLX's CPU route): measured on this machine, one
-// small kernel takes ~23 ms through ORC (IR build 0.5 ms, O3 10 ms, machine code 12 ms) against
-// ~130 ms for g++ -O3 -shared (process start-up and headers dominate) and ~300 ms for clang++;
-// the modules of one compilation are optimised and turned into machine code on parallel threads;
-// the run time of the loop is the same. A training step has a few dozen groups, so only the
-// in-process route meets the first-call budget; all groups of one executable share one module.
+// small kernel takes ~23 ms through ORC (IR build 0.5 ms, optimisation 10 ms, machine code 12 ms)
+// against ~130 ms for g++ -O3 -shared (process start-up and headers dominate) and ~300 ms for
+// clang++; the run time of the loop is the same. A training step has about ten groups, so only the
+// in-process route fits a first call of ~150 ms. The new kernels of one compilation are spread
+// over one module per core, each optimised (LLVM's O2 pipeline) and turned into an object on its
+// own thread with its own TargetMachine; ORC only links the objects.
 //
 // Loop structure. A kernel iterates over its root's elements, row by row (the last axis is the
 // inner loop, the others index the row); each thread gets a range of elements. Every index a
