@@ -384,6 +384,8 @@ class Emitter {
 
   Value* pad(const Node& n, const std::vector<Ix>& idx) {
     const Node& x = arg(n, 0);
+    // An empty operand is never read (a clamped index into it would still be a load).
+    if (std::find(x.shape.begin(), x.shape.end(), 0) != x.shape.end()) return emit(n.args[1], {});
     Cond cond{Cond::True};
     std::vector<Ix> in;
     for (size_t d = 0; d < idx.size(); ++d) {
@@ -426,6 +428,7 @@ class Emitter {
     std::vector<std::pair<Cond, Value*>> pieces;
     for (size_t p = 0; p < n.args.size(); ++p) {
       int64_t size = arg(n, p).shape[axis];
+      if (size == 0) continue;  // never selected, and never loaded from
       Cond c = range(x, off, off + size);
       if (c.state != Cond::False) {
         std::vector<Ix> in = idx;
