@@ -136,33 +136,50 @@ Array heat_pmap_step(const Array& x) {
   return x + kAlpha * (left - 2.0 * x + right);
 }
 
-bool bench_heat(int rounds, int threads, bool& ok) {
-  const int64_t n = kHeatN;
-  const int steps = kHeatSteps;
-  std::vector<float> x0 = random_floats(n, 1);
-  Array X0(x0, {n});
-  Array X0p = X0.reshape({kDevices, n / kDevices});
-  auto jstep = spmd::jit(heat_jax_step);
-  auto pstep = spmd::pmap(heat_pmap_step, "i");
+// One stencil, four ways: jit of one step, pmap of one step with ppermute halos, and the
+// hand-written loop (`rows_fn` over rows [lo, hi) of `rows`) on 1 and on `threads` threads. The
+// first run of each checks the results against the 1-thread loop (and warms up: trace, compile,
+// page faults); then interleaved timed rounds. Returns whether the targets are met.
+struct Stencil {
+  std::string title;  // the printed headline, before the round count
+  std::string jit_name, pmap_name;
+  Array (*jax_step)(const Array&);
+  Array (*pmap_step)(const Array&);
+  void (*rows_fn)(const float* x, float* y, int64_t n, int64_t lo, int64_t hi);
+  std::vector<float> x0;
+  spmd::Shape shape, pmap_shape;
+  int64_t rows;  // what rows_fn splits (and its `n`)
+  int steps;
+  double tolerance;  // jit and pmap against the loop
+};
 
-  std::vector<float> a1(x0), b1(n), an(x0), bn(n);
+bool bench_stencil(const Stencil& st, int rounds, int threads, bool& ok) {
+  const int64_t size = static_cast<int64_t>(st.x0.size());
+  const int steps = st.steps;
+  Array X0(st.x0, st.shape);
+  Array X0p = X0.reshape(st.pmap_shape);
+  auto jstep = spmd::jit(st.jax_step);
+  auto pstep = spmd::pmap(st.pmap_step, "i");
+
+  std::vector<float> a1(st.x0), b1(st.x0.size()), an(st.x0), bn(st.x0.size());
   const float *ref = nullptr, *outn = nullptr;
   Array y_jit, y_pmap;
   auto loop = [&](std::vector<float>& a, std::vector<float>& b, int t) {
-    std::copy(x0.begin(), x0.end(), a.begin());
-    return run_steps(
-        a.data(), b.data(), n, t, steps,
-        [n](const float* x, float* y, int64_t lo, int64_t hi) { heat_step(x, y, n, lo, hi); });
+    std::copy(st.x0.begin(), st.x0.end(), a.begin());
+    return run_steps(a.data(), b.data(), st.rows, t, steps,
+                     [&st](const float* x, float* y, int64_t lo, int64_t hi) {
+                       st.rows_fn(x, y, st.rows, lo, hi);
+                     });
   };
   std::vector<Impl> impls = {
-      {"spmd::jit(step), called 200 times",
+      {st.jit_name,
        [&] {
          Array x = X0;
          for (int s = 0; s < steps; ++s) x = jstep(x);
          y_jit = x;
        },
        {}},
-      {"spmd::pmap(step), 8 devices, ppermute halos",
+      {st.pmap_name,
        [&] {
          Array x = X0p;
          for (int s = 0; s < steps; ++s) x = pstep(x);
@@ -174,18 +191,15 @@ bool bench_heat(int rounds, int threads, bool& ok) {
        [&] { outn = loop(an, bn, threads); },
        {}},
   };
-  // The first run of each is the check (and the warm-up: trace, compile, page faults).
   for (auto& impl : impls) impl.run();
-  double e_jit = max_abs_diff(y_jit, ref, n), e_pmap = max_abs_diff(y_pmap, ref, n);
-  double e_loop = max_abs_diff(outn, ref, n);
-  bool good = e_jit <= 1e-5 && e_pmap <= 1e-5 && e_loop == 0 &&
-              y_pmap.shape() == spmd::Shape{kDevices, n / kDevices};
+  double e_jit = max_abs_diff(y_jit, ref, size), e_pmap = max_abs_diff(y_pmap, ref, size);
+  double e_loop = max_abs_diff(outn, ref, size);
+  bool good = e_jit <= st.tolerance && e_pmap <= st.tolerance && e_loop == 0 &&
+              y_pmap.shape() == st.pmap_shape;
   time_rounds(impls, rounds, steps);
 
-  std::printf(
-      "1-D heat equation, %lld float32 points, periodic, alpha %.2f, %d steps; median of %d "
-      "interleaved rounds; spmd's CPU work uses %d threads\n",
-      static_cast<long long>(n), kAlpha, steps, rounds, threads);
+  std::printf("%s; median of %d interleaved rounds; spmd's CPU work uses %d threads\n",
+              st.title.c_str(), rounds, threads);
   bool pass = report(impls, true, threads);
   std::printf(
       "  result check vs 1-thread loop after %d steps: max abs diff jit %.2g, pmap %.2g, "
@@ -193,6 +207,19 @@ bool bench_heat(int rounds, int threads, bool& ok) {
       steps, e_jit, e_pmap, threads, e_loop, good ? "ok" : "WRONG");
   ok = ok && good;
   return pass;
+}
+
+bool bench_heat(int rounds, int threads, bool& ok) {
+  const int64_t n = kHeatN;
+  char title[160];
+  std::snprintf(title, sizeof title,
+                "1-D heat equation, %lld float32 points, periodic, alpha %.2f, %d steps",
+                static_cast<long long>(n), kAlpha, kHeatSteps);
+  return bench_stencil({title, "spmd::jit(step), called 200 times",
+                        "spmd::pmap(step), 8 devices, ppermute halos", heat_jax_step,
+                        heat_pmap_step, heat_step, random_floats(n, 1), {n},
+                        {kDevices, n / kDevices}, n, kHeatSteps, 1e-5},
+                       rounds, threads, ok);
 }
 
 // ---- 2-D Jacobi -------------------------------------------------------------------------------
@@ -241,60 +268,14 @@ Array jacobi_pmap_step(const Array& x) {
 
 bool bench_jacobi(int rounds, int threads, bool& ok) {
   const int64_t n = kSide;
-  const int steps = kJacobiSteps;
-  std::vector<float> x0 = random_floats(n * n, 2);
-  Array X0(x0, {n, n});
-  Array X0p = X0.reshape({kDevices, n / kDevices, n});
-  auto jstep = spmd::jit(jacobi_jax_step);
-  auto pstep = spmd::pmap(jacobi_pmap_step, "i");
-
-  std::vector<float> a1(x0), b1(x0.size()), an(x0), bn(x0.size());
-  const float *ref = nullptr, *outn = nullptr;
-  Array y_jit, y_pmap;
-  auto loop = [&](std::vector<float>& a, std::vector<float>& b, int t) {
-    std::copy(x0.begin(), x0.end(), a.begin());
-    return run_steps(
-        a.data(), b.data(), n, t, steps,
-        [n](const float* x, float* y, int64_t lo, int64_t hi) { jacobi_rows(x, y, n, lo, hi); });
-  };
-  std::vector<Impl> impls = {
-      {"spmd::jit(step), called 20 times",
-       [&] {
-         Array x = X0;
-         for (int s = 0; s < steps; ++s) x = jstep(x);
-         y_jit = x;
-       },
-       {}},
-      {"spmd::pmap(step), 8 devices, ppermute row halos",
-       [&] {
-         Array x = X0p;
-         for (int s = 0; s < steps; ++s) x = pstep(x);
-         y_pmap = x;
-       },
-       {}},
-      {"C++ loop, 1 thread, two buffers", [&] { ref = loop(a1, b1, 1); }, {}},
-      {"C++ loop, " + std::to_string(threads) + " threads, two buffers",
-       [&] { outn = loop(an, bn, threads); },
-       {}},
-  };
-  for (auto& impl : impls) impl.run();
-  double e_jit = max_abs_diff(y_jit, ref, n * n), e_pmap = max_abs_diff(y_pmap, ref, n * n);
-  double e_loop = max_abs_diff(outn, ref, n * n);
-  bool good = e_jit <= 1e-6 && e_pmap <= 1e-6 && e_loop == 0 &&
-              y_pmap.shape() == spmd::Shape{kDevices, n / kDevices, n};
-  time_rounds(impls, rounds, steps);
-
-  std::printf(
-      "2-D 5-point Jacobi, %lld x %lld float32, zero boundary, %d steps; median of %d "
-      "interleaved rounds\n",
-      static_cast<long long>(n), static_cast<long long>(n), steps, rounds);
-  bool pass = report(impls, true, threads);
-  std::printf(
-      "  result check vs 1-thread loop after %d steps: max abs diff jit %.2g, pmap %.2g, "
-      "%d-thread loop %.2g (%s)\n",
-      steps, e_jit, e_pmap, threads, e_loop, good ? "ok" : "WRONG");
-  ok = ok && good;
-  return pass;
+  char title[160];
+  std::snprintf(title, sizeof title, "2-D 5-point Jacobi, %lld x %lld float32, zero boundary, %d steps",
+                static_cast<long long>(n), static_cast<long long>(n), kJacobiSteps);
+  return bench_stencil({title, "spmd::jit(step), called 20 times",
+                        "spmd::pmap(step), 8 devices, ppermute row halos", jacobi_jax_step,
+                        jacobi_pmap_step, jacobi_rows, random_floats(n * n, 2), {n, n},
+                        {kDevices, n / kDevices, n}, n, kJacobiSteps, 1e-6},
+                       rounds, threads, ok);
 }
 
 }  // namespace
