@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "base/allocator.h"
 #include "bench_util.h"
 #include "ir/trace.h"
-#include "runtime/allocator.h"
 #include "spmd/spmd.h"
 #include "transforms/forward.h"
 

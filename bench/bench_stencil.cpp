@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/parallel.h"
+#include "base/parallel.h"
 #include "bench_util.h"
 #include "spmd/spmd.h"
 

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "backend/cpu/parallel.h"
+#include "base/parallel.h"
 #include "spmd/spmd.h"
 #include "test_util.h"
 

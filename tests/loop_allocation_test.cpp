@@ -3,7 +3,7 @@
 // one per iteration.
 #include <gtest/gtest.h>
 
-#include "runtime/allocator.h"
+#include "base/allocator.h"
 #include "spmd/spmd.h"
 
 namespace spmd {

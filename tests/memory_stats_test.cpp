@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/allocator.h"
+#include "base/allocator.h"
 #include "spmd/spmd.h"
 #include "test_util.h"
 

@@ -1,7 +1,7 @@
 #include "backend/eager.h"
 
-#include "backend/cpu/parallel.h"
 #include "backend/kernel.h"
+#include "base/parallel.h"
 #include "core/array_impl.h"
 #include "core/checked_size.h"
 #include "spmd/error.h"

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/env.h"
 #include "primitives/primitives.h"
-#include "runtime/env.h"
 
 namespace spmd::codegen {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <map>
 
-#include "backend/cpu/parallel.h"
+#include "base/parallel.h"
 #include "compile/loop_fusion.h"
 #include "core/array_impl.h"
 #include "spmd/error.h"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backend/kernel.h"
+#include "base/allocator.h"
 #include "codegen/loop_kernel.h"
-#include "runtime/allocator.h"
 #include "spmd/program.h"
 
 namespace spmd::detail {

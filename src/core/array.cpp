@@ -3,7 +3,7 @@
 #include <cstring>
 #include <new>
 
-#include "backend/cpu/dispatch.h"
+#include "base/dtype_visit.h"
 #include "core/array_impl.h"
 #include "core/checked_size.h"
 #include "core/first_use.h"

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/allocator.h"
+#include "base/allocator.h"
 #include "spmd/array.h"
 
 namespace spmd::detail {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <ostream>
 
-#include "backend/cpu/dispatch.h"
+#include "base/dtype_visit.h"
 #include "core/array_impl.h"
 #include "spmd/program.h"
 

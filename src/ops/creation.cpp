@@ -4,7 +4,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "backend/cpu/dispatch.h"
+#include "base/dtype_visit.h"
 #include "core/array_impl.h"
 #include "core/checked_size.h"
 #include "ops/common.h"

@@ -10,8 +10,8 @@
 #include <system_error>
 #include <thread>
 
+#include "base/env.h"
 #include "core/first_use.h"
-#include "runtime/env.h"
 #include "runtime/process.h"
 #include "spmd/error.h"
 

@@ -4,10 +4,10 @@
 #include <array>
 #include <cstring>
 
-#include "backend/cpu/copy.h"
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/parallel.h"
-#include "runtime/allocator.h"
+#include "base/allocator.h"
+#include "base/copy.h"
+#include "base/dtype_visit.h"
+#include "base/parallel.h"
 #include "runtime/process.h"
 #include "runtime/reduce_buffers.h"
 #include "spmd/error.h"

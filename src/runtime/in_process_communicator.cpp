@@ -5,10 +5,10 @@
 #include <cstring>
 #include <functional>
 
-#include "backend/cpu/copy.h"
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/parallel.h"
-#include "runtime/allocator.h"
+#include "base/allocator.h"
+#include "base/copy.h"
+#include "base/dtype_visit.h"
+#include "base/parallel.h"
 #include "runtime/client.h"
 #include "runtime/reduce_buffers.h"
 #include "runtime/timeline.h"

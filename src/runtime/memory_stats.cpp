@@ -1,5 +1,5 @@
-// memory_stats: the allocator's per-device counters (runtime/allocator.h), as JAX reports them.
-#include "runtime/allocator.h"
+// memory_stats: the allocator's per-device counters (base/allocator.h), as JAX reports them.
+#include "base/allocator.h"
 #include "spmd/device.h"
 #include "spmd/error.h"
 

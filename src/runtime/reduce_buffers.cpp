@@ -1,6 +1,6 @@
 #include "runtime/reduce_buffers.h"
 
-#include "backend/cpu/dispatch.h"
+#include "base/dtype_visit.h"
 
 namespace spmd::runtime {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/env.h"
+#include "base/env.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {

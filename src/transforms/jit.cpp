@@ -1,7 +1,7 @@
 // jit: trace once per signature, simplify, compile to an Executable, cache.
 #include <mutex>
 
-#include "backend/cpu/parallel.h"
+#include "base/parallel.h"
 #include "compile/executable.h"
 #include "compile/simplify.h"
 #include "core/array_impl.h"

@@ -7,13 +7,13 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/cpu/copy.h"
-#include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/allocator.h"
+#include "base/copy.h"
+#include "base/parallel.h"
 #include "compile/executable.h"
 #include "primitives/pmap_call.h"
-#include "runtime/allocator.h"
 #include "runtime/client.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/mesh.h"

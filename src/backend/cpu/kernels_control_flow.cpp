@@ -7,11 +7,11 @@
 
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/allocator.h"
 #include "compile/executable.h"
 #include "primitives/control_flow.h"
 #include "primitives/custom_call.h"
 #include "primitives/remat.h"
-#include "runtime/allocator.h"
 
 namespace spmd::cpu {
 namespace {

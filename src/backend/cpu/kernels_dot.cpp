@@ -15,13 +15,13 @@
 #include <algorithm>
 #include <mutex>
 
-#include "backend/cpu/copy.h"
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/allocator.h"
+#include "base/copy.h"
+#include "base/dtype_visit.h"
+#include "base/parallel.h"
 #include "primitives/primitives.h"
-#include "runtime/allocator.h"
 
 namespace spmd::cpu {
 namespace {

@@ -1,10 +1,10 @@
 // CPU kernels of the elementwise primitives.
 #include <cmath>
 
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/dtype_visit.h"
+#include "base/parallel.h"
 #include "core/rational_tanh.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "backend/cpu/copy.h"
-#include "backend/cpu/dispatch.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/copy.h"
+#include "base/dtype_visit.h"
 #include "primitives/primitives.h"
 
 namespace spmd::cpu {

@@ -1,10 +1,10 @@
 // CPU kernels of the layout primitives.
 #include <cstring>
 
-#include "backend/cpu/copy.h"
-#include "backend/cpu/dispatch.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/copy.h"
+#include "base/dtype_visit.h"
 #include "primitives/primitives.h"
 
 namespace spmd::cpu {

@@ -2,7 +2,9 @@
 // The library's numeric environment variables (SPMD_CPU_DEVICES, SPMD_CPU_THREADS,
 // SPMD_COLLECTIVE_TIMEOUT, the device count in XLA_FLAGS) read one way: a value that is not a
 // number in its range (empty, "abc", "4x", "0", "-1", "1e999", "nan") is an spmd::Error naming
-// the variable, the range and the text given, never a silent default.
+// the variable, the range and the text given, never a silent default. In base/, the bottom
+// layer (README, layers), since the thread pool (base/parallel.cpp) reads SPMD_CPU_THREADS; the
+// namespace runtime:: is the one it had in runtime/.
 #include <cstdint>
 #include <optional>
 #include <string>

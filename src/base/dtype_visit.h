@@ -1,5 +1,8 @@
 #pragma once
 // Calls a generic lambda with the C++ element type of a dtype: visit(dt, [&]<class T>() {...}).
+// In base/, the bottom layer (README, layers), since core/ (conversion, printing) and runtime/
+// (reductions in the communicators) dispatch on dtypes as the kernels do; the namespace cpu::
+// is the one it had in backend/cpu/.
 #include <cstdint>
 #include <limits>
 #include <type_traits>

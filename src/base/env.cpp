@@ -1,5 +1,5 @@
 // Validated reading of the numeric SPMD_* environment variables (see env.h).
-#include "runtime/env.h"
+#include "base/env.h"
 
 #include <cctype>
 #include <cerrno>

@@ -1,7 +1,9 @@
 #pragma once
 // Intra-op parallelism: splits [0, n) into chunks run on a shared pool of helper threads.
 // Helpers sleep on a condition variable (never spin: spinning threads steal the cores that
-// device workers and BLAS need, see PERF-NOTES.md).
+// device workers and BLAS need, see PERF-NOTES.md). In base/, the bottom layer (README,
+// layers), since kernels, compiled loops, jit and the communicators all split work on it; the
+// namespace cpu:: (host threads) is the one it had in backend/cpu/.
 #include <cstdint>
 #include <functional>
 

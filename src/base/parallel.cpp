@@ -1,4 +1,4 @@
-#include "backend/cpu/parallel.h"
+#include "base/parallel.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/env.h"
+#include "base/env.h"
 #include "spmd/error.h"
 
 namespace spmd::cpu {

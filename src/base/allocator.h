@@ -1,7 +1,9 @@
 #pragma once
 // A caching host allocator: freed blocks are kept by size class and handed out again, because a
 // fresh large buffer costs more in page faults than most kernels cost in arithmetic
-// (PERF-NOTES.md: 32.5 ms vs 16.8 ms for the 10M dot products).
+// (PERF-NOTES.md: 32.5 ms vs 16.8 ms for the 10M dot products). In base/, the bottom layer
+// (README, layers), since core/'s arrays, compiled programs, kernels and communicators all
+// allocate here; the namespace runtime:: is the one it had in runtime/.
 #include <atomic>
 #include <cstddef>
 #include <memory>

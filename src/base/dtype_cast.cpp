@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "backend/cpu/dispatch.h"
+#include "base/dtype_visit.h"
 
 namespace spmd::cpu {
 

@@ -1,5 +1,7 @@
 #pragma once
-// Strided copies shared by the layout kernels: transposition and axis-run views.
+// Strided copies shared by the layout kernels and the communicators: transposition, axis-run
+// views and streaming copies. In base/, the bottom layer (README, layers), since runtime/ uses
+// them as well as backend/; the namespace cpu:: is the one they had in backend/cpu/.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "backend/cpu/copy.h"
+#include "base/copy.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "backend/cpu/parallel.h"
+#include "base/parallel.h"
 
 namespace spmd::cpu {
 namespace {
