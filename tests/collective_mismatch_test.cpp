@@ -44,7 +44,7 @@ struct Call final : runtime::CollectiveCall {
 // aborted on the first failure). Returns the error the whole call raised, or "" if none. The
 // collective timeout is far longer than the test takes: a mismatch must be found without it.
 std::string run_replicas(std::vector<std::string> names, std::vector<int64_t> sizes,
-                         const std::function<void(int, const backend::ReplicaAxes&)>& body) {
+                         const std::function<void(int, const runtime::MeshReplica&)>& body) {
   auto run = std::make_shared<runtime::RunState>();
   run->timeout = std::chrono::seconds(100);
   runtime::Mesh mesh(std::move(names), std::move(sizes), run);
@@ -55,8 +55,8 @@ std::string run_replicas(std::vector<std::string> names, std::vector<int64_t> si
     runtime::Client::get().run_on_devices(
         devices,
         [&](int r) {
-          auto axes = mesh.axes_for(r);
-          body(r, *axes);
+          const runtime::MeshReplica axes = mesh.replica(r);
+          body(r, axes);
           run->finish(r);
         },
         [run] { run->abort(); });
@@ -83,7 +83,7 @@ TEST_F(CollectiveMismatch, ReplicaThatFinishesWhileAnotherWaitsFailsTheRun) {
   std::vector<float> first(4, -1);
   const Call psum(7, "psum(axes=('i',)) of f32[]");
   auto start = std::chrono::steady_clock::now();
-  std::string error = run_replicas({"i"}, {4}, [&](int r, const backend::ReplicaAxes& axes) {
+  std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
     Communicator& comm = axes.communicator({"i"});
     float x = static_cast<float>(r + 1);
     for (int k = 0; k <= r; ++k) {  // replica r runs r + 1 iterations, a psum in each
@@ -106,7 +106,7 @@ TEST_F(CollectiveMismatch, ReplicaThatFinishesWhileAnotherWaitsFailsTheRun) {
 TEST_F(CollectiveMismatch, ReplicaThatGoesOnToAnotherCollectiveIsReported) {
   const Call psum(7, "psum(axes=('i',)) of f32[]");
   const Call gather(9, "all_gather(axes=('i',)) of f32[]");
-  std::string error = run_replicas({"i"}, {4}, [&](int r, const backend::ReplicaAxes& axes) {
+  std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
     Communicator& comm = axes.communicator({"i"});
     float x = 1, all[4];
     x = sum_all_reduce(comm, psum, x);
@@ -130,7 +130,7 @@ TEST_F(CollectiveMismatch, IdenticalCollectiveFromAnotherSiteIsReported) {
   const Call in_loop(7, "psum(axes=('i',)) of f32[]");
   const Call after_loop(8, "psum(axes=('i',)) of f32[]");
   std::vector<float> got(4, -1);
-  std::string error = run_replicas({"i"}, {4}, [&](int r, const backend::ReplicaAxes& axes) {
+  std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
     Communicator& comm = axes.communicator({"i"});
     float x = sum_all_reduce(comm, in_loop, 1);
     got[r] = sum_all_reduce(comm, r == 3 ? after_loop : in_loop, x);
@@ -145,7 +145,7 @@ TEST_F(CollectiveMismatch, IdenticalCollectiveFromAnotherSiteIsReported) {
 
 // Without descriptions (a communicator driven directly), kind, size and reduction still count.
 TEST_F(CollectiveMismatch, UndescribedCallsOfAnotherSizeAreReported) {
-  std::string error = run_replicas({"i"}, {4}, [&](int r, const backend::ReplicaAxes& axes) {
+  std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
     Communicator& comm = axes.communicator({"i"});
     float x[2] = {1, 2}, out[2];
     comm.all_reduce(x, out, r == 1 ? 2 : 1, DType::Float32, runtime::ReduceOp::Sum);
@@ -163,7 +163,7 @@ TEST_F(CollectiveMismatch, ReplicasWaitingOnEachOtherInDifferentGroupsAreReporte
   // Groups over i: {0, 2}, {1, 3}; over j: {0, 1}, {2, 3}. 0 waits for 2 (over i), 2 for 3
   // (over j), 3 for 1 (over i), 1 for 0 (over j).
   std::string error =
-      run_replicas({"i", "j"}, {2, 2}, [&](int r, const backend::ReplicaAxes& axes) {
+      run_replicas({"i", "j"}, {2, 2}, [&](int r, const runtime::MeshReplica& axes) {
         Communicator& ci = axes.communicator({"i"});
         Communicator& cj = axes.communicator({"j"});
         bool i_first = r == 0 || r == 3;
@@ -182,7 +182,7 @@ TEST_F(CollectiveMismatch, MatchingCallsInGroupsThatFinishAtDifferentTimesSuccee
   const Call over_j(2, "psum(axes=('j',)) of f32[]");
   std::vector<float> got(4, -1);
   std::string error =
-      run_replicas({"i", "j"}, {2, 2}, [&](int r, const backend::ReplicaAxes& axes) {
+      run_replicas({"i", "j"}, {2, 2}, [&](int r, const runtime::MeshReplica& axes) {
         Communicator& cj = axes.communicator({"j"});
         float x = static_cast<float>(r);
         // Group {0, 1} makes one call, group {2, 3} three: each group agrees within itself.

@@ -1,15 +1,23 @@
-#include "backend/eager.h"
+// The CPU backend's eager executor: one primitive at once on concrete arrays (JAX's op-by-op
+// mode). The layers below call it through ir/eager.h's hook, which this file fills in while the
+// library is loaded, so they need not include the backend.
+#include "ir/eager.h"
+
+#include <vector>
 
 #include "backend/kernel.h"
 #include "base/parallel.h"
 #include "core/array_impl.h"
 #include "core/checked_size.h"
+#include "spmd/array.h"
 #include "spmd/error.h"
+#include "spmd/primitive.h"
 
 namespace spmd::backend {
+namespace {
 
-std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& inputs,
-                                 const std::vector<Array>& into) {
+std::vector<Array> execute_eager_on_cpu(const Primitive& p, const std::vector<Array>& inputs,
+                                        const std::vector<Array>& into) {
   std::vector<AbstractValue> in_types;
   in_types.reserve(inputs.size());
   for (const Array& a : inputs) in_types.push_back(detail::concrete(a, p.name().c_str()).aval);
@@ -34,7 +42,8 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   std::vector<Buf> in(inputs.size()), out(out_types.size());
   for (size_t i = 0; i < inputs.size(); ++i) in[i] = Buf{inputs[i].impl()->data(), &in_types[i]};
   for (size_t i = 0; i < out_types.size(); ++i) {
-    Array o = i < into.size() && into[i].valid() ? into[i] : detail::make_array(out_types[i], device);
+    Array o =
+        i < into.size() && into[i].valid() ? into[i] : detail::make_array(out_types[i], device);
     if (keep_sharding) detail::place(*o.impl(), first->placement, true);
     out[i] = Buf{o.impl()->data(), &o.impl()->aval};
     outs.push_back(std::move(o));
@@ -47,4 +56,9 @@ std::vector<Array> execute_eager(const Primitive& p, const std::vector<Array>& i
   return outs;
 }
 
+// Runs while the shared library is loaded, before any user code. ir's hook is constant-initialized
+// and no initializer of the library runs a primitive, so their order does not matter.
+[[maybe_unused]] const bool g_installed = (ir::install_eager_executor(&execute_eager_on_cpu), true);
+
+}  // namespace
 }  // namespace spmd::backend

@@ -5,8 +5,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "backend/eager.h"
 #include "core/array_impl.h"
+#include "ir/eager.h"
 
 namespace spmd::compile {
 namespace {
@@ -72,7 +72,7 @@ Program simplify(const Program& in) {
         out_elems <= kMaxFoldedElements) {
       std::vector<Array> args;
       for (auto& a : eq.inputs) args.push_back(a.literal);
-      std::vector<Array> outs = backend::execute_eager(*eq.primitive, args);
+      std::vector<Array> outs = ir::execute_eager(*eq.primitive, args);
       for (size_t i = 0; i < outs.size(); ++i) {
         subst[eq.outputs[i]] = Atom::of(outs[i]);
         has_subst[eq.outputs[i]] = true;

@@ -1,6 +1,6 @@
 #include "spmd/primitive.h"
 
-#include "backend/eager.h"
+#include "ir/eager.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
 
@@ -36,7 +36,7 @@ std::shared_ptr<const Primitive> Primitive::with_subprograms(
 
 std::vector<Array> bind(const PrimitivePtr& primitive, const std::vector<Array>& inputs) {
   if (auto* t = ir::current_trace()) return t->record(primitive, inputs);
-  return backend::execute_eager(*primitive, inputs);
+  return ir::execute_eager(*primitive, inputs);
 }
 
 Array bind1(const PrimitivePtr& primitive, const std::vector<Array>& inputs) {

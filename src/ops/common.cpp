@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "backend/eager.h"
 #include "core/array_impl.h"
+#include "ir/eager.h"
 #include "spmd/error.h"
 
 namespace spmd::ops {
@@ -19,7 +19,7 @@ Array convert(const Array& x, DType dtype, bool weak) {
     return detail::wrap_buffer(t, impl.buffer, impl.offset, impl.placement, impl.sharded);
   }
   auto p = std::make_shared<prim::Convert>(dtype, weak);
-  if (!x.is_tracer()) return backend::execute_eager(*p, {x})[0];
+  if (!x.is_tracer()) return ir::execute_eager(*p, {x})[0];
   return bind1(p, {x});
 }
 

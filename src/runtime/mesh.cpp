@@ -5,69 +5,61 @@
 #include "spmd/error.h"
 
 namespace spmd::runtime {
-namespace {
 
-class MeshAxes : public backend::ReplicaAxes {
- public:
-  MeshAxes(Mesh* mesh, int replica) : mesh_(mesh) {
-    const auto& sizes = mesh->sizes();
-    coords_.resize(sizes.size());
-    for (int k = static_cast<int>(sizes.size()) - 1; k >= 0; --k) {
-      coords_[k] = replica % sizes[k];
-      replica /= static_cast<int>(sizes[k]);
-    }
+MeshReplica::MeshReplica(Mesh* mesh, int replica) : mesh_(mesh) {
+  const auto& sizes = mesh->sizes();
+  coords_.resize(sizes.size());
+  for (int k = static_cast<int>(sizes.size()) - 1; k >= 0; --k) {
+    coords_[k] = replica % sizes[k];
+    replica /= static_cast<int>(sizes[k]);
   }
-  int index(const std::vector<std::string>& names) const override {
-    int64_t idx = 0;
-    for (auto& n : names) {
-      int k = mesh_->axis_position(n);
-      idx = idx * mesh_->sizes()[k] + coords_[k];
-    }
-    return static_cast<int>(idx);
+}
+
+int MeshReplica::index(const std::vector<std::string>& names) const {
+  int64_t idx = 0;
+  for (auto& n : names) {
+    int k = mesh_->axis_position(n);
+    idx = idx * mesh_->sizes()[k] + coords_[k];
   }
-  int size(const std::vector<std::string>& names) const override {
-    int64_t n = 1;
-    for (auto& name : names) n *= mesh_->sizes()[mesh_->axis_position(name)];
-    return static_cast<int>(n);
-  }
-  Communicator& communicator(const std::vector<std::string>& names) const override {
-    std::string key;
-    for (auto& n : names) key += n + ",";
-    auto it = comms_.find(key);
-    if (it != comms_.end()) return *it->second;
-    if (mesh_->spans_processes()) {
-      // Local devices meet in process; their leader talks to the other processes.
-      const auto& counts = mesh_->process_counts();
-      int base = 0;
-      for (int p = 0; p < mesh_->process(); ++p) base += counts[p];
-      int local_rank = index(names) - base;
-      auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1),
-                                                             local_rank, transport(), counts,
-                                                             key.substr(0, key.size() - 1));
-      return *(comms_[key] = std::move(comm));
-    }
-    auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group(names)),
-                                                        index(names));
+  return static_cast<int>(idx);
+}
+
+int MeshReplica::size(const std::vector<std::string>& names) const {
+  int64_t n = 1;
+  for (auto& name : names) n *= mesh_->sizes()[mesh_->axis_position(name)];
+  return static_cast<int>(n);
+}
+
+Communicator& MeshReplica::communicator(const std::vector<std::string>& names) const {
+  std::string key;
+  for (auto& n : names) key += n + ",";
+  auto it = comms_.find(key);
+  if (it != comms_.end()) return *it->second;
+  if (mesh_->spans_processes()) {
+    // Local devices meet in process; their leader talks to the other processes.
+    const auto& counts = mesh_->process_counts();
+    int base = 0;
+    for (int p = 0; p < mesh_->process(); ++p) base += counts[p];
+    int local_rank = index(names) - base;
+    auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1), local_rank,
+                                                           transport(), counts,
+                                                           key.substr(0, key.size() - 1));
     return *(comms_[key] = std::move(comm));
   }
-  // The group over `names`: replicas sharing this replica's coordinates on every axis not named.
-  int64_t group(const std::vector<std::string>& names) const {
-    int64_t g = 0;
-    for (size_t k = 0; k < coords_.size(); ++k) {
-      bool named = false;
-      for (auto& n : names) named = named || mesh_->axis_position(n) == static_cast<int>(k);
-      if (!named) g = g * mesh_->sizes()[k] + coords_[k];
-    }
-    return g;
+  auto comm =
+      std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group(names)), index(names));
+  return *(comms_[key] = std::move(comm));
+}
+
+int64_t MeshReplica::group(const std::vector<std::string>& names) const {
+  int64_t g = 0;
+  for (size_t k = 0; k < coords_.size(); ++k) {
+    bool named = false;
+    for (auto& n : names) named = named || mesh_->axis_position(n) == static_cast<int>(k);
+    if (!named) g = g * mesh_->sizes()[k] + coords_[k];
   }
-
- private:
-  Mesh* mesh_;
-  std::vector<int64_t> coords_;
-  mutable std::map<std::string, std::unique_ptr<Communicator>> comms_;
-};
-
-}  // namespace
+  return g;
+}
 
 Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes,
            std::shared_ptr<RunState> run)
@@ -81,9 +73,7 @@ int Mesh::axis_position(const std::string& name) const {
   fail("unbound axis name: ", name);
 }
 
-std::unique_ptr<backend::ReplicaAxes> Mesh::axes_for(int replica) {
-  return std::make_unique<MeshAxes>(this, replica);
-}
+MeshReplica Mesh::replica(int index) { return MeshReplica(this, index); }
 
 void Mesh::span_processes(std::vector<int> counts, int me) {
   if (names_.size() != 1)
@@ -109,7 +99,7 @@ std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& nam
     if (!spans_processes()) {
       replicas.assign(static_cast<size_t>(size), -1);
       for (int r = 0; r < replicas_; ++r) {
-        MeshAxes axes(this, r);
+        MeshReplica axes(this, r);
         if (axes.group(names) == group) replicas[axes.index(names)] = r;
       }
     }

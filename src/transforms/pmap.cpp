@@ -5,9 +5,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "backend/eager.h"
 #include "compile/executable.h"
 #include "core/array_impl.h"
+#include "ir/eager.h"
 #include "ir/trace.h"
 #include "primitives/pmap_call.h"
 #include "runtime/client.h"
@@ -178,12 +178,12 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
 
   std::vector<Array> outs;
   if (call.donated.empty()) {
-    outs = backend::execute_eager(*prim, args);
+    outs = ir::execute_eager(*prim, args);
   } else {
     std::vector<bool> lent;  // the inputs whose buffers host outputs
     std::vector<Array> into = donated_storage(*prim, call, lent);
     try {
-      outs = backend::execute_eager(*prim, args, into);
+      outs = ir::execute_eager(*prim, args, into);
     } catch (...) {
       transforms::delete_donated(call.leaves, lent);  // their buffers may be half written
       throw;

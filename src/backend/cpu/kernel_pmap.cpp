@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
@@ -30,6 +33,21 @@ using backend::ExecContext;
 
 // Below this many bytes of inputs and outputs, a pmap without collectives runs inline.
 constexpr size_t kInlineBytes = 1 << 18;
+
+// A replica's place in the runtime's mesh, as the kernels see it: the runtime, below the
+// backend, does not implement the backend's interface itself.
+class MeshAxes final : public backend::ReplicaAxes {
+ public:
+  explicit MeshAxes(runtime::MeshReplica replica) : replica_(std::move(replica)) {}
+  int index(const std::vector<std::string>& names) const override { return replica_.index(names); }
+  int size(const std::vector<std::string>& names) const override { return replica_.size(names); }
+  runtime::Communicator& communicator(const std::vector<std::string>& names) const override {
+    return replica_.communicator(names);
+  }
+
+ private:
+  runtime::MeshReplica replica_;
+};
 
 // Moves axis `axis` of a buffer to the front (a copy), so replica r's slice is contiguous.
 std::shared_ptr<runtime::Buffer> to_front(const Buf& b, int axis) {
@@ -129,10 +147,10 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       }
       offset += (out_types[j].nbytes() + 63) / 64 * 64;
     }
-    auto axes = mesh.axes_for(static_cast<int>(base + r));
+    const MeshAxes axes(mesh.replica(static_cast<int>(base + r)));
     ExecContext ctx;
     ctx.device = devices[r];
-    ctx.axes = axes.get();
+    ctx.axes = &axes;
     ctx.threads = threads;
     exe.run_into(ins, outs, ctx);
     run->finish(r);  // a replica still waiting for this one now never will be joined
