@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "primitives/collectives.h"
+#include "spmd/aval.h"
 #include "spmd/collectives.h"
 #include "spmd/device.h"
 #include "spmd/error.h"
@@ -61,6 +63,18 @@ TEST_F(CollectiveMessages, UnboundNameOutsideAnyMap) {
   EXPECT_THAT(msg, HasSubstr("unbound axis name: i"));
   EXPECT_THAT(msg, HasSubstr("No axis name is bound here"));
   EXPECT_THAT(msg, Not(HasSubstr("given no axis name")));
+}
+
+// The one ReduceOp also names prod, and and or, which psum/pmax/pmin's primitive does not take.
+TEST_F(CollectiveMessages, AllReduceRefusesReductionsOtherThanSumMaxMin) {
+  for (ReduceOp op : {ReduceOp::Prod, ReduceOp::And, ReduceOp::Or}) {
+    prim::AllReduce p(op, {"i"}, {2});
+    std::string msg = error_of([&] { p.abstract_eval({AbstractValue{{3}, DType::Float32}}); });
+    EXPECT_THAT(msg, HasSubstr("all_reduce: expected the reduction of psum, pmax or pmin"));
+    EXPECT_THAT(msg, HasSubstr(std::string("got ") + reduce_op_name(op)));
+  }
+  prim::AllReduce psum(ReduceOp::Sum, {"i"}, {2});
+  EXPECT_EQ(psum.abstract_eval({AbstractValue{{3}, DType::Float32}}).at(0).shape, Shape{3});
 }
 
 TEST_F(CollectiveMessages, PshufflePrintsThePermutationGiven) {

@@ -69,7 +69,7 @@ std::string run_replicas(std::vector<std::string> names, std::vector<int64_t> si
 float sum_all_reduce(Communicator& comm, const Call& call, float x) {
   float out = 0;
   comm.describe_next(call);
-  comm.all_reduce(&x, &out, 1, DType::Float32, runtime::ReduceOp::Sum);
+  comm.all_reduce(&x, &out, 1, DType::Float32, ReduceOp::Sum);
   return out;
 }
 
@@ -148,11 +148,30 @@ TEST_F(CollectiveMismatch, UndescribedCallsOfAnotherSizeAreReported) {
   std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
     Communicator& comm = axes.communicator({"i"});
     float x[2] = {1, 2}, out[2];
-    comm.all_reduce(x, out, r == 1 ? 2 : 1, DType::Float32, runtime::ReduceOp::Sum);
+    comm.all_reduce(x, out, r == 1 ? 2 : 1, DType::Float32, ReduceOp::Sum);
   });
   EXPECT_NE(error.find("collective mismatch: device "), std::string::npos) << error;
   EXPECT_NE(error.find("all_reduce of 2 float32"), std::string::npos) << error;
   EXPECT_NE(error.find("all_reduce of 1 float32"), std::string::npos) << error;
+}
+
+// ReduceOp also names the reduce primitive's prod, and and or, which no communicator computes:
+// each refuses them on entry, naming the collective and the op, before meeting the others.
+TEST_F(CollectiveMismatch, ReductionsACommunicatorDoesNotComputeAreRefused) {
+  std::string all_reduce = run_replicas({"i"}, {2}, [&](int, const runtime::MeshReplica& axes) {
+    float x = 2, out = 0;
+    axes.communicator({"i"}).all_reduce(&x, &out, 1, DType::Float32, ReduceOp::Prod);
+  });
+  EXPECT_NE(all_reduce.find("all_reduce: communicators reduce with sum, max or min; got prod"),
+            std::string::npos)
+      << all_reduce;
+  std::string scatter = run_replicas({"i"}, {2}, [&](int, const runtime::MeshReplica& axes) {
+    bool x[2] = {true, false}, out = false;
+    axes.communicator({"i"}).reduce_scatter(x, &out, 1, DType::Bool, ReduceOp::And);
+  });
+  EXPECT_NE(scatter.find("reduce_scatter: communicators reduce with sum, max or min; got and"),
+            std::string::npos)
+      << scatter;
 }
 
 // Replicas that each wait in a collective of another group, in a cycle: no device has finished,

@@ -25,13 +25,11 @@ using prim::AllGather;
 using prim::AllReduce;
 using prim::Binary;
 using prim::BinaryOp;
-using prim::CollectiveReduce;
 using prim::Convert;
 using prim::DotDims;
 using prim::DotGeneral;
 using prim::PmapCall;
 using prim::Ppermute;
-using prim::ReduceOp;
 using prim::ReduceScatter;
 
 // Separately constructed objects, so equality never comes from sharing one object.
@@ -106,12 +104,12 @@ TEST(PrimitiveIdentity, ShapeAndIndexPrimitivesCompareTheirShapes) {
 }
 
 TEST(PrimitiveIdentity, CollectivesCompareOpNamesSizesAndLayout) {
-  AllReduce psum(CollectiveReduce::Sum, {"i"}, {4});
-  expect_identical(psum, AllReduce(CollectiveReduce::Sum, {"i"}, {4}));
-  expect_distinct(psum, AllReduce(CollectiveReduce::Max, {"i"}, {4}));
-  expect_distinct(psum, AllReduce(CollectiveReduce::Sum, {"j"}, {4}));
-  expect_distinct(psum, AllReduce(CollectiveReduce::Sum, {"i"}, {8}));
-  expect_distinct(psum, AllReduce(CollectiveReduce::Sum, {"i", "j"}, {4, 2}));
+  AllReduce psum(ReduceOp::Sum, {"i"}, {4});
+  expect_identical(psum, AllReduce(ReduceOp::Sum, {"i"}, {4}));
+  expect_distinct(psum, AllReduce(ReduceOp::Max, {"i"}, {4}));
+  expect_distinct(psum, AllReduce(ReduceOp::Sum, {"j"}, {4}));
+  expect_distinct(psum, AllReduce(ReduceOp::Sum, {"i"}, {8}));
+  expect_distinct(psum, AllReduce(ReduceOp::Sum, {"i", "j"}, {4, 2}));
   // Same group, different collective.
   expect_distinct(AllGather({"i"}, {4}), ReduceScatter({"i"}, {4}));
   AllGather tiled({"i"}, {4}), stacked({"i"}, {4});

@@ -107,23 +107,19 @@ Array gather_group(const Group& g, const Array& x, const AxisIndexGroups& groups
   return lax::gather(all, members, 0);
 }
 
-Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis,
-                 const AxisIndexGroups& groups) {
+Array all_reduce(ReduceOp op, const Array& x, const AxisName& axis, const AxisIndexGroups& groups) {
   Group g = resolve(axis);
   // As jax.lax: psum counts bools as int32; pmax / pmin keep them bool.
-  bool count = op == prim::CollectiveReduce::Sum && x.dtype() == DType::Bool;
+  bool count = op == ReduceOp::Sum && x.dtype() == DType::Bool;
   Array in = count ? astype(x, DType::Int32) : x;
   if (!groups.empty()) {
-    const char* name = op == prim::CollectiveReduce::Sum   ? "psum"
-                       : op == prim::CollectiveReduce::Max ? "pmax"
-                                                           : "pmin";
+    const char* name = op == ReduceOp::Sum ? "psum" : op == ReduceOp::Max ? "pmax" : "pmin";
     Array members = gather_group(g, in, groups, name);
-    if (op == prim::CollectiveReduce::Sum) return lax::reduce_sum(members, {0});
+    if (op == ReduceOp::Sum) return lax::reduce_sum(members, {0});
     if (in.dtype() == DType::Bool)  // the max of bools is their or, the min their and
-      return op == prim::CollectiveReduce::Max ? any(members, Axes{std::vector<int>{0}})
-                                               : all(members, Axes{std::vector<int>{0}});
-    return op == prim::CollectiveReduce::Max ? lax::reduce_max(members, {0})
-                                             : lax::reduce_min(members, {0});
+      return op == ReduceOp::Max ? any(members, Axes{std::vector<int>{0}})
+                                 : all(members, Axes{std::vector<int>{0}});
+    return op == ReduceOp::Max ? lax::reduce_max(members, {0}) : lax::reduce_min(members, {0});
   }
   // Over one pmap replica the reduction is the value itself: no copy. (Under vmap the rule must
   // still run: it marks the result as the same for every batch element.)
@@ -137,13 +133,13 @@ Array all_reduce(prim::CollectiveReduce op, const Array& x, const AxisName& axis
 }  // namespace
 
 Array psum(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
-  return all_reduce(prim::CollectiveReduce::Sum, x, axis, axis_index_groups);
+  return all_reduce(ReduceOp::Sum, x, axis, axis_index_groups);
 }
 Array pmax(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
-  return all_reduce(prim::CollectiveReduce::Max, x, axis, axis_index_groups);
+  return all_reduce(ReduceOp::Max, x, axis, axis_index_groups);
 }
 Array pmin(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {
-  return all_reduce(prim::CollectiveReduce::Min, x, axis, axis_index_groups);
+  return all_reduce(ReduceOp::Min, x, axis, axis_index_groups);
 }
 
 Array pmean(const Array& x, const AxisName& axis, const AxisIndexGroups& axis_index_groups) {

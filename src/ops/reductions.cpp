@@ -5,7 +5,6 @@
 namespace spmd {
 
 using ops::apply;
-using prim::ReduceOp;
 
 namespace {
 

@@ -62,10 +62,13 @@ std::pair<std::vector<std::string>, std::vector<int64_t>> Collective::without(
 
 // ---- AllReduce ------------------------------------------------------------------------------
 std::string AllReduce::name() const {
-  return op == CollectiveReduce::Sum ? "psum" : op == CollectiveReduce::Max ? "pmax" : "pmin";
+  return op == ReduceOp::Sum ? "psum" : op == ReduceOp::Max ? "pmax" : "pmin";
 }
 
 std::vector<AbstractValue> AllReduce::abstract_eval(const std::vector<AbstractValue>& in) const {
+  if (op != ReduceOp::Sum && op != ReduceOp::Max && op != ReduceOp::Min)
+    fail("all_reduce: expected the reduction of psum, pmax or pmin (sum, max or min), got ",
+         reduce_op_name(op));
   return {in.at(0)};
 }
 
@@ -77,17 +80,17 @@ Batched AllReduce::batch(const BatchContext& ctx, const std::vector<Array>& in,
     return {{bind1(std::make_shared<AllReduce>(op, names, sizes), {x})}, {d}};
   Array r;
   if (d == not_mapped) {
-    r = op == CollectiveReduce::Sum
+    r = op == ReduceOp::Sum
             ? x * lax::convert_element_type(Array(static_cast<int64_t>(ctx.axis_size)), x.dtype())
             : x;
-  } else if (op == CollectiveReduce::Sum) {
+  } else if (op == ReduceOp::Sum) {
     r = lax::reduce_sum(x, {d});
   } else if (x.dtype() == DType::Bool) {
     // The max of bools is their or, the min their and.
-    r = bind1(std::make_shared<Reduce>(op == CollectiveReduce::Max ? ReduceOp::Or : ReduceOp::And,
+    r = bind1(std::make_shared<Reduce>(op == ReduceOp::Max ? ReduceOp::Or : ReduceOp::And,
                                        std::vector<int>{d}),
               {x});
-  } else if (op == CollectiveReduce::Max) {
+  } else if (op == ReduceOp::Max) {
     r = lax::reduce_max(x, {d});
   } else {
     r = lax::reduce_min(x, {d});
@@ -100,17 +103,17 @@ Batched AllReduce::batch(const BatchContext& ctx, const std::vector<Array>& in,
 std::vector<Array> AllReduce::vjp(const std::vector<Array>& p, const std::vector<Array>&,
                                   const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array()};
-  if (op != CollectiveReduce::Sum) fail(name(), " is not differentiable; expected psum");
+  if (op != ReduceOp::Sum) fail(name(), " is not differentiable; expected psum");
   // psum is psum + broadcast: its transpose sums the cotangents again.
-  return {bind1(std::make_shared<AllReduce>(CollectiveReduce::Sum, names, sizes), {ct[0]})};
+  return {bind1(std::make_shared<AllReduce>(ReduceOp::Sum, names, sizes), {ct[0]})};
 }
 
 Primitive::Jvp AllReduce::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
-  if (op == CollectiveReduce::Sum) return linear_jvp(*this, p, ts);
+  if (op == ReduceOp::Sum) return linear_jvp(*this, p, ts);
   const Array& x = p[0];
   Array out = bind1(std::make_shared<AllReduce>(*this), {x});
   auto psum = std::make_shared<AllReduce>(*this);
-  psum->op = CollectiveReduce::Sum;
+  psum->op = ReduceOp::Sum;
   Array hit = where(equal(x, out), ones_like(x), zeros_like(x));
   return {{out}, {bind1(psum, {ts[0] * hit}) / bind1(psum, {hit})}};
 }

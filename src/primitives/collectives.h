@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/reduce_op.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
@@ -51,15 +52,14 @@ class CollectiveOf : public PrimitiveOf<Self, Collective> {
   }
 };
 
-enum class CollectiveReduce { Sum, Max, Min };
-
-// psum / pmax / pmin: elementwise over the group.
+// psum / pmax / pmin: elementwise over the group; op is Sum, Max or Min (abstract_eval refuses
+// the other ReduceOps).
 class AllReduce final : public CollectiveOf<AllReduce> {
  public:
   auto key() const { return std::tie(op, names, sizes, layout); }
-  AllReduce(CollectiveReduce op, std::vector<std::string> names, std::vector<int64_t> sizes)
+  AllReduce(ReduceOp op, std::vector<std::string> names, std::vector<int64_t> sizes)
       : CollectiveOf(std::move(names), std::move(sizes)), op(op) {}
-  CollectiveReduce op;
+  ReduceOp op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/reduce_op.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
@@ -159,7 +160,9 @@ class Check final : public PrimitiveOf<Check> {
 };
 
 // ---- reductions -----------------------------------------------------------------------------
-enum class ReduceOp { Sum, Max, Min, Prod, And, Or };
+// spmd::ReduceOp (base/reduce_op.h), also spelled prim::ReduceOp beside the primitives it
+// parameterizes.
+using spmd::ReduceOp;
 class Reduce final : public PrimitiveOf<Reduce> {
  public:
   auto key() const { return std::tie(op, axes); }

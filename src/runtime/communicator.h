@@ -8,11 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/reduce_op.h"
 #include "spmd/dtype.h"
 
 namespace spmd::runtime {
-
-enum class ReduceOp { Sum, Max, Min };
 
 // A collective call as the program makes it: where (its site, backend::ExecContext::site) and,
 // built only when needed (an error, a header to another process), what it computes.

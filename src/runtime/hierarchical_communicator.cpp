@@ -159,6 +159,7 @@ constexpr int64_t kChunkBytes = int64_t{1} << 19;
 
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp op) {
+  check_collective_op(op, "all_reduce");
   const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
   auto& r =
@@ -292,6 +293,7 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
 
 void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                               ReduceOp op) {
+  check_collective_op(op, "reduce_scatter");
   // The whole reduction along the chain, then this member's block: the same bits as one
   // process with every device gives (a sharded optimiser update under mpirun matches it), for
   // total times the block's traffic.

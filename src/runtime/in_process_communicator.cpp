@@ -100,6 +100,7 @@ bool copy_alone(int size, const void* in, void* out, int64_t count, DType dtype)
 
 void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                        ReduceOp op) {
+  check_collective_op(op, "all_reduce");
   const Arrival what = arrival(CollectiveKind::AllReduce, dtype, count, static_cast<int>(op));
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
@@ -147,6 +148,7 @@ void InProcessCommunicator::all_gather(const void* in, void* out, int64_t count,
 
 void InProcessCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                            ReduceOp op) {
+  check_collective_op(op, "reduce_scatter");
   const Arrival what = arrival(CollectiveKind::ReduceScatter, dtype, count, static_cast<int>(op));
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;

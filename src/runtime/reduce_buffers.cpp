@@ -1,6 +1,7 @@
 #include "runtime/reduce_buffers.h"
 
 #include "base/dtype_visit.h"
+#include "spmd/error.h"
 
 namespace spmd::runtime {
 namespace {
@@ -21,11 +22,20 @@ T combine(T a, T b, ReduceOp op) {
       if constexpr (std::is_floating_point_v<T>)
         if (a != a || b != b) return a != a ? a : b;
       return a < b ? a : b;
+    case ReduceOp::Prod:
+    case ReduceOp::And:
+    case ReduceOp::Or:
+      break;  // refused by check_collective_op before any member reduces
   }
   return a;
 }
 
 }  // namespace
+
+void check_collective_op(ReduceOp op, const char* collective) {
+  if (op != ReduceOp::Sum && op != ReduceOp::Max && op != ReduceOp::Min)
+    fail(collective, ": communicators reduce with sum, max or min; got ", reduce_op_name(op));
+}
 
 void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst, int64_t begin,
                   int64_t end, DType dtype, ReduceOp op) {

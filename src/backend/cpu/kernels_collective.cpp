@@ -51,23 +51,11 @@ runtime::Communicator& comm_for(const ExecContext& ctx, const prim::Collective& 
   return comm;
 }
 
-runtime::ReduceOp reduce_op(prim::CollectiveReduce op) {
-  switch (op) {
-    case prim::CollectiveReduce::Sum:
-      return runtime::ReduceOp::Sum;
-    case prim::CollectiveReduce::Max:
-      return runtime::ReduceOp::Max;
-    default:
-      return runtime::ReduceOp::Min;
-  }
-}
-
 void all_reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::AllReduce>(p);
   const EquationCall call(ctx, c, *in[0].aval);
-  comm_for(ctx, c, call)
-      .all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, reduce_op(c.op));
+  comm_for(ctx, c, call).all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.op);
 }
 
 void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
@@ -82,8 +70,7 @@ void reduce_scatter_kernel(const Primitive& p, std::span<const Buf> in, std::spa
   const auto& c = backend::as<prim::Collective>(p);
   const EquationCall call(ctx, c, *in[0].aval);
   comm_for(ctx, c, call)
-      .reduce_scatter(in[0].data, out[0].data, out[0].size(), in[0].aval->dtype,
-                      runtime::ReduceOp::Sum);
+      .reduce_scatter(in[0].data, out[0].data, out[0].size(), in[0].aval->dtype, ReduceOp::Sum);
 }
 
 void all_to_all_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,

@@ -16,7 +16,6 @@ namespace {
 
 using backend::Buf;
 using backend::ExecContext;
-using prim::ReduceOp;
 
 template <class T>
 T identity(ReduceOp op) {
