@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "codegen/loop_kernel.h"
+#include "primitives/primitives.h"
 #include "spmd/lax.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
@@ -53,7 +54,8 @@ TEST(Codegen, HeatStepEqualsHandLoopBitForBit) {
       }
       std::swap(a, b);
     }
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], a[static_cast<size_t>(i)]) << "n=" << n << " i=" << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(i)], a[static_cast<size_t>(i)]) << "n=" << n << " i=" << i;
   }
 }
 
@@ -99,13 +101,14 @@ TEST(Codegen, BoundaryHeavyProgramsEqualEager) {
       },
       [](const Array& x) {  // concatenate of many pieces along the inner axis, and the outer
         std::vector<Array> pieces;
-        for (int64_t k = 0; k < 7; ++k) pieces.push_back(slice(x, {0, k * 40}, {64, k * 40 + 13}) * float(k));
+        for (int64_t k = 0; k < 7; ++k)
+          pieces.push_back(slice(x, {0, k * 40}, {64, k * 40 + 13}) * float(k));
         Array c = concatenate(pieces, 1);
         Array d = concatenate({c, c * 2.0f, -c}, 0);
         return d + 1.0f;
       },
       [](const Array& x) {  // transpose, reshape, broadcast and iota between elementwise ops
-        Array t = transpose(x * 3.0f) + 1.0f;                     // (301, 64)
+        Array t = transpose(x * 3.0f) + 1.0f;  // (301, 64)
         Array r = reshape(t, {301 * 8, 8});
         Array col = astype(iota(int32, {301 * 8, 8}, 1), float32);
         Array b = broadcast_to(reshape(slice(r, {0, 0}, {301 * 8, 1}), {301 * 8, 1}), {301 * 8, 8});
@@ -137,7 +140,8 @@ TEST(Codegen, ReductionOfFusedProducerMatchesLoop) {
     return std::vector<Array>{sum(y, {1}), max(y, {1}), sum(reshape(y, {rows, 11, 47}), {1, 2})};
   });
   auto out = f(x);
-  auto s = out[0].to_vector<float>(), mx = out[1].to_vector<float>(), s2 = out[2].to_vector<float>();
+  auto s = out[0].to_vector<float>(), mx = out[1].to_vector<float>(),
+       s2 = out[2].to_vector<float>();
   for (int64_t r = 0; r < rows; ++r) {
     double acc = 0;
     float best = -INFINITY;
@@ -159,8 +163,8 @@ TEST(Codegen, CompiledTextShowsGroupsAndLoops) {
   std::string text = compiled_text(heat_step, x);
   EXPECT_THAT(text, HasSubstr("loop kernel (65536 iterations)"));
   EXPECT_THAT(text, HasSubstr("concatenate"));
-  EXPECT_THAT(text, HasSubstr("@spmd_loop"));            // the optimised loop nest
-  EXPECT_THAT(text, HasSubstr(" x float>"));             // vectorised for the host
+  EXPECT_THAT(text, HasSubstr("@spmd_loop"));  // the optimised loop nest
+  EXPECT_THAT(text, HasSubstr(" x float>"));   // vectorised for the host
 }
 
 }  // namespace
@@ -189,7 +193,8 @@ TEST(Codegen, Float32TanhIsAccurateAndEqualBothWays) {
       continue;
     }
     double want = std::tanh(static_cast<double>(v[i]));
-    EXPECT_NEAR(eager[i], want, 4 * std::numeric_limits<float>::epsilon() * std::max(std::abs(want), 1e-3))
+    EXPECT_NEAR(eager[i], want,
+                4 * std::numeric_limits<float>::epsilon() * std::max(std::abs(want), 1e-3))
         << "x=" << v[i];
     EXPECT_EQ(eager[i], jitted[i]) << "x=" << v[i];
     EXPECT_LE(std::abs(eager[i]), 1.0f);
@@ -295,6 +300,88 @@ TEST(Codegen, EmptyPiecesAndEmptyPaddedOperands) {
   Array padded = g(zeros({0, 5000}));
   ASSERT_EQ(shape_str(padded.shape()), shape_str(Shape{5, 5000}));
   for (float e : padded.to_vector<float>()) ASSERT_EQ(e, 7.0f);
+}
+
+}  // namespace
+}  // namespace spmd
+
+namespace spmd {
+namespace {
+
+// y = x * a + x over x of any shape and a scalar, as a LoopKernel.
+codegen::LoopKernel scale_add_kernel(const Shape& shape) {
+  using codegen::NodeKind;
+  codegen::LoopKernel k;
+  k.inputs = 2;
+  k.nodes.push_back({NodeKind::Input, DType::Float32, shape, {}, 0, {}, {}, {}});
+  k.nodes.push_back({NodeKind::Input, DType::Float32, Shape{}, {}, 1, {}, {}, {}});
+  k.nodes.push_back({NodeKind::Binary,
+                     DType::Float32,
+                     shape,
+                     {0, 1},
+                     static_cast<int>(prim::BinaryOp::Mul),
+                     {},
+                     {},
+                     {}});
+  k.nodes.push_back({NodeKind::Binary,
+                     DType::Float32,
+                     shape,
+                     {2, 0},
+                     static_cast<int>(prim::BinaryOp::Add),
+                     {},
+                     {},
+                     {}});
+  return k;
+}
+
+// Elementwise kernels do not depend on their shape: one function serves every shape (a training
+// step's parameter updates compile once), and it computes each shape's elements, over any
+// sub-range a thread is given.
+TEST(Codegen, ElementwiseKernelsOfEveryShapeShareOneFunction) {
+  if (!codegen::enabled()) GTEST_SKIP() << "SPMD_CODEGEN=0: nothing is generated";
+  std::vector<Shape> shapes{{1}, {7}, {1000, 3}, {2, 3, 4, 5}, {4099}};
+  std::vector<codegen::LoopKernel> kernels;
+  for (const Shape& s : shapes) kernels.push_back(scale_add_kernel(s));
+  auto compiled = codegen::compile(kernels);
+  for (size_t i = 1; i < compiled.size(); ++i) EXPECT_EQ(compiled[i]->fn, compiled[0]->fn);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    int64_t n = kernels[i].iterations();
+    auto x = random_vector(static_cast<size_t>(n), 20 + i);
+    float a = 0.75f;
+    std::vector<float> y(static_cast<size_t>(n), -1.0f);
+    void* bufs[] = {x.data(), &a, y.data()};
+    int64_t mid = n / 3;  // two calls, as two threads would make them
+    compiled[i]->fn(bufs, 0, mid);
+    compiled[i]->fn(bufs, mid, n);
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(y[static_cast<size_t>(j)],
+                x[static_cast<size_t>(j)] * a + x[static_cast<size_t>(j)])
+          << "shape " << i << " element " << j;
+  }
+  // A kernel that moves data (a broadcast of its input) keeps its shape in its code.
+  using codegen::NodeKind;
+  codegen::LoopKernel b;
+  b.inputs = 2;
+  b.nodes.push_back({NodeKind::Input, DType::Float32, Shape{8}, {}, 0, {}, {}, {}});
+  b.nodes.push_back({NodeKind::Broadcast, DType::Float32, Shape{8, 8}, {0}, 0, {1}, {}, {}});
+  b.nodes.push_back({NodeKind::Input, DType::Float32, Shape{}, {}, 1, {}, {}, {}});
+  b.nodes.push_back({NodeKind::Binary,
+                     DType::Float32,
+                     Shape{8, 8},
+                     {1, 2},
+                     static_cast<int>(prim::BinaryOp::Mul),
+                     {},
+                     {},
+                     {}});
+  auto c = codegen::compile({b});
+  auto x8 = random_vector(8, 30);
+  float a = 3.0f;
+  std::vector<float> y(64);
+  void* bufs[] = {x8.data(), &a, y.data()};
+  c[0]->fn(bufs, 0, 64);
+  for (int r = 0; r < 8; ++r)
+    for (int col = 0; col < 8; ++col) ASSERT_EQ(y[r * 8 + col], x8[col] * a);
+  EXPECT_NE(c[0]->fn, compiled[0]->fn);
 }
 
 }  // namespace

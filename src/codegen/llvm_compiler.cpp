@@ -28,9 +28,9 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -202,18 +202,32 @@ class Emitter {
   // Element type of values (bool as i1) and of storage (bool as i8).
   Type* value_type(DType t) {
     switch (t) {
-      case DType::Bool: return b_.getInt1Ty();
+      case DType::Bool:
+        return b_.getInt1Ty();
       case DType::Int32:
-      case DType::UInt32: return b_.getInt32Ty();
-      case DType::Int64: return b_.getInt64Ty();
-      case DType::Float32: return b_.getFloatTy();
-      case DType::Float64: return b_.getDoubleTy();
-      default: fail("code generator: dtype ", dtype_name(t), " is not supported");
+      case DType::UInt32:
+        return b_.getInt32Ty();
+      case DType::Int64:
+        return b_.getInt64Ty();
+      case DType::Float32:
+        return b_.getFloatTy();
+      case DType::Float64:
+        return b_.getDoubleTy();
+      default:
+        fail("code generator: dtype ", dtype_name(t), " is not supported");
     }
   }
   Type* storage_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : value_type(t); }
+  // The address of element `index` of a buffer of dtype t (buffers arrive as i8*: typed
+  // pointers want the element type's pointer before the GEP).
+  Value* element_ptr(DType t, Value* buf, Value* index) {
+    Type* et = storage_type(t);
+    return b_.CreateGEP(et, b_.CreatePointerCast(buf, et->getPointerTo()), index);
+  }
 
-  Value* to_storage(Value* v, DType t) { return t == DType::Bool ? b_.CreateZExt(v, b_.getInt8Ty()) : v; }
+  Value* to_storage(Value* v, DType t) {
+    return t == DType::Bool ? b_.CreateZExt(v, b_.getInt8Ty()) : v;
+  }
   Value* linear(const std::vector<Ix>& idx, const Shape& shape) {
     Value* off = b_.getInt64(0);
     int64_t stride = 1;
@@ -253,7 +267,8 @@ class Emitter {
       }
       // The first j at which a*j + c >= t (a > 0) or at which it drops below t (a < 0).
       int64_t a = x.a, c = *x.c;
-      for (int64_t t : {lo, hi}) breakpoint(a > 0 ? -floor_div(c - t, a) : floor_div(c - t, -a) + 1);
+      for (int64_t t : {lo, hi})
+        breakpoint(a > 0 ? -floor_div(c - t, a) : floor_div(c - t, -a) + 1);
     }
     Value* v = b_.CreateAnd(b_.CreateICmpSGE(x.v, b_.getInt64(lo)),
                             b_.CreateICmpSLT(x.v, b_.getInt64(hi)));
@@ -281,17 +296,15 @@ class Emitter {
     auto fn = m_.getOrInsertFunction(fname, llvm::FunctionType::get(ty, params, false));
     return b_.CreateCall(fn, args);
   }
-  Value* intrinsic(llvm::Intrinsic::ID id, Value* x) {
-    return b_.CreateUnaryIntrinsic(id, x);
-  }
+  Value* intrinsic(llvm::Intrinsic::ID id, Value* x) { return b_.CreateUnaryIntrinsic(id, x); }
   Value* fconst(DType t, double v) { return llvm::ConstantFP::get(value_type(t), v); }
   Value* iconst(DType t, int64_t v) { return llvm::ConstantInt::get(value_type(t), v, true); }
 
   Value* compute(const Node& n, const std::vector<Ix>& idx) {
     switch (n.kind) {
       case NodeKind::Input: {
-        Value* ptr = b_.CreateGEP(storage_type(n.dtype), bufs_[n.code],
-                                  n.shape.empty() ? b_.getInt64(0) : linear(idx, n.shape));
+        Value* ptr = element_ptr(n.dtype, bufs_[n.code],
+                                 n.shape.empty() ? b_.getInt64(0) : linear(idx, n.shape));
         Value* v = b_.CreateLoad(storage_type(n.dtype), ptr);
         return n.dtype == DType::Bool ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
       }
@@ -330,14 +343,18 @@ class Emitter {
         for (size_t i = 0; i < idx.size(); ++i) in[static_cast<size_t>(n.p1[i])] = idx[i];
         return emit(n.args[0], in);
       }
-      case NodeKind::Reshape: return reshape(n, idx);
-      case NodeKind::Pad: return pad(n, idx);
-      case NodeKind::Concat: return concat(n, idx);
+      case NodeKind::Reshape:
+        return reshape(n, idx);
+      case NodeKind::Pad:
+        return pad(n, idx);
+      case NodeKind::Concat:
+        return concat(n, idx);
       case NodeKind::Iota: {
         Value* i = idx[static_cast<size_t>(n.code)].v;
         return convert(DType::Int64, n.dtype, i);
       }
-      case NodeKind::Reduce: break;
+      case NodeKind::Reduce:
+        break;
     }
     fail("code generator: a reduction can only be a kernel's root");
   }
@@ -407,10 +424,10 @@ class Emitter {
       }
       Ix nonneg = clamp(i, 0, (size - 1) * k);
       Value* q = b_.CreateUDiv(nonneg.v, b_.getInt64(k));
-      Value* on = b_.CreateAnd(
-          b_.CreateAnd(b_.CreateICmpSGE(i.v, b_.getInt64(0)),
-                       b_.CreateICmpSLE(i.v, b_.getInt64((size - 1) * k))),
-          b_.CreateICmpEQ(b_.CreateURem(nonneg.v, b_.getInt64(k)), b_.getInt64(0)));
+      Value* on =
+          b_.CreateAnd(b_.CreateAnd(b_.CreateICmpSGE(i.v, b_.getInt64(0)),
+                                    b_.CreateICmpSLE(i.v, b_.getInt64((size - 1) * k))),
+                       b_.CreateICmpEQ(b_.CreateURem(nonneg.v, b_.getInt64(k)), b_.getInt64(0)));
       cond = both(cond, {Cond::Dyn, on});
       in.push_back(Ix{q, nonneg.affine, 0, std::nullopt});
     }
@@ -440,7 +457,8 @@ class Emitter {
     }
     if (pieces.empty()) fail("code generator: concatenate index out of range");
     acc = pieces.back().second;
-    for (size_t p = pieces.size() - 1; p-- > 0;) acc = b_.CreateSelect(pieces[p].first.v, pieces[p].second, acc);
+    for (size_t p = pieces.size() - 1; p-- > 0;)
+      acc = b_.CreateSelect(pieces[p].first.v, pieces[p].second, acc);
     return acc;
   }
 
@@ -454,49 +472,76 @@ class Emitter {
     if (!is_floating(in)) {
       bool sgn = is_signed_integer(in);
       switch (op) {
-        case UnaryOp::Neg: return b_.CreateSub(iconst(in, 0), x);
+        case UnaryOp::Neg:
+          return b_.CreateSub(iconst(in, 0), x);
         case UnaryOp::Abs:
-          return sgn ? b_.CreateSelect(b_.CreateICmpSLT(x, iconst(in, 0)), b_.CreateSub(iconst(in, 0), x), x) : x;
+          return sgn ? b_.CreateSelect(b_.CreateICmpSLT(x, iconst(in, 0)),
+                                       b_.CreateSub(iconst(in, 0), x), x)
+                     : x;
         case UnaryOp::Sign: {
-          Value* pos = b_.CreateZExt(sgn ? b_.CreateICmpSGT(x, iconst(in, 0)) : b_.CreateICmpUGT(x, iconst(in, 0)), value_type(in));
+          Value* pos = b_.CreateZExt(
+              sgn ? b_.CreateICmpSGT(x, iconst(in, 0)) : b_.CreateICmpUGT(x, iconst(in, 0)),
+              value_type(in));
           if (!sgn) return pos;
-          return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(x, iconst(in, 0)), value_type(in)));
+          return b_.CreateSub(pos,
+                              b_.CreateZExt(b_.CreateICmpSLT(x, iconst(in, 0)), value_type(in)));
         }
-        case UnaryOp::Not: return b_.CreateNot(x);
-        default: return x;
+        case UnaryOp::Not:
+          return b_.CreateNot(x);
+        default:
+          return x;
       }
     }
     switch (op) {
-      case UnaryOp::Neg: return b_.CreateFNeg(x);
-      case UnaryOp::Exp: return call("exp", in, {x});
-      case UnaryOp::Log: return call("log", in, {x});
-      case UnaryOp::Log1p: return call("log1p", in, {x});
-      case UnaryOp::Expm1: return call("expm1", in, {x});
-      case UnaryOp::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
-      case UnaryOp::Rsqrt: return b_.CreateFDiv(fconst(in, 1), intrinsic(llvm::Intrinsic::sqrt, x));
-      case UnaryOp::Tanh: return in == DType::Float32 ? rational_tanh(x) : call("tanh", in, {x});
+      case UnaryOp::Neg:
+        return b_.CreateFNeg(x);
+      case UnaryOp::Exp:
+        return call("exp", in, {x});
+      case UnaryOp::Log:
+        return call("log", in, {x});
+      case UnaryOp::Log1p:
+        return call("log1p", in, {x});
+      case UnaryOp::Expm1:
+        return call("expm1", in, {x});
+      case UnaryOp::Sqrt:
+        return intrinsic(llvm::Intrinsic::sqrt, x);
+      case UnaryOp::Rsqrt:
+        return b_.CreateFDiv(fconst(in, 1), intrinsic(llvm::Intrinsic::sqrt, x));
+      case UnaryOp::Tanh:
+        return in == DType::Float32 ? rational_tanh(x) : call("tanh", in, {x});
       case UnaryOp::Logistic:
-        return b_.CreateFDiv(fconst(in, 1), b_.CreateFAdd(fconst(in, 1), call("exp", in, {b_.CreateFNeg(x)})));
-      case UnaryOp::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
+        return b_.CreateFDiv(fconst(in, 1),
+                             b_.CreateFAdd(fconst(in, 1), call("exp", in, {b_.CreateFNeg(x)})));
+      case UnaryOp::Abs:
+        return intrinsic(llvm::Intrinsic::fabs, x);
       case UnaryOp::Sign: {
-        Value* s = b_.CreateSelect(b_.CreateFCmpOGT(x, fconst(in, 0)), fconst(in, 1),
-                                   b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(in, 0)), fconst(in, -1), fconst(in, 0)));
+        Value* s = b_.CreateSelect(
+            b_.CreateFCmpOGT(x, fconst(in, 0)), fconst(in, 1),
+            b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(in, 0)), fconst(in, -1), fconst(in, 0)));
         return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, s);
       }
-      case UnaryOp::Sin: return call("sin", in, {x});
-      case UnaryOp::Cos: return call("cos", in, {x});
-      case UnaryOp::Floor: return intrinsic(llvm::Intrinsic::floor, x);
-      case UnaryOp::Ceil: return intrinsic(llvm::Intrinsic::ceil, x);
-      case UnaryOp::Round: return intrinsic(llvm::Intrinsic::nearbyint, x);
-      case UnaryOp::Erf: return call("erf", in, {x});
-      default: fail("code generator: unsupported unary op ", static_cast<int>(op));
+      case UnaryOp::Sin:
+        return call("sin", in, {x});
+      case UnaryOp::Cos:
+        return call("cos", in, {x});
+      case UnaryOp::Floor:
+        return intrinsic(llvm::Intrinsic::floor, x);
+      case UnaryOp::Ceil:
+        return intrinsic(llvm::Intrinsic::ceil, x);
+      case UnaryOp::Round:
+        return intrinsic(llvm::Intrinsic::nearbyint, x);
+      case UnaryOp::Erf:
+        return call("erf", in, {x});
+      default:
+        fail("code generator: unsupported unary op ", static_cast<int>(op));
     }
   }
 
   // detail::rational_tanh, operation for operation.
   Value* rational_tanh(Value* u) {
     auto f = [&](float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); };
-    Value* x = b_.CreateSelect(b_.CreateFCmpOLT(u, f(-detail::kTanhClamp)), f(-detail::kTanhClamp), u);
+    Value* x =
+        b_.CreateSelect(b_.CreateFCmpOLT(u, f(-detail::kTanhClamp)), f(-detail::kTanhClamp), u);
     x = b_.CreateSelect(b_.CreateFCmpOLT(f(detail::kTanhClamp), x), f(detail::kTanhClamp), x);
     Value* x2 = b_.CreateFMul(x, x);
     Value* p = f(detail::kTanhAlpha[0]);
@@ -516,29 +561,45 @@ class Emitter {
       switch (op) {
         case BinaryOp::Add:
         case BinaryOp::Or:
-        case BinaryOp::Max: return b_.CreateOr(a, c);
+        case BinaryOp::Max:
+          return b_.CreateOr(a, c);
         case BinaryOp::Mul:
         case BinaryOp::And:
-        case BinaryOp::Min: return b_.CreateAnd(a, c);
+        case BinaryOp::Min:
+          return b_.CreateAnd(a, c);
         case BinaryOp::Xor:
-        case BinaryOp::Ne: return b_.CreateXor(a, c);
-        case BinaryOp::Eq: return b_.CreateICmpEQ(a, c);
-        case BinaryOp::Lt: return b_.CreateAnd(b_.CreateNot(a), c);
-        case BinaryOp::Le: return b_.CreateOr(b_.CreateNot(a), c);
-        case BinaryOp::Gt: return b_.CreateAnd(a, b_.CreateNot(c));
-        case BinaryOp::Ge: return b_.CreateOr(a, b_.CreateNot(c));
-        default: fail("code generator: unsupported bool op");
+        case BinaryOp::Ne:
+          return b_.CreateXor(a, c);
+        case BinaryOp::Eq:
+          return b_.CreateICmpEQ(a, c);
+        case BinaryOp::Lt:
+          return b_.CreateAnd(b_.CreateNot(a), c);
+        case BinaryOp::Le:
+          return b_.CreateOr(b_.CreateNot(a), c);
+        case BinaryOp::Gt:
+          return b_.CreateAnd(a, b_.CreateNot(c));
+        case BinaryOp::Ge:
+          return b_.CreateOr(a, b_.CreateNot(c));
+        default:
+          fail("code generator: unsupported bool op");
       }
     }
     if (is_floating(t)) {
       switch (op) {
-        case BinaryOp::Add: return b_.CreateFAdd(a, c);
-        case BinaryOp::Sub: return b_.CreateFSub(a, c);
-        case BinaryOp::Mul: return b_.CreateFMul(a, c);
-        case BinaryOp::Div: return b_.CreateFDiv(a, c);
-        case BinaryOp::Rem: return call("fmod", t, {a, c});
-        case BinaryOp::Pow: return call("pow", t, {a, c});
-        case BinaryOp::Atan2: return call("atan2", t, {a, c});
+        case BinaryOp::Add:
+          return b_.CreateFAdd(a, c);
+        case BinaryOp::Sub:
+          return b_.CreateFSub(a, c);
+        case BinaryOp::Mul:
+          return b_.CreateFMul(a, c);
+        case BinaryOp::Div:
+          return b_.CreateFDiv(a, c);
+        case BinaryOp::Rem:
+          return call("fmod", t, {a, c});
+        case BinaryOp::Pow:
+          return call("pow", t, {a, c});
+        case BinaryOp::Atan2:
+          return call("atan2", t, {a, c});
         case BinaryOp::Max:
         case BinaryOp::Min: {
           Value* pick = op == BinaryOp::Max ? b_.CreateFCmpOGT(a, c) : b_.CreateFCmpOLT(a, c);
@@ -546,22 +607,32 @@ class Emitter {
           return b_.CreateSelect(nan, fconst(t, std::numeric_limits<double>::quiet_NaN()),
                                  b_.CreateSelect(pick, a, c));
         }
-        case BinaryOp::Eq: return b_.CreateFCmpOEQ(a, c);
-        case BinaryOp::Ne: return b_.CreateFCmpUNE(a, c);
-        case BinaryOp::Lt: return b_.CreateFCmpOLT(a, c);
-        case BinaryOp::Le: return b_.CreateFCmpOLE(a, c);
-        case BinaryOp::Gt: return b_.CreateFCmpOGT(a, c);
-        case BinaryOp::Ge: return b_.CreateFCmpOGE(a, c);
-        default: fail("code generator: unsupported float op");
+        case BinaryOp::Eq:
+          return b_.CreateFCmpOEQ(a, c);
+        case BinaryOp::Ne:
+          return b_.CreateFCmpUNE(a, c);
+        case BinaryOp::Lt:
+          return b_.CreateFCmpOLT(a, c);
+        case BinaryOp::Le:
+          return b_.CreateFCmpOLE(a, c);
+        case BinaryOp::Gt:
+          return b_.CreateFCmpOGT(a, c);
+        case BinaryOp::Ge:
+          return b_.CreateFCmpOGE(a, c);
+        default:
+          fail("code generator: unsupported float op");
       }
     }
     bool sgn = is_signed_integer(t);
     Value* zero = iconst(t, 0);
     int bits = static_cast<int>(value_type(t)->getIntegerBitWidth());
     switch (op) {
-      case BinaryOp::Add: return b_.CreateAdd(a, c);
-      case BinaryOp::Sub: return b_.CreateSub(a, c);
-      case BinaryOp::Mul: return b_.CreateMul(a, c);
+      case BinaryOp::Add:
+        return b_.CreateAdd(a, c);
+      case BinaryOp::Sub:
+        return b_.CreateSub(a, c);
+      case BinaryOp::Mul:
+        return b_.CreateMul(a, c);
       case BinaryOp::Div:
       case BinaryOp::Rem: {
         Value* is0 = b_.CreateICmpEQ(c, zero);
@@ -572,11 +643,16 @@ class Emitter {
         if (sgn) r = b_.CreateSelect(neg1, op == BinaryOp::Div ? b_.CreateSub(zero, a) : zero, r);
         return b_.CreateSelect(is0, zero, r);
       }
-      case BinaryOp::Max: return b_.CreateSelect(sgn ? b_.CreateICmpSGT(a, c) : b_.CreateICmpUGT(a, c), a, c);
-      case BinaryOp::Min: return b_.CreateSelect(sgn ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c), a, c);
-      case BinaryOp::And: return b_.CreateAnd(a, c);
-      case BinaryOp::Or: return b_.CreateOr(a, c);
-      case BinaryOp::Xor: return b_.CreateXor(a, c);
+      case BinaryOp::Max:
+        return b_.CreateSelect(sgn ? b_.CreateICmpSGT(a, c) : b_.CreateICmpUGT(a, c), a, c);
+      case BinaryOp::Min:
+        return b_.CreateSelect(sgn ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c), a, c);
+      case BinaryOp::And:
+        return b_.CreateAnd(a, c);
+      case BinaryOp::Or:
+        return b_.CreateOr(a, c);
+      case BinaryOp::Xor:
+        return b_.CreateXor(a, c);
       case BinaryOp::ShiftLeft:
       case BinaryOp::ShiftRightLogical: {
         Value* out = b_.CreateICmpUGE(c, iconst(t, bits));  // also catches negative counts
@@ -584,13 +660,20 @@ class Emitter {
         Value* r = op == BinaryOp::ShiftLeft ? b_.CreateShl(a, safe) : b_.CreateLShr(a, safe);
         return b_.CreateSelect(out, zero, r);
       }
-      case BinaryOp::Eq: return b_.CreateICmpEQ(a, c);
-      case BinaryOp::Ne: return b_.CreateICmpNE(a, c);
-      case BinaryOp::Lt: return sgn ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c);
-      case BinaryOp::Le: return sgn ? b_.CreateICmpSLE(a, c) : b_.CreateICmpULE(a, c);
-      case BinaryOp::Gt: return sgn ? b_.CreateICmpSGT(a, c) : b_.CreateICmpUGT(a, c);
-      case BinaryOp::Ge: return sgn ? b_.CreateICmpSGE(a, c) : b_.CreateICmpUGE(a, c);
-      default: fail("code generator: unsupported integer op");
+      case BinaryOp::Eq:
+        return b_.CreateICmpEQ(a, c);
+      case BinaryOp::Ne:
+        return b_.CreateICmpNE(a, c);
+      case BinaryOp::Lt:
+        return sgn ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c);
+      case BinaryOp::Le:
+        return sgn ? b_.CreateICmpSLE(a, c) : b_.CreateICmpULE(a, c);
+      case BinaryOp::Gt:
+        return sgn ? b_.CreateICmpSGT(a, c) : b_.CreateICmpUGT(a, c);
+      case BinaryOp::Ge:
+        return sgn ? b_.CreateICmpSGE(a, c) : b_.CreateICmpUGE(a, c);
+      default:
+        fail("code generator: unsupported integer op");
     }
   }
 
@@ -601,7 +684,8 @@ class Emitter {
     if (from == to) return x;
     Type* ty = value_type(to);
     if (to == DType::Bool)
-      return is_floating(from) ? b_.CreateFCmpUNE(x, fconst(from, 0)) : b_.CreateICmpNE(x, iconst(from, 0));
+      return is_floating(from) ? b_.CreateFCmpUNE(x, fconst(from, 0))
+                               : b_.CreateICmpNE(x, iconst(from, 0));
     if (from == DType::Bool) return is_floating(to) ? b_.CreateUIToFP(x, ty) : b_.CreateZExt(x, ty);
     if (is_floating(from) && is_floating(to)) return b_.CreateFPCast(x, ty);
     if (!is_floating(from) && is_floating(to))
@@ -611,8 +695,10 @@ class Emitter {
     int bits = static_cast<int>(ty->getIntegerBitWidth());
     llvm::APInt lo = sgn ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits);
     llvm::APInt hi = sgn ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits);
-    Value* flo = sgn ? b_.CreateSIToFP(b_.getInt(lo), x->getType()) : b_.CreateUIToFP(b_.getInt(lo), x->getType());
-    Value* fhi = sgn ? b_.CreateSIToFP(b_.getInt(hi), x->getType()) : b_.CreateUIToFP(b_.getInt(hi), x->getType());
+    Value* flo = sgn ? b_.CreateSIToFP(b_.getInt(lo), x->getType())
+                     : b_.CreateUIToFP(b_.getInt(lo), x->getType());
+    Value* fhi = sgn ? b_.CreateSIToFP(b_.getInt(hi), x->getType())
+                     : b_.CreateUIToFP(b_.getInt(hi), x->getType());
     Value* r = sgn ? b_.CreateFPToSI(x, ty) : b_.CreateFPToUI(x, ty);
     r = b_.CreateSelect(b_.CreateFCmpOGE(x, fhi), b_.getInt(hi), r);
     r = b_.CreateSelect(b_.CreateFCmpOLE(x, flo), b_.getInt(lo), r);
@@ -639,21 +725,27 @@ void emit_loop(IRBuilder<>& b, Value* lo, Value* hi, F body, const char* name) {
   b.SetInsertPoint(exit);
 }
 
-Value* smax(IRBuilder<>& b, Value* x, Value* y) { return b.CreateSelect(b.CreateICmpSGT(x, y), x, y); }
-Value* smin(IRBuilder<>& b, Value* x, Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+Value* smax(IRBuilder<>& b, Value* x, Value* y) {
+  return b.CreateSelect(b.CreateICmpSGT(x, y), x, y);
+}
+Value* smin(IRBuilder<>& b, Value* x, Value* y) {
+  return b.CreateSelect(b.CreateICmpSLT(x, y), x, y);
+}
 
 // The reduction's identity in `t`.
 Value* identity(Emitter& e, IRBuilder<>& b, prim::ReduceOp op, DType t) {
   Type* ty = e.value_type(t);
   if (op == prim::ReduceOp::And) return b.getTrue();
   if (op == prim::ReduceOp::Or) return b.getFalse();
-  if (op == prim::ReduceOp::Sum) return is_floating(t) ? llvm::ConstantFP::get(ty, 0.0) : llvm::ConstantInt::get(ty, 0);
+  if (op == prim::ReduceOp::Sum)
+    return is_floating(t) ? llvm::ConstantFP::get(ty, 0.0) : llvm::ConstantInt::get(ty, 0);
   bool max = op == prim::ReduceOp::Max;
   if (is_floating(t)) return llvm::ConstantFP::getInfinity(ty, max);
   int bits = static_cast<int>(ty->getIntegerBitWidth());
   bool sgn = is_signed_integer(t);
-  return b.getInt(max ? (sgn ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits))
-                      : (sgn ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits)));
+  return b.getInt(
+      max ? (sgn ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getMinValue(bits))
+          : (sgn ? llvm::APInt::getSignedMaxValue(bits) : llvm::APInt::getMaxValue(bits)));
 }
 
 Value* combine(IRBuilder<>& b, prim::ReduceOp op, DType t, Value* acc, Value* x) {
@@ -696,7 +788,8 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
     f->addFnAttr("target-features", tm.getTargetFeatureString());
     f->addFnAttr(llvm::Attribute::NoUnwind);
   }
-  for (int i = 0; i < nbuf; ++i) body->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+  for (int i = 0; i < nbuf; ++i)
+    body->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
   BasicBlock* entry = BasicBlock::Create(ctx, "entry", body);
   b.SetInsertPoint(entry);
   std::vector<Value*> bufs;
@@ -737,7 +830,8 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
         full[d] = e.konst(rest % operand_shape[d]);
         rest /= operand_shape[d];
       }
-      acc = combine(b, op, out_t, acc, e.convert(k.nodes[value_node].dtype, out_t, e.emit(value_node, full)));
+      acc = combine(b, op, out_t, acc,
+                    e.convert(k.nodes[value_node].dtype, out_t, e.emit(value_node, full)));
     }
     e.seed(red, acc);  // the epilogue reads the reduction at this element
     return e.emit(root_node, idx);
@@ -791,91 +885,104 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
     // Rows [begin / inner, ceil(end / inner)), each clipped to [begin, end).
     Value* row0 = b.CreateSDiv(begin, b.getInt64(inner));
     Value* row1 = b.CreateSDiv(b.CreateAdd(end, b.getInt64(inner - 1)), b.getInt64(inner));
-    emit_loop(b, row0, row1, [&](Value* r) {
-      Value* start = b.CreateMul(r, b.getInt64(inner));
-      Value* jb = smax(b, b.CreateSub(begin, start), b.getInt64(0));
-      Value* je = smin(b, b.CreateSub(end, start), b.getInt64(inner));
-      std::vector<Ix> idx = rank ? outer_index(r) : std::vector<Ix>{};
-      for (size_t s = 0; s + 1 < cuts.size(); ++s) {
-        Value* lo = smax(b, jb, b.getInt64(cuts[s]));
-        Value* hi = smin(b, je, b.getInt64(cuts[s + 1]));
-        emit_loop(b, lo, hi, [&](Value* j) {
-          if (rank) idx[rank - 1] = Ix{j, true, 1, 0};
-          e.start(mode, cuts[s]);
-          Value* v = value_at(idx);
-          Value* at = b.CreateAdd(start, j);
-          b.CreateStore(e.to_storage(v, store_t), b.CreateGEP(e.storage_type(store_t), out, at));
-        }, "j");
-      }
-    }, "row");
+    emit_loop(
+        b, row0, row1,
+        [&](Value* r) {
+          Value* start = b.CreateMul(r, b.getInt64(inner));
+          Value* jb = smax(b, b.CreateSub(begin, start), b.getInt64(0));
+          Value* je = smin(b, b.CreateSub(end, start), b.getInt64(inner));
+          std::vector<Ix> idx = rank ? outer_index(r) : std::vector<Ix>{};
+          for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+            Value* lo = smax(b, jb, b.getInt64(cuts[s]));
+            Value* hi = smin(b, je, b.getInt64(cuts[s + 1]));
+            emit_loop(
+                b, lo, hi,
+                [&](Value* j) {
+                  if (rank) idx[rank - 1] = Ix{j, true, 1, 0};
+                  e.start(mode, cuts[s]);
+                  Value* v = value_at(idx);
+                  Value* at = b.CreateAdd(start, j);
+                  b.CreateStore(e.to_storage(v, store_t), e.element_ptr(store_t, out, at));
+                },
+                "j");
+          }
+        },
+        "row");
   } else {
     // Output elements [begin, end): each reduces `row` consecutive elements of the space, which
     // are whole rows of the inner axis (or a part of one row when only the inner axis reduces).
     auto op = static_cast<prim::ReduceOp>(rnode.code);
-    emit_loop(b, begin, end, [&](Value* o) {
-      Value* first = b.CreateMul(o, b.getInt64(row));
-      Value* rows_per = b.getInt64(std::max<int64_t>(1, row / inner));
-      Value* r0 = b.CreateSDiv(first, b.getInt64(inner));
-      Value* jb = b.CreateSRem(first, b.getInt64(inner));
-      Value* je = b.CreateAdd(jb, b.getInt64(std::min(row, inner)));
-      Value* init = identity(e, b, op, out_t);
-      // acc lives in memory across the nested loops; mem2reg/SROA lifts it into registers.
-      llvm::IRBuilder<> eb(&body->getEntryBlock(), body->getEntryBlock().begin());
-      llvm::AllocaInst* acc = eb.CreateAlloca(e.value_type(out_t));
-      b.CreateStore(init, acc);
-      emit_loop(b, r0, b.CreateAdd(r0, rows_per), [&](Value* r) {
-        std::vector<Ix> idx = rank ? outer_index(r) : std::vector<Ix>{};
-        for (size_t s = 0; s + 1 < cuts.size(); ++s) {
-          Value* lo = smax(b, jb, b.getInt64(cuts[s]));
-          Value* hi = smin(b, je, b.getInt64(cuts[s + 1]));
-          // Each segment accumulates in a register chain of its own (a phi the vectoriser can
-          // turn into a vector accumulator).
-          Value* start_acc = b.CreateLoad(e.value_type(out_t), acc);
-          BasicBlock* pre = b.GetInsertBlock();
-          Function* fn = pre->getParent();
-          BasicBlock* loop = BasicBlock::Create(ctx, "acc", fn);
-          BasicBlock* exit = BasicBlock::Create(ctx, "acc.end", fn);
-          b.CreateCondBr(b.CreateICmpSLT(lo, hi), loop, exit);
-          b.SetInsertPoint(loop);
-          llvm::PHINode* j = b.CreatePHI(b.getInt64Ty(), 2);
-          llvm::PHINode* a = b.CreatePHI(e.value_type(out_t), 2);
-          j->addIncoming(lo, pre);
-          a->addIncoming(start_acc, pre);
-          if (rank) idx[rank - 1] = Ix{j, true, 1, 0};
-          e.start(mode, cuts[s]);
-          Value* v = e.convert(k.nodes[value_node].dtype, out_t, e.emit(value_node, idx));
-          Value* na = combine(b, op, out_t, a, v);
-          Value* nj = b.CreateAdd(j, b.getInt64(1), "", true, true);
-          j->addIncoming(nj, b.GetInsertBlock());
-          a->addIncoming(na, b.GetInsertBlock());
-          b.CreateCondBr(b.CreateICmpSLT(nj, hi), loop, exit);
-          b.SetInsertPoint(exit);
-          llvm::PHINode* res = b.CreatePHI(e.value_type(out_t), 2);
-          res->addIncoming(start_acc, pre);
-          res->addIncoming(na, loop);
-          b.CreateStore(res, acc);
-        }
-      }, "rows");
-      Value* v = b.CreateLoad(e.value_type(out_t), acc);
-      // The epilogue (elementwise ops of the reduction) at this output's index.
-      std::vector<Ix> out_idx(root.shape.size());
-      Value* rest = o;
-      for (size_t d = root.shape.size(); d-- > 0;) {
-        out_idx[d] = Ix{d == 0 ? rest : b.CreateURem(rest, b.getInt64(root.shape[d])), true, 0, std::nullopt};
-        if (d > 0) rest = b.CreateUDiv(rest, b.getInt64(root.shape[d]));
-      }
-      e.start(Emitter::Mode::Guarded, 0);
-      e.seed(red, v);
-      v = e.emit(root_node, out_idx);
-      b.CreateStore(e.to_storage(v, store_t), b.CreateGEP(e.storage_type(store_t), out, o));
-    }, "out");
+    emit_loop(
+        b, begin, end,
+        [&](Value* o) {
+          Value* first = b.CreateMul(o, b.getInt64(row));
+          Value* rows_per = b.getInt64(std::max<int64_t>(1, row / inner));
+          Value* r0 = b.CreateSDiv(first, b.getInt64(inner));
+          Value* jb = b.CreateSRem(first, b.getInt64(inner));
+          Value* je = b.CreateAdd(jb, b.getInt64(std::min(row, inner)));
+          Value* init = identity(e, b, op, out_t);
+          // acc lives in memory across the nested loops; mem2reg/SROA lifts it into registers.
+          llvm::IRBuilder<> eb(&body->getEntryBlock(), body->getEntryBlock().begin());
+          llvm::AllocaInst* acc = eb.CreateAlloca(e.value_type(out_t));
+          b.CreateStore(init, acc);
+          emit_loop(
+              b, r0, b.CreateAdd(r0, rows_per),
+              [&](Value* r) {
+                std::vector<Ix> idx = rank ? outer_index(r) : std::vector<Ix>{};
+                for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+                  Value* lo = smax(b, jb, b.getInt64(cuts[s]));
+                  Value* hi = smin(b, je, b.getInt64(cuts[s + 1]));
+                  // Each segment accumulates in a register chain of its own (a phi the vectoriser
+                  // can turn into a vector accumulator).
+                  Value* start_acc = b.CreateLoad(e.value_type(out_t), acc);
+                  BasicBlock* pre = b.GetInsertBlock();
+                  Function* fn = pre->getParent();
+                  BasicBlock* loop = BasicBlock::Create(ctx, "acc", fn);
+                  BasicBlock* exit = BasicBlock::Create(ctx, "acc.end", fn);
+                  b.CreateCondBr(b.CreateICmpSLT(lo, hi), loop, exit);
+                  b.SetInsertPoint(loop);
+                  llvm::PHINode* j = b.CreatePHI(b.getInt64Ty(), 2);
+                  llvm::PHINode* a = b.CreatePHI(e.value_type(out_t), 2);
+                  j->addIncoming(lo, pre);
+                  a->addIncoming(start_acc, pre);
+                  if (rank) idx[rank - 1] = Ix{j, true, 1, 0};
+                  e.start(mode, cuts[s]);
+                  Value* v = e.convert(k.nodes[value_node].dtype, out_t, e.emit(value_node, idx));
+                  Value* na = combine(b, op, out_t, a, v);
+                  Value* nj = b.CreateAdd(j, b.getInt64(1), "", true, true);
+                  j->addIncoming(nj, b.GetInsertBlock());
+                  a->addIncoming(na, b.GetInsertBlock());
+                  b.CreateCondBr(b.CreateICmpSLT(nj, hi), loop, exit);
+                  b.SetInsertPoint(exit);
+                  llvm::PHINode* res = b.CreatePHI(e.value_type(out_t), 2);
+                  res->addIncoming(start_acc, pre);
+                  res->addIncoming(na, loop);
+                  b.CreateStore(res, acc);
+                }
+              },
+              "rows");
+          Value* v = b.CreateLoad(e.value_type(out_t), acc);
+          // The epilogue (elementwise ops of the reduction) at this output's index.
+          std::vector<Ix> out_idx(root.shape.size());
+          Value* rest = o;
+          for (size_t d = root.shape.size(); d-- > 0;) {
+            out_idx[d] = Ix{d == 0 ? rest : b.CreateURem(rest, b.getInt64(root.shape[d])), true, 0,
+                            std::nullopt};
+            if (d > 0) rest = b.CreateUDiv(rest, b.getInt64(root.shape[d]));
+          }
+          e.start(Emitter::Mode::Guarded, 0);
+          e.seed(red, v);
+          v = e.emit(root_node, out_idx);
+          b.CreateStore(e.to_storage(v, store_t), e.element_ptr(store_t, out, o));
+        },
+        "out");
   }
   b.CreateRetVoid();
 
   // The entry point: unpacks the buffer array.
   Function* fn = Function::Create(
-      llvm::FunctionType::get(b.getVoidTy(),
-                              {b.getInt8PtrTy()->getPointerTo(), b.getInt64Ty(), b.getInt64Ty()}, false),
+      llvm::FunctionType::get(
+          b.getVoidTy(), {b.getInt8PtrTy()->getPointerTo(), b.getInt64Ty(), b.getInt64Ty()}, false),
       Function::ExternalLinkage, name, m);
   fn->addFnAttr("target-cpu", tm.getTargetCPU());
   fn->addFnAttr("target-features", tm.getTargetFeatureString());
@@ -884,7 +991,8 @@ void build(const LoopKernel& k, const std::string& name, llvm::Module& m, llvm::
   auto fa = fn->arg_begin();
   Value* array = &*fa++;
   for (int i = 0; i < nbuf; ++i)
-    call_args.push_back(b.CreateLoad(b.getInt8PtrTy(), b.CreateConstGEP1_64(b.getInt8PtrTy(), array, i)));
+    call_args.push_back(
+        b.CreateLoad(b.getInt8PtrTy(), b.CreateConstGEP1_64(b.getInt8PtrTy(), array, i)));
   call_args.push_back(&*fa++);
   call_args.push_back(&*fa++);
   b.CreateCall(body, call_args);
@@ -903,6 +1011,28 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cam, mam);
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+}
+
+// A kernel whose nodes are all elementwise over the root's shape (scalars broadcast) reads and
+// writes element i at flat index i: its code does not depend on the shape. Such kernels are
+// compiled as one row of kFlatExtent elements (the loop runs over [begin, end) of it), so one
+// function serves every shape: a training step's parameter updates (one per weight and bias,
+// each its own shape) compile once instead of once per parameter. LLVM spends ~15-25 ms on
+// each kernel however small, so this halves the first call of a training step.
+constexpr int64_t kFlatExtent = int64_t{1} << 62;  // begin + extent - 1 must not overflow
+
+LoopKernel shape_free(const LoopKernel& k) {
+  for (const Node& n : k.nodes) {
+    bool elementwise = n.kind == NodeKind::Input || n.kind == NodeKind::Unary ||
+                       n.kind == NodeKind::Binary || n.kind == NodeKind::Select ||
+                       n.kind == NodeKind::Convert;
+    if (!elementwise || (!n.shape.empty() && n.shape != k.root().shape)) return k;
+  }
+  if (k.root().shape.empty()) return k;
+  LoopKernel flat = k;
+  for (Node& n : flat.nodes)
+    if (!n.shape.empty()) n.shape = Shape{kFlatExtent};
+  return flat;
 }
 
 // SPMD_CODEGEN_TIMING=1 prints each compilation's time to stderr.
@@ -942,9 +1072,10 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
     pt.m->setTargetTriple(jit.tm->getTargetTriple().str());
   }
   std::map<std::string, std::vector<size_t>> todo;  // name -> kernels it serves
-  std::map<std::string, std::string> name_of;        // key -> function name
+  std::map<std::string, std::string> name_of;       // key -> function name
   for (size_t i = 0; i < kernels.size(); ++i) {
-    keys[i] = kernels[i].key();
+    const LoopKernel generic = shape_free(kernels[i]);
+    keys[i] = generic.key();
     auto it = jit.cache.find(keys[i]);
     if (it != jit.cache.end() && (!keep_ir || !it->second->ir.empty())) {
       result[i] = it->second;
@@ -955,7 +1086,7 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
       std::string name = "spmd_loop" + std::to_string(jit.functions++);
       n = name_of.emplace(keys[i], name).first;
       Part& pt = part[name_of.size() % parts];
-      build(kernels[i], name, *pt.m, *jit.tm);
+      build(generic, name, *pt.m, *jit.tm);
       pt.names.push_back(name);
     }
     todo[n->second].push_back(i);
@@ -1016,11 +1147,13 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
       fail("code generator: ", llvm::toString(std::move(e)));
   }
   auto& es = jit.jit->getExecutionSession();
-  auto symbols = check(es.lookup(llvm::orc::makeJITDylibSearchOrder(&jit.jit->getMainJITDylib()),
-                                 std::move(wanted)),
-                       "symbol lookup");
+  auto symbols = check(
+      es.lookup(llvm::orc::makeJITDylibSearchOrder(&jit.jit->getMainJITDylib()), std::move(wanted)),
+      "symbol lookup");
   if (timing()) {
-    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    auto ms = [](auto a, auto b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
     auto t_done = std::chrono::steady_clock::now();
     std::fprintf(stderr,
                  "spmd codegen: %zu kernels in %zu modules: IR %.1f ms, optimisation and machine "
