@@ -21,6 +21,18 @@ Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
 Array gather(const Array& x, const Array& indices, int axis, int batch_dims = 0);
 Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
                   int batch_dims = 0);
+// The block of `slice_sizes` at traced integer scalar starts (one per axis), each clamped to
+// [0, dim - size] as jax.lax.dynamic_slice does (the block never leaves x).
+Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices,
+                    const Shape& slice_sizes);
+// x with the block at start_indices (clamped as dynamic_slice's) replaced by update.
+Array dynamic_update_slice(const Array& x, const Array& update,
+                           const std::vector<Array>& start_indices);
+// The same along one axis (the other axes whole).
+Array dynamic_slice_in_dim(const Array& x, const Array& start_index, int64_t slice_size,
+                           int axis = 0);
+Array dynamic_update_slice_in_dim(const Array& x, const Array& update, const Array& start_index,
+                                  int axis);
 Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
 Array shift_left(const Array& x, const Array& bits);

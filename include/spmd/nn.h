@@ -34,9 +34,29 @@ MLP mlp_init(const Array& key, const std::vector<int64_t>& sizes, DType dtype = 
 // ReLU between layers, none after the last: returns logits.
 Array mlp_apply(const MLP& params, const Array& x);
 
+// ---- activations (jax.nn) --------------------------------------------------------------------
+// Written in the numerically stable forms jax.nn uses: softplus(1000) is 1000, log_sigmoid(-1000)
+// is -1000, and no gradient is NaN where the function is finite.
 Array relu(const Array& x);
 // tanh approximation by default, as jax.nn.gelu.
 Array gelu(const Array& x, bool approximate = true);
+Array relu6(const Array& x);  // min(max(x, 0), 6)
+Array leaky_relu(const Array& x, double negative_slope = 0.01);
+Array elu(const Array& x, double alpha = 1.0);   // x > 0 ? x : alpha (e^x - 1)
+Array celu(const Array& x, double alpha = 1.0);  // max(x, 0) + alpha expm1(min(x, 0) / alpha)
+Array selu(const Array& x);                      // scale * elu(x, alpha), JAX's constants
+Array softplus(const Array& x);                  // log(1 + e^x)
+Array log_sigmoid(const Array& x);               // -softplus(-x)
+Array silu(const Array& x);                      // x sigmoid(x)
+Array swish(const Array& x);                     // silu
+Array hard_sigmoid(const Array& x);              // relu6(x + 3) / 6
+Array hard_silu(const Array& x);                 // x hard_sigmoid(x)
+Array hard_tanh(const Array& x);                 // clip(x, -1, 1)
+Array soft_sign(const Array& x);                 // x / (|x| + 1)
+// a * sigmoid(b) for the two halves a, b of `axis` (its size must be even).
+Array glu(const Array& x, int axis = -1);
+// (x - mean) / sqrt(var + epsilon) over `axis` (jax.nn.standardize).
+Array standardize(const Array& x, int axis = -1, double epsilon = 1e-5);
 
 // ---- losses and metrics ----------------------------------------------------------------------
 // Mean over the batch of -log_softmax(logits)[label]; labels are integer class ids in

@@ -1,4 +1,4 @@
-// Layers, activations, losses and metrics.
+// Layers, losses and metrics (activations: activations.cpp).
 #include <cmath>
 
 #include "core/array_impl.h"
@@ -35,16 +35,6 @@ Array mlp_apply(const MLP& params, const Array& x) {
 }
 
 // where(x > 0, x, 0): its gradient is one select, where maximum's would split ties.
-Array relu(const Array& x) { return where(x > 0.0, x, 0.0); }
-
-Array gelu(const Array& x, bool approximate) {
-  if (approximate) {
-    const double c = std::sqrt(2.0 / M_PI);
-    return x * 0.5 * (tanh((x + x * x * x * 0.044715) * c) + 1.0);
-  }
-  return x * 0.5 * (erf(x * (1.0 / std::sqrt(2.0))) + 1.0);
-}
-
 namespace {
 void check_labels(const Array& logits, const Array& labels, const char* what) {
   if (logits.ndim() != 2)

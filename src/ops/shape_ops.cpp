@@ -289,6 +289,54 @@ Array scatter_add(const Array& updates, const Array& indices, const Shape& opera
                   int batch_dims) {
   return apply<prim::ScatterAdd>({updates, indices}, axis, batch_dims, operand_shape);
 }
+namespace {
+// The starts as operands: integer scalars (Python ints and arrays alike in JAX), one per axis.
+std::vector<Array> start_operands(const Array& x, const std::vector<Array>& starts,
+                                  const char* op) {
+  if (static_cast<int>(starts.size()) != x.ndim())
+    fail(op, ": expected ", x.ndim(), " start indices for an operand of shape ",
+         shape_str(x.shape()), ", got ", starts.size());
+  std::vector<Array> in{x};
+  for (size_t i = 0; i < starts.size(); ++i) {
+    check(starts[i], op);
+    if (starts[i].ndim() != 0 || !is_integer(starts[i].dtype()) || starts[i].dtype() == DType::Bool)
+      fail(op, ": expected integer scalar start indices, got ", starts[i].aval().str(),
+           " for axis ", i);
+    in.push_back(starts[i]);
+  }
+  return in;
+}
+}  // namespace
+
+Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices,
+                    const Shape& slice_sizes) {
+  check(x, "dynamic_slice");
+  std::vector<Array> in = start_operands(x, start_indices, "dynamic_slice");
+  return apply<prim::DynamicSlice>(in, slice_sizes);
+}
+Array dynamic_update_slice(const Array& x, const Array& update,
+                           const std::vector<Array>& start_indices) {
+  check(x, "dynamic_update_slice");
+  check(update, "dynamic_update_slice");
+  std::vector<Array> in = start_operands(x, start_indices, "dynamic_update_slice");
+  in.insert(in.begin() + 1, update);
+  return apply<prim::DynamicUpdateSlice>(in);
+}
+Array dynamic_slice_in_dim(const Array& x, const Array& start_index, int64_t slice_size, int axis) {
+  int a = normalize_axis(axis, x.ndim(), "dynamic_slice_in_dim");
+  std::vector<Array> starts(static_cast<size_t>(x.ndim()), Array(int64_t{0}));
+  starts[static_cast<size_t>(a)] = start_index;
+  Shape sizes = x.shape();
+  sizes[static_cast<size_t>(a)] = slice_size;
+  return dynamic_slice(x, starts, sizes);
+}
+Array dynamic_update_slice_in_dim(const Array& x, const Array& update, const Array& start_index,
+                                  int axis) {
+  int a = normalize_axis(axis, x.ndim(), "dynamic_update_slice_in_dim");
+  std::vector<Array> starts(static_cast<size_t>(x.ndim()), Array(int64_t{0}));
+  starts[static_cast<size_t>(a)] = start_index;
+  return dynamic_update_slice(x, update, starts);
+}
 Array rev(const Array& x, const std::vector<int>& dimensions) {
   check(x, "rev");
   // resolve_axes refuses repeated dimensions, as lax.rev does.

@@ -10,6 +10,11 @@ namespace spmd::prim {
 // x with its batch axis moved from `from` to `to`; not_mapped inputs are broadcast to carry
 // a batch axis of size n at `to`.
 Array batch_at(const Array& x, int from, int to, int64_t n);
+// s with v inserted at position `at` (a batch axis of size v, a zero start, ...).
+inline Shape with_inserted(Shape s, int at, int64_t v) {
+  s.insert(s.begin() + at, v);
+  return s;
+}
 // Puts every batched operand's batch axis at 0 (broadcasting unbatched ones when `all`).
 std::vector<Array> batch_all_at_front(const std::vector<Array>& in, const std::vector<int>& dims,
                                       int64_t n);

@@ -378,6 +378,39 @@ class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
   Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
+// lax.dynamic_slice: operands x and one integer scalar start per axis; the slice of `sizes`
+// starting there, each start clamped to [0, dim - size] (as XLA's, so the slice is in bounds).
+class DynamicSlice final : public PrimitiveOf<DynamicSlice> {
+ public:
+  auto key() const { return std::tie(sizes); }
+  explicit DynamicSlice(Shape sizes) : sizes(std::move(sizes)) {}
+  Shape sizes;
+  std::string name() const override { return "dynamic_slice"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// lax.dynamic_update_slice: operands x, update and one integer scalar start per axis; x with
+// the block at the (clamped, as DynamicSlice's) starts replaced by update.
+class DynamicUpdateSlice final : public PrimitiveOf<DynamicUpdateSlice> {
+ public:
+  auto key() const { return std::tie(); }
+  std::string name() const override { return "dynamic_update_slice"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
 class Iota final : public PrimitiveOf<Iota> {
  public:
   auto key() const { return std::tie(shape, dtype, dimension); }

@@ -11,10 +11,6 @@
 namespace spmd::prim {
 namespace {
 int full_axis(int a, int d) { return d == not_mapped || a < d ? a : a + 1; }
-Shape with_inserted(Shape s, int at, int64_t v) {
-  s.insert(s.begin() + at, v);
-  return s;
-}
 }  // namespace
 
 // ---- BroadcastInDim -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// CPU kernels of gather, scatter_add, iota and argsort.
+// CPU kernels of gather, scatter_add, dynamic_slice, dynamic_update_slice, iota and argsort.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -107,9 +107,76 @@ void argsort_kernel(const Primitive& p, std::span<const Buf> in, std::span<const
   });
 }
 
+// A start operand (an integer scalar of any integer dtype), clamped so a block of `size` fits
+// in `dim`.
+int64_t clamped_start(const Buf& start, int64_t dim, int64_t size) {
+  int64_t v = 0;
+  visit(start.aval->dtype, [&]<class I>() {
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      I s = start.as<I>()[0];
+      if constexpr (std::is_unsigned_v<I> && sizeof(I) == 8)
+        v = s > static_cast<I>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(s);
+      else
+        v = static_cast<int64_t>(s);
+    }
+  });
+  return std::clamp<int64_t>(v, 0, dim - size);
+}
+
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+// Offset in x of the block of `sizes` at the (clamped) starts in[first...].
+int64_t block_offset(std::span<const Buf> in, size_t first, const Shape& x, const Shape& sizes) {
+  std::vector<int64_t> strides = row_major_strides(x);
+  int64_t offset = 0;
+  for (size_t a = 0; a < x.size(); ++a)
+    offset += clamped_start(in[first + a], x[a], sizes[a]) * strides[a];
+  return offset;
+}
+
+void dynamic_slice_kernel(const Primitive&, std::span<const Buf> in, std::span<const Buf> out,
+                          ExecContext&) {
+  const Shape& x = in[0].aval->shape;
+  const Shape& sizes = out[0].aval->shape;
+  if (out[0].size() == 0) return;
+  strided_copy(in[0].data, block_offset(in, 1, x, sizes), row_major_strides(x), sizes, out[0].data,
+               static_cast<int>(itemsize(in[0].aval->dtype)));
+}
+
+void dynamic_update_slice_kernel(const Primitive&, std::span<const Buf> in,
+                                 std::span<const Buf> out, ExecContext&) {
+  const Shape& x = in[0].aval->shape;
+  const Shape& u = in[1].aval->shape;
+  const size_t item = itemsize(in[0].aval->dtype);
+  char* y = static_cast<char*>(out[0].data);
+  if (out[0].data != in[0].data) std::memcpy(y, in[0].data, out[0].size() * item);
+  if (in[1].size() == 0) return;
+  const int64_t offset = block_offset(in, 2, x, u);
+  const std::vector<int64_t> strides = row_major_strides(x);
+  const int64_t inner = u.empty() ? 1 : u.back();
+  const int64_t rows = in[1].size() / inner;
+  const char* src = static_cast<const char*>(in[1].data);
+  std::vector<int64_t> idx(u.size() > 1 ? u.size() - 1 : 0, 0);  // over u's leading axes
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = offset;
+    for (size_t a = 0; a < idx.size(); ++a) at += idx[a] * strides[a];
+    std::memcpy(y + at * item, src + r * inner * item, static_cast<size_t>(inner) * item);
+    for (size_t a = idx.size(); a-- > 0;) {
+      if (++idx[a] < u[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 void register_index_kernels() {
+  backend::register_kernel(typeid(prim::DynamicSlice), dynamic_slice_kernel);
+  backend::register_kernel(typeid(prim::DynamicUpdateSlice), dynamic_update_slice_kernel);
   backend::register_kernel(typeid(prim::Gather), gather_kernel);
   backend::register_kernel(typeid(prim::ScatterAdd), scatter_add_kernel);
   backend::register_kernel(typeid(prim::Iota), iota_kernel);
