@@ -521,7 +521,7 @@ TEST_F(Grad, ScatterAddMatchesFiniteDifferences) {
   Array i = idx({3, 0, 3, 1}, {4});
   expect_grad_matches_fd(
       [i](const std::vector<Array>& a) {
-        return lax::scatter_add(a[0] * a[0], i, {2, 5}, 1);
+        return lax::gather_transpose(a[0] * a[0], i, {2, 5}, 1);
       },
       {rnd({2, 4}, -2, 2, 62)});
 }
@@ -529,7 +529,7 @@ TEST_F(Grad, ScatterAddWithBatchDimsMatchesFiniteDifferences) {
   Array i = idx({0, 0, 2, 1}, {2, 2});
   expect_grad_matches_fd(
       [i](const std::vector<Array>& a) {
-        return lax::scatter_add(sin(a[0]), i, {2, 3, 2}, 1, 1);
+        return lax::gather_transpose(sin(a[0]), i, {2, 3, 2}, 1, 1);
       },
       {rnd({2, 2, 2}, -2, 2, 63)});
 }

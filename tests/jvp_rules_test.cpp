@@ -402,7 +402,7 @@ TEST_F(JvpRules, GatherAndScatter) {
   Array updates = rnd({4, 3}, 30);
   check_jvp("scatter_add",
             [](const std::vector<Array>& v) {
-              return lax::scatter_add(v[0], v[1], {5, 3}, 0);
+              return lax::gather_transpose(v[0], v[1], {5, 3}, 0);
             },
             {updates, idx}, {rnd({4, 3}, 31), idx});
 }

@@ -595,19 +595,19 @@ TEST(VmapPrimitive, GatherTakeAlongAxisAndBatchDims) {
 TEST(VmapPrimitive, ScatterAdd) {
   // Few distinct indices, so duplicates add up.
   sweep(bin([](const Array& u, const Array& i) {
-          return lax::scatter_add(u, i, {4, 5}, 0);
+          return lax::gather_transpose(u, i, {4, 5}, 0);
         }),
         {{{3, 5}}, {{3}, DType::Int32, 0, 4}});
   sweep(bin([](const Array& u, const Array& i) {
-          return lax::scatter_add(u, i, {4, 5}, 1);
+          return lax::gather_transpose(u, i, {4, 5}, 1);
         }),
         {{{4, 2, 3}}, {{2, 3}, DType::Int32, 0, 5}});
   sweep(bin([](const Array& u, const Array& i) {
-          return lax::scatter_add(u, i, {4, 5}, 1, 1);
+          return lax::gather_transpose(u, i, {4, 5}, 1, 1);
         }),
         {{{4, 3}}, {{4, 3}, DType::Int32, 0, 5}});
   sweep(bin([](const Array& u, const Array& i) {
-          return lax::scatter_add(u, i, {4, 5, 2}, 1, 1);
+          return lax::gather_transpose(u, i, {4, 5, 2}, 1, 1);
         }),
         {{{4, 6, 2}, DType::Int32, -9, 9}, {{4, 6}, DType::Int32, 0, 5}});
 }

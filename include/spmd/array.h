@@ -30,6 +30,8 @@ struct Shard {
   int64_t stop = 0;
 };
 
+class IndexUpdate;
+
 class Array {
  public:
   // An empty handle (for default-constructed containers); any use but assignment throws.
@@ -85,6 +87,9 @@ class Array {
   Array astype(DType dtype) const;
   // x[i]: row i of the leading axis (negative counts from the end), that axis removed.
   Array operator[](int64_t i) const;
+  // x.at(indices).set(v) / add / multiply / min / max / get: JAX's x.at[indices], for an integer
+  // index or index array into the leading axis (IndexUpdate, ops.h).
+  IndexUpdate at(const Array& indices) const;
 
   // For the library's own use.
   explicit Array(std::shared_ptr<detail::ArrayImpl> impl) : impl_(std::move(impl)) {}

@@ -19,8 +19,10 @@ Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
           const Shape& interior);
 // take along an axis with the first batch_dims axes of x and indices paired.
 Array gather(const Array& x, const Array& indices, int axis, int batch_dims = 0);
-Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
-                  int batch_dims = 0);
+// gather's transpose: updates added into zeros of operand_shape at the rows gather would read
+// (indices clamped into range, as gather clamps them).
+Array gather_transpose(const Array& updates, const Array& indices, const Shape& operand_shape,
+                       int axis, int batch_dims = 0);
 // The block of `slice_sizes` at traced integer scalar starts (one per axis), each clamped to
 // [0, dim - size] as jax.lax.dynamic_slice does (the block never leaves x).
 Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices,
@@ -33,6 +35,20 @@ Array dynamic_slice_in_dim(const Array& x, const Array& start_index, int64_t sli
                            int axis = 0);
 Array dynamic_update_slice_in_dim(const Array& x, const Array& update, const Array& start_index,
                                   int axis);
+// lax.scatter, scatter_add, scatter_mul, scatter_min, scatter_max along one axis, with the
+// layout of gather: updates have the shape gather(x, indices, axis, batch_dims) returns. Rows
+// whose index is outside [0, x.shape[axis]) are dropped (JAX's default for scatters); several
+// updates of one row combine in order (scatter: the last wins).
+Array scatter(const Array& x, const Array& indices, const Array& updates, int axis = 0,
+              int batch_dims = 0);
+Array scatter_add(const Array& x, const Array& indices, const Array& updates, int axis = 0,
+                  int batch_dims = 0);
+Array scatter_mul(const Array& x, const Array& indices, const Array& updates, int axis = 0,
+                  int batch_dims = 0);
+Array scatter_min(const Array& x, const Array& indices, const Array& updates, int axis = 0,
+                  int batch_dims = 0);
+Array scatter_max(const Array& x, const Array& indices, const Array& updates, int axis = 0,
+                  int batch_dims = 0);
 Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
 Array shift_left(const Array& x, const Array& bits);

@@ -155,6 +155,27 @@ Array flip(const Array& x, const Axes& axes = {});
 // Taking from an empty axis is an error unless the indices are empty too.
 Array take(const Array& x, const Array& indices, std::optional<int> axis = {},
            const std::string& mode = "fill", std::optional<double> fill_value = {});
+// x.at(indices), JAX's x.at[indices] for an integer index (scalar or array) into axis 0: the
+// functional forms of x[indices] = v, += v, -= v, *= v and of min/max updates. Negative indices
+// count from the end; updates at indices still outside [0, n) are dropped (JAX's default for
+// .at updates); several updates of one row combine in order (set: the last wins). v broadcasts
+// to indices.shape + x.shape[1:] and takes x's dtype. get() is x[indices], out-of-bound indices
+// clamped as JAX's (take(x, indices, 0, "clip")).
+class IndexUpdate {
+ public:
+  IndexUpdate(Array x, Array indices);
+  Array get() const;
+  Array set(const Array& v) const;
+  Array add(const Array& v) const;
+  Array subtract(const Array& v) const;
+  Array multiply(const Array& v) const;
+  Array min(const Array& v) const;
+  Array max(const Array& v) const;
+
+ private:
+  Array updates(const Array& v, const char* op) const;
+  Array x_, indices_;
+};
 // jnp.take_along_axis: x and indices have one rank and broadcast on every axis but `axis` (no
 // axis: 1-D indices into the flattened array). Negative indices count from the end; mode is
 // "fill" (default, as take), "clip" or "promise_in_bounds" (clamped here).

@@ -5,6 +5,7 @@
 
 #include "ops/common.h"
 #include "spmd/error.h"
+#include "spmd/lax.h"
 
 namespace spmd {
 
@@ -148,6 +149,59 @@ Array take_along_axis(const Array& x, const Array& indices, std::optional<int> a
   Array r = moveaxis(lax::gather(xm, im, x.ndim() - 1, x.ndim() - 1), -1, a);
   if (m != Mode::Fill || known_in_bounds(indices, n)) return r;
   return where(broadcast_to(in_bounds(idx, n), out), r, fill_for(x, fill_value));
+}
+
+// ---- x.at(indices) ------------------------------------------------------------------------------
+IndexUpdate Array::at(const Array& indices) const { return IndexUpdate(*this, indices); }
+
+IndexUpdate::IndexUpdate(Array x, Array indices) : x_(std::move(x)), indices_(std::move(indices)) {
+  if (!x_.valid() || !indices_.valid()) fail("at: expected arrays, got an empty Array handle");
+  if (x_.ndim() == 0) fail("at: expected an array of rank >= 1 to index, got a scalar");
+  if (!is_integer(indices_.dtype()) || indices_.dtype() == DType::Bool)
+    fail("at: expected integer indices, got ", indices_.aval().str());
+  // Negative indices count from the end (once, as NumPy's); what is still outside is dropped.
+  Array n(static_cast<int64_t>(x_.shape()[0]));
+  Array idx = astype(indices_, DType::Int64);
+  indices_ = where(idx < Array(int64_t{0}), idx + n, idx);
+}
+
+// JAX's x.at[i].get() is x[i]: out-of-bound indices are clamped (jnp.take's "clip").
+Array IndexUpdate::get() const { return take(x_, indices_, 0, "clip"); }
+
+Array IndexUpdate::updates(const Array& v, const char* op) const {
+  if (!v.valid()) fail("at(...).", op, ": expected an update array, got an empty Array handle");
+  Shape shape = indices_.shape();
+  shape.insert(shape.end(), x_.shape().begin() + 1, x_.shape().end());
+  Array u = astype(v, x_.dtype());
+  if (u.shape() != shape) {
+    try {
+      u = broadcast_to(u, shape);
+    } catch (const Error&) {
+      fail("at(...).", op, ": expected updates broadcastable to ", shape_str(shape),
+           " (the indices' shape followed by the operand's trailing axes), got ",
+           shape_str(v.shape()));
+    }
+  }
+  return u;
+}
+
+Array IndexUpdate::set(const Array& v) const {
+  return lax::scatter(x_, indices_, updates(v, "set"), 0);
+}
+Array IndexUpdate::add(const Array& v) const {
+  return lax::scatter_add(x_, indices_, updates(v, "add"), 0);
+}
+Array IndexUpdate::subtract(const Array& v) const {
+  return lax::scatter_add(x_, indices_, negative(updates(v, "subtract")), 0);
+}
+Array IndexUpdate::multiply(const Array& v) const {
+  return lax::scatter_mul(x_, indices_, updates(v, "multiply"), 0);
+}
+Array IndexUpdate::min(const Array& v) const {
+  return lax::scatter_min(x_, indices_, updates(v, "min"), 0);
+}
+Array IndexUpdate::max(const Array& v) const {
+  return lax::scatter_max(x_, indices_, updates(v, "max"), 0);
 }
 
 }  // namespace spmd

@@ -285,10 +285,31 @@ Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
 Array gather(const Array& x, const Array& indices, int axis, int batch_dims) {
   return apply<prim::Gather>({x, indices}, axis, batch_dims);
 }
-Array scatter_add(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
+Array gather_transpose(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
                   int batch_dims) {
   return apply<prim::ScatterAdd>({updates, indices}, axis, batch_dims, operand_shape);
 }
+Array scatter(const Array& x, const Array& indices, const Array& updates, int axis,
+              int batch_dims) {
+  return apply<prim::Scatter>({x, indices, updates}, prim::ScatterOp::Set, axis, batch_dims);
+}
+Array scatter_add(const Array& x, const Array& indices, const Array& updates, int axis,
+                  int batch_dims) {
+  return apply<prim::Scatter>({x, indices, updates}, prim::ScatterOp::Add, axis, batch_dims);
+}
+Array scatter_mul(const Array& x, const Array& indices, const Array& updates, int axis,
+                  int batch_dims) {
+  return apply<prim::Scatter>({x, indices, updates}, prim::ScatterOp::Mul, axis, batch_dims);
+}
+Array scatter_min(const Array& x, const Array& indices, const Array& updates, int axis,
+                  int batch_dims) {
+  return apply<prim::Scatter>({x, indices, updates}, prim::ScatterOp::Min, axis, batch_dims);
+}
+Array scatter_max(const Array& x, const Array& indices, const Array& updates, int axis,
+                  int batch_dims) {
+  return apply<prim::Scatter>({x, indices, updates}, prim::ScatterOp::Max, axis, batch_dims);
+}
+
 namespace {
 // The starts as operands: integer scalars (Python ints and arrays alike in JAX), one per axis.
 std::vector<Array> start_operands(const Array& x, const std::vector<Array>& starts,

@@ -60,7 +60,7 @@ Batched Gather::batch(const BatchContext& ctx, const std::vector<Array>& in,
 std::vector<Array> Gather::vjp(const std::vector<Array>& p, const std::vector<Array>&,
                                const std::vector<Array>& ct) const {
   if (!differentiable(p[0].aval())) return {Array(), Array()};
-  return {lax::scatter_add(ct[0], p[1], p[0].shape(), axis, batch_dims), Array()};
+  return {lax::gather_transpose(ct[0], p[1], p[0].shape(), axis, batch_dims), Array()};
 }
 
 Primitive::Jvp Gather::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
@@ -96,12 +96,12 @@ Batched ScatterAdd::batch(const BatchContext& ctx, const std::vector<Array>& in,
     // updates (B..., pre..., I..., post...) gain n right after the paired batch axes
     Array u = batch_at(in[0], bd[0], batch_dims, n);
     shape.insert(shape.begin() + batch_dims, n);
-    return {{lax::scatter_add(u, in[1], shape, axis + 1, batch_dims)}, {batch_dims}};
+    return {{lax::gather_transpose(u, in[1], shape, axis + 1, batch_dims)}, {batch_dims}};
   }
   Array u = batch_at(in[0], bd[0], 0, n);
   Array idx = batch_at(in[1], bd[1], 0, n);
   shape.insert(shape.begin(), n);
-  return {{lax::scatter_add(u, idx, shape, axis + 1, batch_dims + 1)}, {0}};
+  return {{lax::gather_transpose(u, idx, shape, axis + 1, batch_dims + 1)}, {0}};
 }
 
 std::vector<Array> ScatterAdd::vjp(const std::vector<Array>& p, const std::vector<Array>&,

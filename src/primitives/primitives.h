@@ -378,6 +378,28 @@ class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
   Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
+// lax.scatter*: operands (x, indices, updates) with the layout of Gather (updates have the
+// shape gather(x, indices, axis, batch_dims) would return); x with the rows the indices name
+// combined with the updates by `op`, in the order of the updates (the last of several updates
+// of one row wins a Set). Indices outside [0, n) are dropped, as JAX's scatters do by default.
+enum class ScatterOp { Set, Add, Mul, Min, Max };
+class Scatter final : public PrimitiveOf<Scatter> {
+ public:
+  auto key() const { return std::tie(op, axis, batch_dims); }
+  Scatter(ScatterOp op, int axis, int batch_dims) : op(op), axis(axis), batch_dims(batch_dims) {}
+  ScatterOp op;
+  int axis, batch_dims;
+  std::string name() const override;
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return op == ScatterOp::Set || op == ScatterOp::Add; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
 // lax.dynamic_slice: operands x and one integer scalar start per axis; the slice of `sizes`
 // starting there, each start clamped to [0, dim - size] (as XLA's, so the slice is in bounds).
 class DynamicSlice final : public PrimitiveOf<DynamicSlice> {

@@ -1,4 +1,5 @@
-// CPU kernels of gather, scatter_add, dynamic_slice, dynamic_update_slice, iota and argsort.
+// CPU kernels of gather, scatter_add, scatter, dynamic_slice, dynamic_update_slice, iota and
+// argsort.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -107,6 +108,64 @@ void argsort_kernel(const Primitive& p, std::span<const Buf> in, std::span<const
   });
 }
 
+// x with the updates combined into the rows their indices name (dropped outside [0, n)), in
+// the order of the updates.
+void scatter_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                    ExecContext&) {
+  const auto& s = backend::as<prim::Scatter>(p);
+  GatherView v = gather_view(in[0].aval->shape, in[1].aval->shape, s.axis, s.batch_dims);
+  visit(out[0].aval->dtype, [&]<class T>() {
+    const T* u = in[2].as<T>();
+    T* y = out[0].as<T>();
+    if (out[0].data != in[0].data) std::copy_n(in[0].as<T>(), out[0].size(), y);
+    auto combine = [&](T& to, T from) {
+      switch (s.op) {
+        case prim::ScatterOp::Set:
+          to = from;
+          break;
+        case prim::ScatterOp::Add:
+          to = static_cast<T>(to + from);
+          break;
+        case prim::ScatterOp::Mul:
+          to = static_cast<T>(to * from);
+          break;
+        case prim::ScatterOp::Min:  // NaN wins, as lax.min's
+          if constexpr (std::is_floating_point_v<T>)
+            if (from != from || to != to) {
+              to = from != from ? from : to;
+              break;
+            }
+          to = from < to ? from : to;
+          break;
+        case prim::ScatterOp::Max:
+          if constexpr (std::is_floating_point_v<T>)
+            if (from != from || to != to) {
+              to = from != from ? from : to;
+              break;
+            }
+          to = from > to ? from : to;
+          break;
+      }
+    };
+    visit(in[1].aval->dtype, [&]<class I>() {
+      if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+        const I* idx = in[1].as<I>();
+        for (int64_t b = 0; b < v.batch; ++b)
+          for (int64_t pre = 0; pre < v.pre; ++pre)
+            for (int64_t i = 0; i < v.idx; ++i) {
+              I k = idx[b * v.idx + i];
+              if constexpr (std::is_signed_v<I>)
+                if (k < 0) continue;
+              if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(v.n)) continue;  // dropped
+              T* row = y + ((b * v.pre + pre) * v.n + static_cast<int64_t>(k)) * v.post;
+              const T* from = u + ((b * v.pre + pre) * v.idx + i) * v.post;
+              for (int64_t j = 0; j < v.post; ++j) combine(row[j], from[j]);
+            }
+      }
+    });
+  });
+}
+
 // A start operand (an integer scalar of any integer dtype), clamped so a block of `size` fits
 // in `dim`.
 int64_t clamped_start(const Buf& start, int64_t dim, int64_t size) {
@@ -175,6 +234,7 @@ void dynamic_update_slice_kernel(const Primitive&, std::span<const Buf> in,
 }  // namespace
 
 void register_index_kernels() {
+  backend::register_kernel(typeid(prim::Scatter), scatter_kernel);
   backend::register_kernel(typeid(prim::DynamicSlice), dynamic_slice_kernel);
   backend::register_kernel(typeid(prim::DynamicUpdateSlice), dynamic_update_slice_kernel);
   backend::register_kernel(typeid(prim::Gather), gather_kernel);
