@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <thread>
 
 #include "base/allocator.h"
 #include "base/copy.h"
@@ -20,8 +21,28 @@ Rendezvous::Rendezvous(int size, std::shared_ptr<RunState> run, std::string labe
                        std::vector<int> replicas)
     : size_(size), run_(std::move(run)), label_(std::move(label)), replicas_(std::move(replicas)) {}
 
+namespace {
+// How long a waiting member polls (yielding its core) before it blocks.
+constexpr auto kYieldBudget = std::chrono::microseconds(200);
+
+// Polls `flag` while yielding the core, for at most kYieldBudget or until the run is aborted.
+void yield_until(const std::atomic<bool>& flag, const std::atomic<bool>& aborted) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; !flag.load(std::memory_order_acquire); ++i) {
+    if (aborted.load(std::memory_order_relaxed)) return;
+    if ((i & 7) == 7 && std::chrono::steady_clock::now() - start > kYieldBudget) return;
+    std::this_thread::yield();
+  }
+}
+}  // namespace
+
 void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
-                      const std::function<bool()>& done) {
+                      const std::function<bool()>& done, const std::atomic<bool>& flag) {
+  if (!done() && run_->mismatch().empty()) {
+    lock.unlock();
+    yield_until(flag, run_->aborted);
+    lock.lock();
+  }
   auto deadline = std::chrono::steady_clock::now() + run_->timeout;
   while (!done()) {
     if (!run_->mismatch().empty()) fail(run_->mismatch());
@@ -44,7 +65,10 @@ Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, vo
   std::unique_lock lock(run_->mu);
   if (!run_->mismatch().empty()) fail(run_->mismatch());
   if (run_->aborted) throw ReplicaAborted{};
-  Round& r = rounds_[seq];
+  auto& slot = rounds_[seq];
+  if (!slot) slot = std::make_shared<Round>();
+  std::shared_ptr<Round> keep = slot;
+  Round& r = *keep;
   if (r.in.empty()) {
     r.in.assign(size_, nullptr);
     r.out.assign(size_, nullptr);
@@ -67,26 +91,28 @@ Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, vo
     // Everyone else waits in this round: they are running again.
     for (int m = 0; m < size_; ++m)
       if (m != rank) run_->wait_ends(replica(m));
+    r.all_arrived.store(true, std::memory_order_release);
     run_->cv.notify_all();
     return r;
   }
   run_->wait_begins(replica(rank), what, seq, label_);
-  wait(lock, "arrive", seq, [&] { return r.arrived == size_; });
-  return r;
+  wait(
+      lock, "arrive", seq, [&] { return r.arrived == size_; }, r.all_arrived);
+  return r;  // alive until this member departs (the map holds it until every member has)
 }
 
 void Rendezvous::depart(uint64_t seq) {
   std::unique_lock lock(run_->mu);
-  Round& r = rounds_[seq];
-  if (++r.departed == size_) {
+  std::shared_ptr<Round> r = rounds_.at(seq);
+  if (++r->departed == size_) {
+    r->all_departed.store(true, std::memory_order_release);
     run_->cv.notify_all();
     rounds_.erase(seq);
     return;
   }
-  wait(lock, "finish", seq, [&] {
-    auto it = rounds_.find(seq);
-    return it == rounds_.end();
-  });
+  wait(
+      lock, "finish", seq, [&] { return r->all_departed.load(std::memory_order_relaxed); },
+      r->all_departed);
 }
 
 namespace {

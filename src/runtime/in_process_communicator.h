@@ -3,11 +3,19 @@
 // by its group and the collective's sequence number (as XLA's CPU runtime does); once all have
 // arrived, each member does its share of the work reading the others' buffers directly (no
 // copies through a staging buffer), then all leave together. The work split is fixed by rank,
-// so results are bit-identical whatever the thread timing. Waiting never spins. Members that
-// arrive with different collectives (or the same one from different sites in the program) are
-// reported at once; a member that waits for one that finished its program or waits elsewhere
-// (RunState), that waits longer than the timeout, or whose run was aborted by another
-// replica's failure, leaves with an error instead of hanging.
+// so results are bit-identical whatever the thread timing. Members that arrive with different
+// collectives (or the same one from different sites in the program) are reported at once.
+//
+// Waiting: a member that must wait first yields its core for a short while (kYieldBudget),
+// polling the round, and only then blocks on the run's condition variable. Why: a blocked
+// thread's wake-up costs ~10-50 us on this kind of machine, more than a whole small collective,
+// and a psum or ppermute wakes every member twice (arrive, depart). Yielding (sched_yield) rather
+// than spinning hands the core to the members that have yet to arrive when devices outnumber
+// cores (8 emulated devices on 2 cores), so the wait costs them nothing; the budget bounds it,
+// and no thread polls outside a collective (an idle program spins nowhere). A member that waits
+// for one that finished its program or waits elsewhere (RunState), that waits longer than the
+// timeout, or whose run was aborted by another replica's failure, leaves with an error instead
+// of hanging.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +43,9 @@ class Rendezvous {
     int departed = 0;
     const Arrival* first = nullptr;  // what the first member to arrive brought
     int first_rank = 0;
+    // Set (under the run's lock) by the last member to arrive / to depart: what waiting members
+    // poll before they block (see wait).
+    std::atomic<bool> all_arrived{false}, all_departed{false};
   };
   // Registers this member's buffers and waits for every member; returns the round. Throws
   // spmd::Error when the members bring different collectives (`what`), or when they can never
@@ -46,13 +57,14 @@ class Rendezvous {
 
  private:
   void wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
-            const std::function<bool()>& done);
+            const std::function<bool()>& done, const std::atomic<bool>& flag);
   int replica(int rank) const { return replicas_.empty() ? rank : replicas_[rank]; }
   int size_;
   std::shared_ptr<RunState> run_;
   std::string label_;
   std::vector<int> replicas_;
-  std::map<uint64_t, Round> rounds_;
+  // Shared so that a member polling a round's flags outside the lock keeps it alive.
+  std::map<uint64_t, std::shared_ptr<Round>> rounds_;
 };
 
 class InProcessCommunicator : public Communicator {
