@@ -11,7 +11,9 @@
 //   - the copy writing the output when the output is that input (a no-op copy).
 // A generated loop kernel counts as elementwise only when all its nodes are elementwise ops. A
 // row chain runs its kernels block by block, in order on each block, as a fused group runs its
-// ops tile by tile: the same rules hold with its kernels as the ops.
+// ops tile by tile: the same rules hold with its kernels as the ops; so do a dot and its
+// epilogue (the dot, not elementwise, rules out any output of the epilogue in an input the dot
+// reads).
 // Any later read, or a read of the same step that is not elementwise (a dot, a loop, a
 // broadcast scalar), rules the pair out: correctness first.
 #include <algorithm>
@@ -49,11 +51,15 @@ void Executable::plan_donation() {
     const Step& st = steps_[p];
     if (st.fused >= 0) {
       const auto& ops = fused_[st.fused].ops;
-      for (size_t o = 0; o < ops.size(); ++o) scan(ops[o], static_cast<int>(p), static_cast<int>(o));
+      for (size_t o = 0; o < ops.size(); ++o)
+        scan(ops[o], static_cast<int>(p), static_cast<int>(o));
     } else if (st.chain >= 0) {
       const auto& members = chains_[st.chain].steps;
       for (size_t o = 0; o < members.size(); ++o)
         scan(members[o], static_cast<int>(p), static_cast<int>(o));
+    } else if (st.epilogue >= 0) {  // the dot, then its epilogue on each block of rows
+      scan(st, static_cast<int>(p), 0);
+      scan(epilogues_[st.epilogue].step, static_cast<int>(p), 1);
     } else if (st.kernel) {
       scan(st, static_cast<int>(p), -1);
     }

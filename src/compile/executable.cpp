@@ -7,6 +7,7 @@
 #include "base/parallel.h"
 #include "compile/loop_fusion.h"
 #include "core/array_impl.h"
+#include "primitives/primitives.h"
 #include "spmd/error.h"
 
 namespace spmd::compile {
@@ -256,6 +257,35 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
     }
     close();
   }
+  // Dot epilogues (see Epilogue): by dot equation, the loop root equation it runs.
+  std::vector<int> epilogue_of(neq, -1);
+  for (size_t s = 1; s < neq; ++s) {
+    if (loop_at[s] < 0 || chain_of[s] >= 0) continue;
+    size_t d = s;  // the equation that runs before this kernel
+    do --d;
+    while (d > 0 && absorbed[d]);
+    const Equation& deq = prog.equations[d];
+    const auto* dot = dynamic_cast<const prim::DotGeneral*>(deq.primitive.get());
+    if (absorbed[d] || !dot || !dot->dims.lhs_batch.empty() || deq.outputs.size() != 1) continue;
+    const AbstractValue& lhs = prog.type(deq.inputs[0]);
+    const AbstractValue& y = prog.var_types[deq.outputs[0]];
+    // The output's leading axis must be the lhs's only free axis: its rows are the product's.
+    if (lhs.ndim() != static_cast<int>(dot->dims.lhs_contract.size()) + 1 || y.ndim() < 1 ||
+        (y.dtype != DType::Float32 && y.dtype != DType::Float64) || y.shape[0] < 2)
+      continue;
+    const LoopGroup& g = loops[loop_at[s]];
+    bool reads = false, row_local = true;
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      if (!g.inputs[i].is_literal() && g.inputs[i].var == deq.outputs[0]) {
+        reads = true;
+        row_local = row_local && reads_row_locally(g.kernel, static_cast<int>(i), y.shape[0]);
+      }
+    if (!reads || !row_local) continue;
+    epilogue_of[d] = static_cast<int>(s);
+    for (auto& a : deq.inputs)
+      if (!a.is_literal())
+        last_use[root(a.var)] = std::max(last_use[root(a.var)], static_cast<int>(s));
+  }
   // A generated kernel runs at its root: what it reads stays live until then.
   for (auto& g : loops)
     for (auto& a : g.inputs)
@@ -289,8 +319,7 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
     }
     Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, -1, nullptr, s};
     const std::vector<Atom>& reads = loop_at[s] >= 0 ? loops[loop_at[s]].inputs : eq.inputs;
-    for (auto& a : reads)
-      step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
+    for (auto& a : reads) step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     if (loop_at[s] >= 0) {
       const LoopGroup& g = loops[loop_at[s]];
       Generated gen;
@@ -302,10 +331,11 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       gen.text = g.kernel.text();
       gen.pointwise = true;
       for (const codegen::Node& n : g.kernel.nodes)
-        gen.pointwise = gen.pointwise &&
-                        (n.kind == codegen::NodeKind::Input || n.kind == codegen::NodeKind::Unary ||
-                         n.kind == codegen::NodeKind::Binary || n.kind == codegen::NodeKind::Select ||
-                         n.kind == codegen::NodeKind::Convert);
+        gen.pointwise =
+            gen.pointwise &&
+            (n.kind == codegen::NodeKind::Input || n.kind == codegen::NodeKind::Unary ||
+             n.kind == codegen::NodeKind::Binary || n.kind == codegen::NodeKind::Select ||
+             n.kind == codegen::NodeKind::Convert);
       step.generated = static_cast<int>(generated_.size());
       generated_.push_back(std::move(gen));
     }
@@ -393,8 +423,29 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       ch.grain = std::max<int64_t>(ch.block, kGeneratedGrain / std::max<int64_t>(1, per_row_total));
     }
   }
+  // Epilogues leave the step list for their dot's step.
+  if (std::find_if(epilogue_of.begin(), epilogue_of.end(), [](int e) { return e >= 0; }) !=
+      epilogue_of.end()) {
+    std::vector<Step> steps;
+    std::map<size_t, size_t> dot_step;  // dot equation -> its position in `steps`
+    for (Step& st : steps_) {
+      if (st.generated >= 0 && st.chain < 0 && !steps.empty() && steps.back().fused < 0 &&
+          steps.back().generated < 0 && steps.back().chain < 0 &&
+          epilogue_of[steps.back().site] == static_cast<int>(st.site)) {
+        const int64_t rows = program_.var_types[steps.back().out_vars[0]].shape[0];
+        const int64_t per_row = generated_[st.generated].iterations / rows;
+        Epilogue e{std::move(st), per_row};
+        steps.back().epilogue = static_cast<int>(epilogues_.size());
+        epilogues_.push_back(std::move(e));
+        continue;
+      }
+      steps.push_back(std::move(st));
+    }
+    steps_ = std::move(steps);
+  }
   for (size_t v = 0; v < slots_.size(); ++v) {
-    if (slots_[v].where == Where::Input) bound_inputs_.emplace_back(static_cast<int>(v), slots_[v].index);
+    if (slots_[v].where == Where::Input)
+      bound_inputs_.emplace_back(static_cast<int>(v), slots_[v].index);
     if (slots_[v].where == Where::Output)
       bound_outputs_.emplace_back(static_cast<int>(v), slots_[v].index);
   }
@@ -425,9 +476,10 @@ Executable::Frame::Frame(const Executable& e) : exe_(e) {
 void Executable::Frame::run(std::span<void* const> inputs, std::span<void* const> outputs,
                             backend::ExecContext& ctx) {
   if (inputs.size() != exe_.input_types_.size() || outputs.size() != exe_.output_types_.size())
-    fail("executable expects ", exe_.input_types_.size(), " inputs and ",
-         exe_.output_types_.size(), " outputs, got ", inputs.size(), " and ", outputs.size());
-  for (auto [v, i] : exe_.bound_inputs_) ptr_[static_cast<size_t>(v)] = inputs[static_cast<size_t>(i)];
+    fail("executable expects ", exe_.input_types_.size(), " inputs and ", exe_.output_types_.size(),
+         " outputs, got ", inputs.size(), " and ", outputs.size());
+  for (auto [v, i] : exe_.bound_inputs_)
+    ptr_[static_cast<size_t>(v)] = inputs[static_cast<size_t>(i)];
   for (auto [v, j] : exe_.bound_outputs_)
     ptr_[static_cast<size_t>(v)] = outputs[static_cast<size_t>(j)];
   exe_.run_steps(ptr_, bufs_, ctx);
@@ -454,6 +506,10 @@ void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::B
       continue;
     }
     if (!st.kernel) continue;  // an aliased view
+    if (st.epilogue >= 0) {
+      run_dot_with_epilogue(st, ptr, bufs, ctx);
+      continue;
+    }
     size_t k = 0;
     for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
     for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
@@ -463,6 +519,48 @@ void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::B
               ctx);
   }
   ctx.site = caller_site;
+}
+
+void Executable::run_dot_with_epilogue(const Step& st, const std::vector<void*>& ptr,
+                                       std::vector<backend::Buf>& bufs,
+                                       backend::ExecContext& ctx) const {
+  const auto& types = program_.var_types;
+  const Epilogue& e = epilogues_[st.epilogue];
+  std::vector<void*> args;
+  for (int v : e.step.in_vars) args.push_back(ptr[v]);
+  args.push_back(ptr[e.step.out_vars[0]]);
+  struct Rows {
+    codegen::KernelFn fn;
+    void** args;
+    int64_t per_row;
+  } rows{generated_[e.step.generated].code->fn, args.data(), e.per_row};
+  const backend::ExecContext::RowsCallback on_rows{[](const void* self, int64_t lo, int64_t hi) {
+                                                     const Rows& r =
+                                                         *static_cast<const Rows*>(self);
+                                                     r.fn(r.args, lo * r.per_row, hi * r.per_row);
+                                                   },
+                                                   &rows};
+  size_t k = 0;
+  for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
+  for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
+  const uint64_t caller_site = ctx.site;
+  ctx.site = backend::sub_site(caller_site, st.site);
+  ctx.on_rows = &on_rows;
+  ctx.rows_reported = false;
+  try {
+    st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
+              std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
+              ctx);
+  } catch (...) {
+    ctx.on_rows = nullptr;
+    ctx.site = caller_site;
+    throw;
+  }
+  const bool reported = ctx.rows_reported;
+  ctx.on_rows = nullptr;
+  ctx.rows_reported = false;
+  ctx.site = caller_site;
+  if (!reported) run_generated(e.step, ptr, ctx);
 }
 
 void Executable::run_generated(const Step& st, const std::vector<void*>& ptr,
@@ -527,6 +625,12 @@ std::string Executable::text() const {
       s += "\n";
     } else if (st.kernel) {
       s += "kernel: " + st.primitive->name() + "\n";
+      if (st.epilogue >= 0) {
+        const Generated& g = generated_[epilogues_[st.epilogue].step.generated];
+        s += "  epilogue, run on each block of rows the product writes: loop kernel (" +
+             std::to_string(g.iterations) + " iterations):\n" + g.text;
+        if (!g.code->ir.empty()) s += "  native code (LLVM IR after optimisation):\n" + g.code->ir;
+      }
     }
   }
   return s;
@@ -645,8 +749,8 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::Ex
       offset = 0;
     }
     out.push_back(static_cast<char*>(buffer->data) + offset);
-    results.push_back(detail::wrap_buffer(output_types_[j], std::move(buffer), offset,
-                                          {ctx.device}, false));
+    results.push_back(
+        detail::wrap_buffer(output_types_[j], std::move(buffer), offset, {ctx.device}, false));
   }
   run_into(in, out, ctx);
   return results;

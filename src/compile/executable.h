@@ -88,6 +88,7 @@ class Executable {
     PrimitivePtr owned;  // a primitive made by the compiler (a tile's row reduction)
     uint64_t site = 0;   // the equation's position in the program (ExecContext::site)
     int chain = -1;      // index into chains_ when this step is a row chain
+    int epilogue = -1;   // index into epilogues_: a generated kernel run on this dot's rows
   };
   // Consecutive elementwise steps over n elements run tile by tile: each tile flows through the
   // whole chain while it is in cache, and values used only inside the chain never reach memory.
@@ -110,9 +111,19 @@ class Executable {
   // one block of rows at a time, every kernel on the block while it is in cache (a layer norm's
   // mean, variance and output read the row three times from L1 instead of memory).
   struct Chain {
-    std::vector<Step> steps;        // generated steps, in order
-    std::vector<int64_t> per_row;   // each one's iterations per row
+    std::vector<Step> steps;       // generated steps, in order
+    std::vector<int64_t> per_row;  // each one's iterations per row
     int64_t rows = 0, block = 1, grain = 1;
+  };
+  // A dot's epilogue: the generated kernel right after it (nothing runs between them) that reads
+  // its output row by row (the bias add and activation of a dense layer, an optimiser's update
+  // of a weight gradient). The dot's kernel runs it on each row block it has just written, on
+  // the thread that wrote it (ExecContext::on_rows), so the block is read from cache and the
+  // pair is one parallel pass; a dot that does not split by rows runs it afterwards. For the
+  // buffer plan the pair is one step: the dot's operands stay live until the epilogue has run.
+  struct Epilogue {
+    Step step;            // the generated kernel
+    int64_t per_row = 1;  // its iterations per row of the dot's output
   };
   struct Copy {
     int var;
@@ -125,8 +136,12 @@ class Executable {
   std::vector<Fused> fused_;
   std::vector<Generated> generated_;
   std::vector<Chain> chains_;
+  std::vector<Epilogue> epilogues_;
+  void run_dot_with_epilogue(const Step& st, const std::vector<void*>& ptr,
+                             std::vector<backend::Buf>& bufs, backend::ExecContext& ctx) const;
   void run_chain(const Chain& c, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
-  void run_generated(const Step& st, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
+  void run_generated(const Step& st, const std::vector<void*>& ptr,
+                     backend::ExecContext& ctx) const;
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                  backend::ExecContext& ctx) const;

@@ -116,17 +116,19 @@ void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, in
 }
 
 // C (M x N, row-major) = op(A) op(B), split into row blocks (or column blocks when M is small)
-// computed by single-threaded BLAS calls on up to `threads` threads.
+// computed by single-threaded BLAS calls on up to `threads` threads. With on_rows (a row-wise
+// epilogue, ExecContext::on_rows), each thread runs it on its row block right after computing
+// the block; returns whether it did.
 template <class T>
-void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K,
-                int threads) {
+bool gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K,
+                int threads, const ExecContext::RowsCallback* on_rows = nullptr) {
   static std::once_flag single;
   std::call_once(single, [] { openblas_set_num_threads(1); });
   int64_t work = M * N * K;
   int t = static_cast<int>(std::min<int64_t>(threads, work / (kBlasMinWork * 4)));
   if (t <= 1) {
     gemm_blas(a, ta, b, tb, c, M, N, K);
-    return;
+    return false;
   }
   if (work >= kBlasThreadsMinWork) {
     // Large products: OpenBLAS's own threads share one packed copy of the operands, where our
@@ -137,7 +139,7 @@ void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
     openblas_set_num_threads(t);
     gemm_blas(a, ta, b, tb, c, M, N, K);
     openblas_set_num_threads(1);
-    return;
+    return false;
   }
   if (M >= 16 * t) {
     parallel_for(M, t, 1, [&](int64_t lo, int64_t hi) {
@@ -158,8 +160,9 @@ void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
       } else {
         gemm_blas(ab, false, b, tb, c + lo * N, rows, N, K);
       }
+      if (on_rows) (*on_rows)(lo, hi);
     });
-    return;
+    return on_rows != nullptr;
   }
   parallel_for(N, t, 1, [&](int64_t lo, int64_t hi) {
     // Columns lo..hi of op(B) and of C.
@@ -176,6 +179,7 @@ void gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
                   static_cast<int>(ta ? M : K), bb, static_cast<int>(tb ? K : N), 0.0, c + lo,
                   static_cast<int>(N));
   });
+  return false;
 }
 
 std::vector<int> free_dims(int rank, const std::vector<int>& contract,
@@ -238,7 +242,11 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
       T* ci = c + i * M * N;
       if constexpr (std::is_floating_point_v<T>) {
         if (work >= kBlasMinWork) {
-          gemm_split(ai, A.transposed, bi, Bm.transposed, ci, M, N, K, threads);
+          // A row-wise epilogue follows the rows of a single product (the executable only sets
+          // one on a dot whose output's leading axis is the lhs's one free axis).
+          bool reported = gemm_split(ai, A.transposed, bi, Bm.transposed, ci, M, N, K, threads,
+                                     B == 1 ? ctx.on_rows : nullptr);
+          ctx.rows_reported = ctx.rows_reported || reported;
           return;
         }
       }
