@@ -401,7 +401,7 @@ TEST(Codegen, DotEpilogueRunsOnTheProductsRowsAndMatchesLoop) {
   auto dense = [](const Array& x, const Array& w, const Array& b) {
     return tanh(matmul(x, w) + b);
   };
-  for (int64_t rows : {2, 7, 33, 256}) {
+  for (int64_t rows : {2, 7, 33, 100, 256}) {
     auto xv = random_vector(static_cast<size_t>(rows * in), 23 + rows);
     Array x(xv, {rows, in});
     if (codegen::enabled() && rows >= 33) {
@@ -417,6 +417,21 @@ TEST(Codegen, DotEpilogueRunsOnTheProductsRowsAndMatchesLoop) {
         ASSERT_NEAR(got[r * out + c], std::tanh(acc), 1e-4) << rows << ": " << r << "," << c;
         ASSERT_EQ(got[r * out + c], eager[r * out + c]) << rows << ": " << r << "," << c;
       }
+    // An epilogue that reduces each row (not one element per product element) runs on whole
+    // rows only: after the product when the product splits its columns.
+    auto row_sums = [](const Array& x, const Array& w, const Array& b) {
+      return sum(maximum(matmul(x, w) + b, 0.0f), {1});
+    };
+    auto sums = jit(row_sums)(x, w, b).to_vector<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0;
+      for (int64_t c = 0; c < out; ++c) {
+        double acc = bv[c];
+        for (int64_t k = 0; k < in; ++k) acc += double(xv[r * in + k]) * wv[k * out + c];
+        want += std::max(acc, 0.0);
+      }
+      ASSERT_NEAR(sums[r], want, 1e-3 * (1 + std::abs(want))) << rows << ": " << r;
+    }
   }
 }
 

@@ -56,19 +56,24 @@ struct ExecContext {
   // k runs and restore `site` afterwards, as backend/cpu/kernels_control_flow.cpp does;
   // otherwise their k-th equations share a site.
   uint64_t site = 0;
-  // A consumer of the running kernel's output that reads it row by row (leading axis), set by
-  // compile::Executable around a dot whose epilogue (bias add, activation) is a generated loop
-  // kernel. A kernel that writes its output in blocks of rows may call it on each block as soon
-  // as the block is written ([lo, hi), from any thread, blocks disjoint), so the epilogue reads
-  // the block while it is in cache; it then sets rows_reported. A kernel that does not leaves
-  // the flag unset and the executable runs the epilogue over all rows afterwards.
-  struct RowsCallback {
-    void (*fn)(const void* self, int64_t lo, int64_t hi);
+  // A consumer of the running kernel's output that reads it block by block, set by
+  // compile::Executable around a dot whose epilogue (bias add, activation, a weight update) is a
+  // generated loop kernel. The output is seen as (rows, cols): its leading axis by the rest. A
+  // kernel that writes its output in blocks may call it on each block as soon as the block is
+  // written (rows [r0, r1) x columns [c0, c1), from any thread, blocks disjoint), so the
+  // epilogue reads the block while it is in cache, and then sets blocks_reported; blocks of
+  // fewer than all columns only when `columns` says the consumer takes them. A kernel that does
+  // not leaves the flag unset and the executable runs the consumer over everything afterwards.
+  struct BlockCallback {
+    void (*fn)(const void* self, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
     const void* self;
-    void operator()(int64_t lo, int64_t hi) const { fn(self, lo, hi); }
+    bool columns;  // takes blocks of some columns (not only whole rows)
+    void operator()(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
+      fn(self, r0, r1, c0, c1);
+    }
   };
-  const RowsCallback* on_rows = nullptr;
-  bool rows_reported = false;
+  const BlockCallback* on_block = nullptr;
+  bool blocks_reported = false;
 };
 
 // A site derived from `site` and `part` (a position, signature or sub-program number), the same

@@ -529,36 +529,39 @@ void Executable::run_dot_with_epilogue(const Step& st, const std::vector<void*>&
   std::vector<void*> args;
   for (int v : e.step.in_vars) args.push_back(ptr[v]);
   args.push_back(ptr[e.step.out_vars[0]]);
-  struct Rows {
+  struct Block {
     codegen::KernelFn fn;
     void** args;
-    int64_t per_row;
-  } rows{generated_[e.step.generated].code->fn, args.data(), e.per_row};
-  const backend::ExecContext::RowsCallback on_rows{[](const void* self, int64_t lo, int64_t hi) {
-                                                     const Rows& r =
-                                                         *static_cast<const Rows*>(self);
-                                                     r.fn(r.args, lo * r.per_row, hi * r.per_row);
-                                                   },
-                                                   &rows};
+    int64_t per_row, cols;
+  } block{generated_[e.step.generated].code->fn, args.data(), e.per_row,
+          program_.var_types[st.out_vars[0]].size() / program_.var_types[st.out_vars[0]].shape[0]};
+  // Blocks of some columns only when the epilogue computes one element per product element.
+  const backend::ExecContext::BlockCallback on_block{
+      [](const void* self, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        const Block& b = *static_cast<const Block*>(self);
+        if (c0 == 0 && c1 == b.cols) return b.fn(b.args, r0 * b.per_row, r1 * b.per_row);
+        for (int64_t r = r0; r < r1; ++r) b.fn(b.args, r * b.cols + c0, r * b.cols + c1);
+      },
+      &block, e.per_row == block.cols};
   size_t k = 0;
   for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
   for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
   const uint64_t caller_site = ctx.site;
   ctx.site = backend::sub_site(caller_site, st.site);
-  ctx.on_rows = &on_rows;
-  ctx.rows_reported = false;
+  ctx.on_block = &on_block;
+  ctx.blocks_reported = false;
   try {
     st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
               std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
               ctx);
   } catch (...) {
-    ctx.on_rows = nullptr;
+    ctx.on_block = nullptr;
     ctx.site = caller_site;
     throw;
   }
-  const bool reported = ctx.rows_reported;
-  ctx.on_rows = nullptr;
-  ctx.rows_reported = false;
+  const bool reported = ctx.blocks_reported;
+  ctx.on_block = nullptr;
+  ctx.blocks_reported = false;
   ctx.site = caller_site;
   if (!reported) run_generated(e.step, ptr, ctx);
 }

@@ -117,9 +117,10 @@ class Executable {
   };
   // A dot's epilogue: the generated kernel right after it (nothing runs between them) that reads
   // its output row by row (the bias add and activation of a dense layer, an optimiser's update
-  // of a weight gradient). The dot's kernel runs it on each row block it has just written, on
-  // the thread that wrote it (ExecContext::on_rows), so the block is read from cache and the
-  // pair is one parallel pass; a dot that does not split by rows runs it afterwards. For the
+  // of a weight gradient). The dot's kernel runs it on each block it has just written, on the
+  // thread that wrote it (ExecContext::on_block: row blocks, or column blocks when the epilogue
+  // is one element per product element), so the block is read from cache and the pair is one
+  // parallel pass; a dot that does not split (one thread) runs it afterwards. For the
   // buffer plan the pair is one step: the dot's operands stay live until the epilogue has run.
   struct Epilogue {
     Step step;            // the generated kernel
