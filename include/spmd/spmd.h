@@ -17,4 +17,5 @@
 #include "spmd/ops.h"
 #include "spmd/program.h"
 #include "spmd/random.h"
+#include "spmd/sharding.h"
 #include "spmd/transforms.h"

@@ -1,0 +1,149 @@
+#pragma once
+// Meshes and shard_map, as jax.sharding and jax.shard_map: a Mesh lays devices out on named
+// axes (make_mesh({2, 4}, {"data", "model"})), a PartitionSpec says which mesh axes split each
+// dimension of an array (P("data", none): rows split over "data", columns whole), and
+// shard_map(f, mesh, in_specs, out_specs) runs f once per device of the mesh on the device's
+// block of every argument, with collectives (psum, all_gather, ppermute, axis_index, ...) over
+// any mesh axis or tuple of axes, and assembles the global results from the blocks.
+//
+//   Mesh mesh = make_mesh({2, 4}, {"data", "model"});
+//   auto matmul_tp = shard_map(
+//       [](const Array& x, const Array& w) { return psum(matmul(x, w), "model"); }, mesh,
+//       {P("data", "model"), P("model", none)}, P("data", none));
+//   Array y = matmul_tp(x, w);  // x (8, 16) in (4, 4) blocks, w (16, 6) in (4, 6) blocks
+//
+// out_specs that leave a mesh axis out claim the result is the same on every device along it
+// (replicated); with check_vma (the default, JAX's varying-manual-axes check) that claim is
+// checked when f is traced, by following which mesh axes every value varies over (an argument
+// over the axes of its spec, axis_index over its axis; psum, pmean, pmax, pmin and all_gather
+// make a value invariant over their axes; ppermute, all_to_all and psum_scatter keep it
+// varying), and a false claim is an spmd::Error naming the output, the spec and the axis.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spmd/device.h"
+#include "spmd/transforms.h"
+
+namespace spmd {
+
+// Devices on named axes, major to minor (the last axis varies fastest along the device list).
+class Mesh {
+ public:
+  // Every axis size >= 1, names distinct and non-empty; devices: one per mesh position (empty:
+  // the first size() devices of this process).
+  Mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names,
+       std::vector<Device> devices = {});
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<std::string>& axis_names() const { return names_; }
+  const std::vector<Device>& devices() const { return devices_; }
+  int64_t size() const;
+  int64_t axis_size(const std::string& name) const;  // throws naming the mesh's axes if unknown
+  // "Mesh('data': 2, 'model': 4)", as JAX prints one.
+  std::string str() const;
+  bool operator==(const Mesh& o) const {
+    return shape_ == o.shape_ && names_ == o.names_ && devices_ == o.devices_;
+  }
+
+ private:
+  std::vector<int64_t> shape_;
+  std::vector<std::string> names_;
+  std::vector<Device> devices_;
+};
+
+// jax.make_mesh: a mesh over the first prod(shape) devices of this process; more than there
+// are is an spmd::Error naming both numbers.
+Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names);
+
+// Several mesh axes splitting one dimension (the first major): P(MeshAxes{"data", "model"}).
+using MeshAxes = std::vector<std::string>;
+
+// How an array's dimensions map onto mesh axes: one entry per leading dimension (dimensions
+// past the entries are whole); an entry is none (whole), one axis, or several (MeshAxes).
+class PartitionSpec {
+ public:
+  struct Entry {
+    Entry(NoneAxis) {}
+    Entry(const char* axis) : axes{axis} {}
+    Entry(std::string axis) : axes{std::move(axis)} {}
+    Entry(MeshAxes several) : axes(std::move(several)) {}
+    std::vector<std::string> axes;  // empty: the dimension is not split
+  };
+  PartitionSpec() = default;
+  explicit PartitionSpec(std::vector<Entry> entries) : entries_(std::move(entries)) {}
+  const std::vector<Entry>& entries() const { return entries_; }
+  // Every mesh axis the spec names.
+  std::vector<std::string> axes() const;
+  std::string str() const;  // "P('data', None)", "P(('data', 'model'),)"
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+template <class... E>
+PartitionSpec P(E... entries) {
+  return PartitionSpec(
+      std::vector<PartitionSpec::Entry>{PartitionSpec::Entry(std::move(entries))...});
+}
+
+// in_specs / out_specs: one spec per argument (per output leaf), or a single spec for all.
+class SpecList {
+ public:
+  SpecList(PartitionSpec one) : specs_{std::move(one)}, broadcast_(true) {}
+  SpecList(std::initializer_list<PartitionSpec> specs) : specs_(specs) {}
+  SpecList(std::vector<PartitionSpec> specs) : specs_(std::move(specs)) {}
+  // The spec of item i of n ("in_specs" / "out_specs" name the list in errors).
+  const PartitionSpec& at(size_t i, size_t n, const char* what) const;
+
+ private:
+  std::vector<PartitionSpec> specs_;
+  bool broadcast_ = false;
+};
+
+struct ShardMapOptions {
+  // Check that out_specs' replication claims hold (see above); false trusts them and takes
+  // the value of the first device along each axis an output leaves out.
+  bool check_vma = true;
+};
+
+namespace detail {
+struct ShardMapState;
+std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecList in_specs, SpecList out_specs,
+                                                   ShardMapOptions options);
+std::vector<Array> shard_map_call(ShardMapState& state, const FlatFn& fn, const FlatCall& call,
+                                  TreeDef& out_tree);
+}  // namespace detail
+
+template <class F>
+class ShardMapped {
+ public:
+  ShardMapped(F f, std::shared_ptr<detail::ShardMapState> state)
+      : f_(std::move(f)), state_(std::move(state)) {}
+  template <class... Args>
+  detail::result_t<F, Args...> operator()(const Args&... args) const {
+    detail::FlatCall call = detail::flatten_args({}, args...);
+    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    TreeDef out_tree;
+    std::vector<Array> out = detail::shard_map_call(*state_, fn, call, out_tree);
+    return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+  }
+
+ private:
+  F f_;
+  std::shared_ptr<detail::ShardMapState> state_;
+};
+
+// jax.shard_map: f runs on every device of `mesh` on its blocks of the arguments (in_specs: one
+// per positional argument, applying to all of its leaves, or one for all); its results are the
+// blocks of the global results (out_specs: one per output leaf, or one for all). Composes with
+// jit, grad and vmap as pmap does (it is lowered onto nested pmaps over the mesh's axes).
+template <class F>
+ShardMapped<F> shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
+                         ShardMapOptions options = {}) {
+  return ShardMapped<F>(std::move(f),
+                        detail::new_shard_map_state(std::move(mesh), std::move(in_specs),
+                                                    std::move(out_specs), options));
+}
+
+}  // namespace spmd

@@ -1,0 +1,280 @@
+// shard_map: f over the blocks of its arguments on every device of a mesh (sharding.h).
+//
+// Lowered onto nested pmaps, one per mesh axis, outermost first: the pmap machinery already
+// lays nested maps out on an n-D mesh of devices, resolves every collective's axes (one axis or
+// a tuple) to device groups, and runs, differentiates and batches them; shard_map adds the
+// layout. Each argument is reshaped (a view, no copy) so that every dimension a spec splits
+// becomes its mesh axes' sizes followed by the block's size, in the spec's order — (8, 16) under
+// P("data", "model") on a 2x4 mesh becomes (2, 4, 4, 4) — and the pmap of mesh axis k maps the
+// dimension labelled k (in_axes) or broadcasts the argument when its spec leaves k out. Results
+// come back the same way (out_axes, or not mapped for an axis the out_spec leaves out: a
+// replicated result) and are reshaped to their global shapes. Every pmap level gets one extra
+// argument mapped over all the axes (the mesh's positions), so an axis no argument splits still
+// has a mapped input to size it.
+//
+// Per signature of the arguments, f is traced once with every mesh axis bound, to size and
+// check the results (the varying-axes check, transforms/varying_axes.h), and the nested pmaps
+// are built once: later calls reuse their compiled programs.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "ir/trace.h"
+#include "spmd/error.h"
+#include "spmd/ops.h"
+#include "spmd/sharding.h"
+#include "transforms/axis_env.h"
+#include "transforms/varying_axes.h"
+
+namespace spmd::detail {
+
+namespace {
+
+using Flat = std::function<std::vector<Array>(const std::vector<Array>&)>;
+
+// The flat function of the call being traced: the innermost pmap's body calls it. Tracing
+// happens on the calling thread, within shard_map_call.
+thread_local const FlatFn* t_body = nullptr;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// The dimensions of an array laid out for the nested pmaps: per dimension of the global array,
+// its mesh axes (labels >= 0: mesh axis numbers) then the block (label -1 - d).
+struct Layout {
+  std::vector<int> labels;
+  Shape split;  // the reshaped global array
+  Shape block;  // the per-device block
+  Shape global;
+};
+
+Layout layout_of(const Mesh& mesh, const PartitionSpec& spec, const Shape& global,
+                 const std::string& what) {
+  const auto& names = mesh.axis_names();
+  if (spec.entries().size() > global.size())
+    fail("shard_map ", what, " is ", spec.str(), " of length ", spec.entries().size(),
+         ", but the value has rank ", global.size(), " (shape ", shape_str(global),
+         "); expected a spec no longer than the rank");
+  std::set<std::string> used;
+  Layout l;
+  l.global = global;
+  for (size_t d = 0; d < global.size(); ++d) {
+    int64_t parts = 1;
+    if (d < spec.entries().size())
+      for (const std::string& a : spec.entries()[d].axes) {
+        auto it = std::find(names.begin(), names.end(), a);
+        if (it == names.end()) {
+          std::string known;
+          for (const auto& n : names) known += (known.empty() ? "" : ", ") + quoted(n);
+          fail("shard_map ", what, " is ", spec.str(), ", which names mesh axis ", quoted(a),
+               ", but the mesh ", mesh.str(), " has axes ", known);
+        }
+        if (!used.insert(a).second)
+          fail("shard_map ", what, " is ", spec.str(), ", which names mesh axis ", quoted(a),
+               " twice; expected each mesh axis at most once");
+        const int64_t size = mesh.shape()[static_cast<size_t>(it - names.begin())];
+        l.labels.push_back(static_cast<int>(it - names.begin()));
+        l.split.push_back(size);
+        parts *= size;
+      }
+    if (global[d] % parts != 0)
+      fail("shard_map ", what, " is ", spec.str(), ", which splits dimension ", d, " (of size ",
+           global[d], ") of a value of shape ", shape_str(global), " over ", parts,
+           " devices of the mesh ", mesh.str(), ", which does not evenly divide ", global[d]);
+    l.labels.push_back(-1 - static_cast<int>(d));
+    l.split.push_back(global[d] / parts);
+    l.block.push_back(global[d] / parts);
+  }
+  return l;
+}
+
+// Per mesh axis (outermost first), where its dimension is among the dimensions not yet mapped
+// by the outer axes (spmd::none where the layout has no such dimension).
+std::vector<AxisSpec> map_in_axes(const Layout& l, size_t axes) {
+  std::vector<int> present = l.labels;
+  std::vector<AxisSpec> out;
+  for (size_t k = 0; k < axes; ++k) {
+    auto it = std::find(present.begin(), present.end(), static_cast<int>(k));
+    if (it == present.end()) {
+      out.emplace_back(none);
+      continue;
+    }
+    out.emplace_back(static_cast<int>(it - present.begin()));
+    present.erase(it);
+  }
+  return out;
+}
+
+// Per mesh axis, where a result's dimension goes as the pmaps assemble it from the innermost
+// outwards: among the dimensions already there (the block's, and the inner axes').
+std::vector<AxisSpec> map_out_axes(const Layout& l, size_t axes) {
+  std::vector<AxisSpec> out(axes, AxisSpec(none));
+  std::set<int> present;
+  for (int label : l.labels)
+    if (label < 0) present.insert(label);
+  for (size_t k = axes; k-- > 0;) {
+    if (std::find(l.labels.begin(), l.labels.end(), static_cast<int>(k)) == l.labels.end())
+      continue;
+    present.insert(static_cast<int>(k));
+    int pos = 0;
+    for (int label : l.labels) {
+      if (label == static_cast<int>(k)) break;
+      if (present.count(label)) ++pos;
+    }
+    out[k] = AxisSpec(pos);
+  }
+  return out;
+}
+
+}  // namespace
+
+struct ShardMapState {
+  ShardMapState(Mesh m, SpecList in, SpecList out, ShardMapOptions o)
+      : mesh(std::move(m)), in_specs(std::move(in)), out_specs(std::move(out)), options(o) {}
+  Mesh mesh;
+  SpecList in_specs, out_specs;
+  ShardMapOptions options;
+  struct Entry {
+    TreeDef out_tree;
+    std::vector<Layout> in, out;
+    Flat run;  // the nested pmaps: (split arguments..., positions) -> split results
+  };
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Entry>> entries;  // by the arguments' types
+};
+
+std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecList in_specs, SpecList out_specs,
+                                                   ShardMapOptions options) {
+  return std::make_shared<ShardMapState>(std::move(mesh), std::move(in_specs), std::move(out_specs),
+                                         options);
+}
+
+namespace {
+
+// pmap over mesh axis k and those inside it; the innermost calls the traced function.
+Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<AxisSpec>>& in_axes,
+          const std::vector<std::vector<AxisSpec>>& out_axes) {
+  const size_t axes = mesh.shape().size();
+  if (k == axes)
+    return [](const std::vector<Array>& xs) {
+      // The last argument is the mesh position (of rank 0 here): not the function's.
+      return t_body->fn(std::vector<Array>(xs.begin(), xs.end() - 1));
+    };
+  std::vector<AxisSpec> ins, outs;
+  for (const auto& a : in_axes) ins.push_back(a[k]);
+  ins.emplace_back(0);  // the positions
+  for (const auto& a : out_axes) outs.push_back(a[k]);
+  PmapOptions o;
+  o.in_axes = AxisSpec(std::vector<AxisSpec>{AxisSpec(ins)});
+  o.out_axes = AxisSpec(outs);
+  if (k == 0) o.devices = mesh.devices();
+  auto level = std::make_shared<Pmapped<Flat>>(
+      pmap(nest(mesh, k + 1, in_axes, out_axes), mesh.axis_names()[k], std::move(o)));
+  return [level](const std::vector<Array>& xs) { return (*level)(xs); };
+}
+
+std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
+                                            const FlatCall& call) {
+  const Mesh& mesh = st.mesh;
+  const size_t axes = mesh.shape().size();
+  auto e = std::make_shared<ShardMapState::Entry>();
+  // Arguments: one spec per positional argument, for each of its leaves.
+  const size_t nargs = call.in_tree.children.size();
+  std::vector<AbstractValue> block_types;
+  std::vector<transforms::AxisSet> varying;
+  size_t leaf = 0;
+  for (size_t i = 0; i < nargs; ++i) {
+    const PartitionSpec& spec = st.in_specs.at(i, nargs, "in_specs");
+    for (int n = call.in_tree.children[i].num_leaves(); n > 0; --n, ++leaf) {
+      const AbstractValue aval = call.leaves[leaf].aval();
+      std::string what = "in_specs[" + std::to_string(i) + "]";
+      e->in.push_back(layout_of(mesh, spec, aval.shape, what));
+      block_types.push_back(AbstractValue{e->in.back().block, aval.dtype, aval.weak});
+      auto names = spec.axes();
+      varying.emplace_back(names.begin(), names.end());
+    }
+  }
+  // The function on one block, every mesh axis bound (outermost first, as the pmaps bind them).
+  ir::Traced traced = [&] {
+    std::vector<std::unique_ptr<transforms::AxisScope>> scopes;
+    for (size_t k = 0; k < axes; ++k)
+      scopes.push_back(std::make_unique<transforms::AxisScope>(
+          mesh.axis_names()[k], mesh.shape()[k], transforms::AxisKind::Pmap));
+    return ir::trace(block_types, fn.fn);
+  }();
+  e->out_tree = *fn.out_tree;
+  varying.resize(traced.program.inputs.size());  // captured values vary over nothing
+  std::vector<transforms::AxisSet> out_varying = transforms::varying_axes(traced.program, varying);
+  std::vector<AbstractValue> out_types = traced.program.output_types();
+  for (size_t j = 0; j < out_types.size(); ++j) {
+    const PartitionSpec& spec = st.out_specs.at(j, out_types.size(), "out_specs");
+    std::string what = "out_specs[" + std::to_string(j) + "]";
+    // The global shape: every split dimension times its axes' sizes.
+    Shape global = out_types[j].shape;
+    if (spec.entries().size() > global.size())
+      fail("shard_map ", what, " is ", spec.str(), " of length ", spec.entries().size(),
+           ", but output ", j, " of the function has rank ", global.size(), " (shape ",
+           shape_str(global), "); expected a spec no longer than the rank");
+    for (size_t d = 0; d < spec.entries().size(); ++d)
+      for (const std::string& a : spec.entries()[d].axes) global[d] *= mesh.axis_size(a);
+    e->out.push_back(layout_of(mesh, spec, global, what));
+    if (!st.options.check_vma) continue;
+    auto named = spec.axes();
+    for (const std::string& a : mesh.axis_names()) {
+      if (std::find(named.begin(), named.end(), a) != named.end() || !out_varying[j].count(a))
+        continue;
+      fail("shard_map out_specs[", j, "] is ", spec.str(), ", which implies that output ", j,
+           " is replicated across mesh axis ", quoted(a), " (the mesh is ", mesh.str(),
+           "), but the function's output ", j,
+           " varies over it; expected a value made the same on every device along ", quoted(a),
+           " (a psum, pmean, pmax, pmin or all_gather over it), or out_specs naming ", quoted(a),
+           ", or check_vma = false to take the first device's value unchecked");
+    }
+  }
+  std::vector<std::vector<AxisSpec>> in_axes, out_axes;
+  for (const Layout& l : e->in) in_axes.push_back(map_in_axes(l, axes));
+  for (const Layout& l : e->out) out_axes.push_back(map_out_axes(l, axes));
+  e->run = nest(mesh, 0, in_axes, out_axes);
+  return e;
+}
+
+}  // namespace
+
+std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const FlatCall& call,
+                                  TreeDef& out_tree) {
+  if (process_count() > 1)
+    fail("shard_map across ", process_count(),
+         " processes is not supported yet; expected one process (pmap spans processes)");
+  std::string key;
+  for (const Array& a : call.leaves) key += a.aval().str() + ";";
+  std::shared_ptr<ShardMapState::Entry> e;
+  const FlatFn* outer = t_body;
+  t_body = &fn;
+  try {
+    {
+      std::lock_guard lock(st.mu);
+      auto it = st.entries.find(key);
+      if (it != st.entries.end()) e = it->second;
+    }
+    if (!e) {
+      e = build(st, fn, call);
+      std::lock_guard lock(st.mu);
+      st.entries.emplace(key, e);
+    }
+    std::vector<Array> args;
+    for (size_t i = 0; i < call.leaves.size(); ++i)
+      args.push_back(reshape(call.leaves[i], e->in[i].split));
+    args.push_back(zeros(Shape(st.mesh.shape()), DType::Int32));  // the mesh positions
+    std::vector<Array> outs = e->run(args);
+    for (size_t j = 0; j < outs.size(); ++j) outs[j] = reshape(outs[j], e->out[j].global);
+    out_tree = e->out_tree;
+    t_body = outer;
+    return outs;
+  } catch (...) {
+    t_body = outer;
+    throw;
+  }
+}
+
+}  // namespace spmd::detail
