@@ -225,6 +225,10 @@ TEST_F(ShardMap, CheckVmaRefusesFalseReplicationClaims) {
   // psum makes it invariant: no error.
   EXPECT_NO_THROW(shard_map([](const Array& b) { return psum(b, "model"); }, mesh,
                             P("data", "model"), P("data"))(x));
+  // Along an axis of one device every value is replicated.
+  Mesh thin = make_mesh({1, 8}, {"data", "model"});
+  expect_allclose(shard_map(identity, thin, P("data", "model"), P(none, "model"))(x), x, 0, 0,
+                  "size-1 axis");
   // Unchecked: the block of model index 0.
   Array first = shard_map(identity, mesh, P("data", "model"), P("data"), {.check_vma = false})(x);
   expect_allclose(first, slice(x, {0, 0}, {4, 2}), 0, 0, "unchecked");

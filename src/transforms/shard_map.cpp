@@ -222,7 +222,9 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
     if (!st.options.check_vma) continue;
     auto named = spec.axes();
     for (const std::string& a : mesh.axis_names()) {
-      if (std::find(named.begin(), named.end(), a) != named.end() || !out_varying[j].count(a))
+      // (Along an axis of one device every value is replicated.)
+      if (std::find(named.begin(), named.end(), a) != named.end() || !out_varying[j].count(a) ||
+          mesh.axis_size(a) == 1)
         continue;
       fail("shard_map out_specs[", j, "] is ", spec.str(), ", which implies that output ", j,
            " is replicated across mesh axis ", quoted(a), " (the mesh is ", mesh.str(),
