@@ -17,9 +17,9 @@
 //
 // Prints the loss per step for both runs and the largest relative difference of the final
 // parameters; exits with 1 when it exceeds --tolerance.
-#include <CLI/CLI.hpp>
 #include <spmd/spmd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -51,11 +51,11 @@ std::pair<Array, Array> batch_of(const Config& c, int step) {
 
 Params init(const Config& c) {
   Array k = random::key(c.seed);
-  return {random::normal(random::fold_in(k, 1), {c.in, c.hidden}) * (1.0 / std::sqrt(c.in)),
-          zeros({c.hidden}),
-          random::normal(random::fold_in(k, 2), {c.hidden, c.classes}) *
-              (1.0 / std::sqrt(c.hidden)),
-          zeros({c.classes})};
+  return {
+      random::normal(random::fold_in(k, 1), {c.in, c.hidden}) * (1.0 / std::sqrt(c.in)),
+      zeros({c.hidden}),
+      random::normal(random::fold_in(k, 2), {c.hidden, c.classes}) * (1.0 / std::sqrt(c.hidden)),
+      zeros({c.classes})};
 }
 
 // The reference: the whole model on one device.
@@ -77,7 +77,7 @@ int run(const Config& c) {
   auto body = [model_size, lr](const Array& w1, const Array& b1, const Array& w2, const Array& b2,
                                const Array& x, const Array& y) {
     auto local_loss = [&](const Array& w1, const Array& b1, const Array& w2, const Array& b2) {
-      Array h = nn::relu(matmul(x, w1) + b1);              // column-parallel: (batch/d, hidden/m)
+      Array h = nn::relu(matmul(x, w1) + b1);            // column-parallel: (batch/d, hidden/m)
       Array logits = psum(matmul(h, w2), "model") + b2;  // row-parallel, summed over "model"
       return nn::cross_entropy(logits, y) / model_size;
     };
@@ -92,9 +92,9 @@ int run(const Config& c) {
   };
   const PartitionSpec w1_spec = P(none, "model"), b1_spec = P("model"), w2_spec = P("model", none),
                       b2_spec = P();
-  auto step = jit(shard_map(body, mesh,
-                            {w1_spec, b1_spec, w2_spec, b2_spec, P("data", none), P("data")},
-                            {w1_spec, b1_spec, w2_spec, b2_spec, P()}));
+  auto step =
+      jit(shard_map(body, mesh, {w1_spec, b1_spec, w2_spec, b2_spec, P("data", none), P("data")},
+                    {w1_spec, b1_spec, w2_spec, b2_spec, P()}));
   auto step_one = jit([lr](const Array& w1, const Array& b1, const Array& w2, const Array& b2,
                            const Array& x, const Array& y) {
     auto [loss, g] = value_and_grad(loss_one, argnums<0, 1, 2, 3>)(w1, b1, w2, b2, x, y);
@@ -125,8 +125,9 @@ int run(const Config& c) {
     worst = std::max(worst, diff);
   }
   bool ok = worst <= c.tolerance;
-  std::printf("max relative difference of the parameters after %d steps: %.3g (tolerance %.3g): %s\n",
-              c.steps, worst, c.tolerance, ok ? "equal to one-device training" : "DIFFERENT");
+  std::printf(
+      "max relative difference of the parameters after %d steps: %.3g (tolerance %.3g): %s\n",
+      c.steps, worst, c.tolerance, ok ? "equal to one-device training" : "DIFFERENT");
   return ok ? 0 : 1;
 }
 
@@ -141,7 +142,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", c.model, "devices along the 'model' axis")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  app.add_option("--steps", c.steps, "training steps")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--steps", c.steps, "training steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--batch", c.batch, "global batch (a multiple of --data)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -302,8 +302,8 @@ Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames,
 
 // A nested pmap run on this device's slice, with the nested axis laid out on the mesh: inputs
 // are sliced at axis_index(inner), outputs all-gathered over it.
-std::vector<Array> lower_pmap(const PmapCall& inner, const std::vector<Array>& in,
-                              MeshLayout& mesh, const Renames& renames, int depth) {
+std::vector<Array> lower_pmap(const PmapCall& inner, const std::vector<Array>& in, MeshLayout& mesh,
+                              const Renames& renames, int depth) {
   if (!inner.devices.empty())
     fail("Nested pmap with explicit devices argument: only the outermost pmap may list devices");
   std::string axis = mesh.add(inner.axis_name, inner.size, depth + 1);
@@ -314,8 +314,8 @@ std::vector<Array> lower_pmap(const PmapCall& inner, const std::vector<Array>& i
   Array index = bind1(std::make_shared<AxisIndex>(nm, sz), {});
   std::vector<Array> pieces;
   for (size_t i = 0; i < in.size(); ++i)
-    pieces.push_back(inner.in_axes[i] == not_mapped ? in[i]
-                                                    : lax::gather(in[i], index, inner.in_axes[i], 0));
+    pieces.push_back(
+        inner.in_axes[i] == not_mapped ? in[i] : lax::gather(in[i], index, inner.in_axes[i], 0));
   Program body = lower_nested(*inner.body, mesh, inner_renames, depth + 1);
   std::vector<Array> res = ir::eval_program(body, pieces), out;
   for (size_t j = 0; j < res.size(); ++j) {
@@ -352,9 +352,26 @@ Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames,
   return std::move(traced.program);
 }
 
+// The inner pmap of a body that only calls one on its own inputs, in order, and returns its
+// results, in order (nullptr for any other body).
+const PmapCall* pass_through(const Program& p) {
+  if (p.equations.size() != 1) return nullptr;
+  const Equation& eq = p.equations[0];
+  auto* inner = dynamic_cast<const PmapCall*>(eq.primitive.get());
+  if (!inner || !inner->devices.empty() || eq.inputs.size() != p.inputs.size() ||
+      eq.outputs.size() != p.outputs.size())
+    return nullptr;
+  for (size_t i = 0; i < eq.inputs.size(); ++i)
+    if (eq.inputs[i].is_literal() || eq.inputs[i].var != p.inputs[i]) return nullptr;
+  for (size_t j = 0; j < eq.outputs.size(); ++j)
+    if (p.outputs[j].is_literal() || p.outputs[j].var != eq.outputs[j]) return nullptr;
+  return inner;
+}
+
 bool has_loop(const Program& p) {
   for (const Equation& eq : p.equations) {
-    if (dynamic_cast<const Scan*>(eq.primitive.get()) || dynamic_cast<const While*>(eq.primitive.get()))
+    if (dynamic_cast<const Scan*>(eq.primitive.get()) ||
+        dynamic_cast<const While*>(eq.primitive.get()))
       return true;
     for (auto& sub : eq.primitive->subprograms())
       if (has_loop(*sub)) return true;
@@ -369,9 +386,49 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     auto c = std::make_unique<Compiled>();
     MeshLayout mesh;
     mesh.add(axis_name, global_size, 0);
-    Program lowered = lower_nested(*body, mesh, {{axis_name, axis_name}}, 0);
+    Renames renames{{axis_name, axis_name}};
+    // This pmap's axis maps in_axes / out_axes; flattened inner levels map theirs (in_axes
+    // count among the dimensions the outer levels left, out_axes among those the inner levels
+    // made), converted here to dimensions of the call's operands and results.
+    const size_t nin = in_axes.size(), nout = out_axes.size();
+    std::vector<std::vector<int>> left(nin);  // per input: its dimensions not yet mapped
+    for (size_t i = 0; i < nin; ++i) {
+      c->in_dims.push_back({in_axes[i]});
+      const int rank = body->var_types[body->inputs[i]].ndim() + (in_axes[i] == not_mapped ? 0 : 1);
+      for (int d = 0; d < rank; ++d)
+        if (d != in_axes[i]) left[i].push_back(d);
+    }
+    std::vector<std::vector<int>> level_out_axes{out_axes};
+    const Program* cur = body.get();
+    int depth = 0;
+    while (const PmapCall* inner = pass_through(*cur)) {
+      if (inner->in_axes.size() != nin || inner->out_axes.size() != nout) break;
+      renames[inner->axis_name] = mesh.add(inner->axis_name, inner->size, ++depth);
+      for (size_t i = 0; i < nin; ++i) {
+        const int a = inner->in_axes[i];
+        c->in_dims[i].push_back(a == not_mapped ? not_mapped : left[i][static_cast<size_t>(a)]);
+        if (a != not_mapped) left[i].erase(left[i].begin() + a);
+      }
+      level_out_axes.push_back(inner->out_axes);
+      cur = inner->body.get();
+    }
+    // Results: the innermost block's dimensions, each level's axis inserted from the inside out.
+    for (size_t j = 0; j < nout; ++j) {
+      std::vector<int> labels(static_cast<size_t>(cur->output_types()[j].ndim()), -1);
+      for (size_t l = level_out_axes.size(); l-- > 0;)
+        if (level_out_axes[l][j] != not_mapped)
+          labels.insert(labels.begin() + level_out_axes[l][j], static_cast<int>(l));
+      std::vector<int> dims(level_out_axes.size(), not_mapped);
+      for (size_t d = 0; d < labels.size(); ++d)
+        if (labels[d] >= 0) dims[static_cast<size_t>(labels[d])] = static_cast<int>(d);
+      c->out_dims.push_back(std::move(dims));
+    }
+    Program lowered = lower_nested(*cur, mesh, renames, depth);
     c->mesh_names = std::move(mesh.names);
     c->mesh_sizes = std::move(mesh.sizes);
+    // Axes of pmaps lowered into the program map nothing.
+    for (auto& d : c->in_dims) d.resize(c->mesh_sizes.size(), not_mapped);
+    for (auto& d : c->out_dims) d.resize(c->mesh_sizes.size(), not_mapped);
     c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();

@@ -51,6 +51,15 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
     std::unique_ptr<compile::Executable> executable;
     std::vector<std::string> mesh_names;
     std::vector<int64_t> mesh_sizes;
+    // Per input and per output of the call, per mesh axis: the dimension of the operand (the
+    // result) that the device's coordinate along that axis indexes, or not_mapped (the operand
+    // is whole on every device along it; a result is written by the devices at coordinate 0).
+    // This pmap's axis is the first. A nested pmap whose enclosing body does nothing but call it
+    // on the body's inputs and return its results (shard_map's levels) is flattened into the
+    // mesh: the launcher hands every device its own block and writes its block of each result,
+    // with no gather or all_gather in the per-device program. Other nested pmaps are lowered
+    // into the program (sliced by axis_index, results all-gathered): their axes map nothing.
+    std::vector<std::vector<int>> in_dims, out_dims;
     bool communicates = false;  // the program has collectives (replicas depend on each other)
     bool loops = false;         // the program has a scan or while: its work is not its data
   };

@@ -8,9 +8,9 @@
 // P("data", "model") on a 2x4 mesh becomes (2, 4, 4, 4) — and the pmap of mesh axis k maps the
 // dimension labelled k (in_axes) or broadcasts the argument when its spec leaves k out. Results
 // come back the same way (out_axes, or not mapped for an axis the out_spec leaves out: a
-// replicated result) and are reshaped to their global shapes. Every pmap level gets one extra
-// argument mapped over all the axes (the mesh's positions), so an axis no argument splits still
-// has a mapped input to size it.
+// replicated result) and are reshaped to their global shapes. When some mesh axis splits no
+// argument, every pmap level gets one extra argument mapped over all the axes (the mesh's
+// positions), so that axis still has a mapped input to size it.
 //
 // Per signature of the arguments, f is traced once with every mesh axis bound, to size and
 // check the results (the varying-axes check, transforms/varying_axes.h), and the nested pmaps
@@ -89,18 +89,20 @@ Layout layout_of(const Mesh& mesh, const PartitionSpec& spec, const Shape& globa
   return l;
 }
 
+constexpr int kNone = -1;  // a pmap level that does not map the value
+
 // Per mesh axis (outermost first), where its dimension is among the dimensions not yet mapped
-// by the outer axes (spmd::none where the layout has no such dimension).
-std::vector<AxisSpec> map_in_axes(const Layout& l, size_t axes) {
+// by the outer axes (kNone where the layout has no such dimension).
+std::vector<int> map_in_axes(const Layout& l, size_t axes) {
   std::vector<int> present = l.labels;
-  std::vector<AxisSpec> out;
+  std::vector<int> out;
   for (size_t k = 0; k < axes; ++k) {
     auto it = std::find(present.begin(), present.end(), static_cast<int>(k));
     if (it == present.end()) {
-      out.emplace_back(none);
+      out.push_back(kNone);
       continue;
     }
-    out.emplace_back(static_cast<int>(it - present.begin()));
+    out.push_back(static_cast<int>(it - present.begin()));
     present.erase(it);
   }
   return out;
@@ -108,8 +110,8 @@ std::vector<AxisSpec> map_in_axes(const Layout& l, size_t axes) {
 
 // Per mesh axis, where a result's dimension goes as the pmaps assemble it from the innermost
 // outwards: among the dimensions already there (the block's, and the inner axes').
-std::vector<AxisSpec> map_out_axes(const Layout& l, size_t axes) {
-  std::vector<AxisSpec> out(axes, AxisSpec(none));
+std::vector<int> map_out_axes(const Layout& l, size_t axes) {
+  std::vector<int> out(axes, kNone);
   std::set<int> present;
   for (int label : l.labels)
     if (label < 0) present.insert(label);
@@ -122,7 +124,7 @@ std::vector<AxisSpec> map_out_axes(const Layout& l, size_t axes) {
       if (label == static_cast<int>(k)) break;
       if (present.count(label)) ++pos;
     }
-    out[k] = AxisSpec(pos);
+    out[k] = pos;
   }
   return out;
 }
@@ -138,10 +140,15 @@ struct ShardMapState {
   struct Entry {
     TreeDef out_tree;
     std::vector<Layout> in, out;
-    Flat run;  // the nested pmaps: (split arguments..., positions) -> split results
+    Flat run;         // the nested pmaps: (split arguments..., positions) -> split results
+    Array positions;  // the extra argument mapped over every axis, if one is needed
+    // The nest traced once: one xla_pmap equation over the split arguments, bound directly by
+    // later calls (skipping the pmap front ends); null when the trace is more than that.
+    PrimitivePtr call;
   };
   std::mutex mu;
-  std::map<std::string, std::shared_ptr<Entry>> entries;  // by the arguments' types
+  // By the arguments' types (a few signatures per function: a linear search).
+  std::vector<std::pair<std::vector<AbstractValue>, std::shared_ptr<Entry>>> entries;
 };
 
 std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecList in_specs, SpecList out_specs,
@@ -153,24 +160,27 @@ std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecList in_specs,
 namespace {
 
 // pmap over mesh axis k and those inside it; the innermost calls the traced function.
-Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<AxisSpec>>& in_axes,
-          const std::vector<std::vector<AxisSpec>>& out_axes) {
+Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<int>>& in_axes,
+          const std::vector<std::vector<int>>& out_axes, bool positions) {
   const size_t axes = mesh.shape().size();
-  if (k == axes)
+  if (k == axes) {
+    if (!positions) return [](const std::vector<Array>& xs) { return t_body->fn(xs); };
     return [](const std::vector<Array>& xs) {
       // The last argument is the mesh position (of rank 0 here): not the function's.
       return t_body->fn(std::vector<Array>(xs.begin(), xs.end() - 1));
     };
+  }
+  auto spec = [](int a) { return a == kNone ? AxisSpec(none) : AxisSpec(a); };
   std::vector<AxisSpec> ins, outs;
-  for (const auto& a : in_axes) ins.push_back(a[k]);
-  ins.emplace_back(0);  // the positions
-  for (const auto& a : out_axes) outs.push_back(a[k]);
+  for (const auto& a : in_axes) ins.push_back(spec(a[k]));
+  if (positions) ins.emplace_back(0);
+  for (const auto& a : out_axes) outs.push_back(spec(a[k]));
   PmapOptions o;
   o.in_axes = AxisSpec(std::vector<AxisSpec>{AxisSpec(ins)});
   o.out_axes = AxisSpec(outs);
   if (k == 0) o.devices = mesh.devices();
   auto level = std::make_shared<Pmapped<Flat>>(
-      pmap(nest(mesh, k + 1, in_axes, out_axes), mesh.axis_names()[k], std::move(o)));
+      pmap(nest(mesh, k + 1, in_axes, out_axes, positions), mesh.axis_names()[k], std::move(o)));
   return [level](const std::vector<Array>& xs) { return (*level)(xs); };
 }
 
@@ -234,10 +244,32 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
            ", or check_vma = false to take the first device's value unchecked");
     }
   }
-  std::vector<std::vector<AxisSpec>> in_axes, out_axes;
+  std::vector<std::vector<int>> in_axes, out_axes;
   for (const Layout& l : e->in) in_axes.push_back(map_in_axes(l, axes));
   for (const Layout& l : e->out) out_axes.push_back(map_out_axes(l, axes));
-  e->run = nest(mesh, 0, in_axes, out_axes);
+  bool positions = false;  // some axis splits no argument
+  for (size_t k = 0; k < axes; ++k) {
+    bool mapped = false;
+    for (const auto& a : in_axes) mapped = mapped || a[k] != kNone;
+    positions = positions || !mapped;
+  }
+  if (positions) e->positions = zeros(Shape(mesh.shape()), DType::Int32);
+  e->run = nest(mesh, 0, in_axes, out_axes, positions);
+  std::vector<AbstractValue> split_types;
+  for (size_t i = 0; i < e->in.size(); ++i)
+    split_types.push_back(
+        AbstractValue{e->in[i].split, call.leaves[i].dtype(), call.leaves[i].weak_type()});
+  if (positions) split_types.push_back(AbstractValue{Shape(mesh.shape()), DType::Int32, false});
+  ir::Traced whole = ir::trace(split_types, e->run);
+  const Program& p = whole.program;
+  bool direct = whole.captured.empty() && p.equations.size() == 1 &&
+                p.equations[0].inputs.size() == p.inputs.size() &&
+                p.equations[0].outputs.size() == p.outputs.size();
+  for (size_t i = 0; direct && i < p.inputs.size(); ++i)
+    direct = !p.equations[0].inputs[i].is_literal() && p.equations[0].inputs[i].var == p.inputs[i];
+  for (size_t j = 0; direct && j < p.outputs.size(); ++j)
+    direct = !p.outputs[j].is_literal() && p.outputs[j].var == p.equations[0].outputs[j];
+  if (direct) e->call = p.equations[0].primitive;
   return e;
 }
 
@@ -248,28 +280,41 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const Fla
   if (process_count() > 1)
     fail("shard_map across ", process_count(),
          " processes is not supported yet; expected one process (pmap spans processes)");
-  std::string key;
-  for (const Array& a : call.leaves) key += a.aval().str() + ";";
+  auto matches = [&](const std::vector<AbstractValue>& key) {
+    if (key.size() != call.leaves.size()) return false;
+    for (size_t i = 0; i < key.size(); ++i) {
+      const Array& a = call.leaves[i];
+      if (a.shape() != key[i].shape || a.dtype() != key[i].dtype || a.weak_type() != key[i].weak)
+        return false;
+    }
+    return true;
+  };
   std::shared_ptr<ShardMapState::Entry> e;
   const FlatFn* outer = t_body;
   t_body = &fn;
   try {
     {
       std::lock_guard lock(st.mu);
-      auto it = st.entries.find(key);
-      if (it != st.entries.end()) e = it->second;
+      for (auto& [k, v] : st.entries)
+        if (matches(k)) e = v;
     }
     if (!e) {
       e = build(st, fn, call);
+      std::vector<AbstractValue> key;
+      for (const Array& a : call.leaves) key.push_back(a.aval());
       std::lock_guard lock(st.mu);
-      st.entries.emplace(key, e);
+      st.entries.emplace_back(std::move(key), e);
     }
     std::vector<Array> args;
+    args.reserve(call.leaves.size() + 1);
     for (size_t i = 0; i < call.leaves.size(); ++i)
-      args.push_back(reshape(call.leaves[i], e->in[i].split));
-    args.push_back(zeros(Shape(st.mesh.shape()), DType::Int32));  // the mesh positions
-    std::vector<Array> outs = e->run(args);
-    for (size_t j = 0; j < outs.size(); ++j) outs[j] = reshape(outs[j], e->out[j].global);
+      args.push_back(call.leaves[i].shape() == e->in[i].split
+                         ? call.leaves[i]
+                         : reshape(call.leaves[i], e->in[i].split));
+    if (e->positions.valid()) args.push_back(e->positions);
+    std::vector<Array> outs = e->call ? spmd::bind(e->call, args) : e->run(args);
+    for (size_t j = 0; j < outs.size(); ++j)
+      if (outs[j].shape() != e->out[j].global) outs[j] = reshape(outs[j], e->out[j].global);
     out_tree = e->out_tree;
     t_body = outer;
     return outs;

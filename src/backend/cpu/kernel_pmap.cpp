@@ -49,15 +49,61 @@ class MeshAxes final : public backend::ReplicaAxes {
   runtime::MeshReplica replica_;
 };
 
-// Moves axis `axis` of a buffer to the front (a copy), so replica r's slice is contiguous.
-std::shared_ptr<runtime::Buffer> to_front(const Buf& b, int axis) {
-  auto out = runtime::allocate(b.aval->nbytes());
-  std::vector<int> perm{axis};
-  for (int k = 0; k < b.aval->ndim(); ++k)
-    if (k != axis) perm.push_back(k);
-  transpose_copy(b.data, b.aval->shape, perm, out->data, itemsize(b.aval->dtype),
-                 hardware_threads());
-  return out;
+// Where each device's block of one operand or result lies, from the dimension each mesh axis
+// indexes (PmapCall::Compiled::in_dims / out_dims). When the mapped dimensions all come before
+// the others, a block is contiguous: at the sum over the axes of coordinate times that
+// dimension's stride. Otherwise an operand's block is gathered by a strided copy on the
+// device's own thread, and a result's blocks are written contiguously into a staging buffer laid
+// out (mapped dimensions in mesh-axis order, then the block) and moved into place at the end.
+struct BlockLayout {
+  std::vector<int64_t> axis_stride;  // per mesh axis, in elements (0: not mapped)
+  bool contiguous = true;
+  std::vector<int64_t> block_strides;  // non-contiguous operands: the block's strides
+  Shape block;
+  std::vector<int> staged_perm;  // non-contiguous results: staging layout -> result layout
+  Shape staged_shape;
+};
+
+BlockLayout block_layout(const Shape& shape, const std::vector<int>& dims, bool result) {
+  BlockLayout b;
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  std::vector<bool> mapped(static_cast<size_t>(rank), false);
+  int n_mapped = 0;
+  for (int d : dims)
+    if (d != not_mapped) {
+      mapped[static_cast<size_t>(d)] = true;
+      ++n_mapped;
+    }
+  for (int d = 0; d < n_mapped; ++d) b.contiguous = b.contiguous && mapped[static_cast<size_t>(d)];
+  // (Dimensions of extent 1 are left out of the gather: they move nothing.)
+  for (int d = 0; d < rank; ++d)
+    if (!mapped[static_cast<size_t>(d)] && shape[d] != 1) {
+      b.block.push_back(shape[d]);
+      b.block_strides.push_back(strides[d]);
+    }
+  if (b.contiguous || !result) {
+    for (int d : dims) b.axis_stride.push_back(d == not_mapped ? 0 : strides[d]);
+    return b;
+  }
+  // A result's staging buffer: (mapped dimensions in axis order, block).
+  for (int d : dims)
+    if (d != not_mapped) {
+      b.staged_perm.push_back(d);
+      b.staged_shape.push_back(shape[d]);
+    }
+  for (int d = 0; d < rank; ++d)
+    if (!mapped[static_cast<size_t>(d)]) {
+      b.staged_perm.push_back(d);
+      b.staged_shape.push_back(shape[d]);
+    }
+  std::vector<int64_t> staged_strides(b.staged_shape.size(), 1);
+  for (int k = static_cast<int>(staged_strides.size()) - 2; k >= 0; --k)
+    staged_strides[k] = staged_strides[k + 1] * b.staged_shape[k + 1];
+  int k = 0;
+  for (int d : dims) b.axis_stride.push_back(d == not_mapped ? 0 : staged_strides[k++]);
+  return b;
 }
 
 void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
@@ -78,38 +124,41 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
          " devices were given");
   }
 
-  // Inputs: replica row r reads rows r of the mapped inputs.
-  std::vector<std::shared_ptr<runtime::Buffer>> keep;
-  std::vector<const char*> in_base(in.size());
-  std::vector<size_t> in_stride(in.size(), 0);
-  for (size_t i = 0; i < in.size(); ++i) {
-    int a = call.in_axes[i];
-    in_base[i] = static_cast<const char*>(in[i].data);
-    if (a == not_mapped) continue;
-    if (a != 0) {
-      keep.push_back(to_front(in[i], a));
-      in_base[i] = static_cast<const char*>(keep.back()->data);
+  // Replica r's coordinates on the mesh (this process's rows first, row-major).
+  const size_t levels = compiled.mesh_sizes.size();
+  auto coords = [&](int r) {
+    std::vector<int64_t> c(levels);
+    int64_t rest = r;
+    for (size_t l = levels; l-- > 1;) {
+      c[l] = rest % compiled.mesh_sizes[l];
+      rest /= compiled.mesh_sizes[l];
     }
-    in_stride[i] = in[i].aval->nbytes() / static_cast<size_t>(outer);
-  }
-  // Outputs: replica (r, 0) writes row r (or, for out_axes None, replica 0 writes the value);
-  // the other columns of a row compute the same row and write to scratch.
+    c[0] = rest;
+    return c;
+  };
+  auto offset_of = [&](const BlockLayout& b, const std::vector<int64_t>& c) {
+    int64_t e = 0;
+    for (size_t l = 0; l < levels; ++l) e += c[l] * b.axis_stride[l];
+    return e;
+  };
+  std::vector<BlockLayout> in_layout, out_layout;
+  for (size_t i = 0; i < in.size(); ++i)
+    in_layout.push_back(block_layout(in[i].aval->shape, compiled.in_dims[i], false));
   const auto& out_types = exe.output_types();
-  std::vector<char*> out_base(out.size());
-  std::vector<size_t> out_stride(out.size(), 0);
   std::vector<std::shared_ptr<runtime::Buffer>> staged(out.size());
   size_t scratch_bytes = 0;
   for (size_t j = 0; j < out.size(); ++j) {
-    size_t bytes = out_types[j].nbytes();
-    scratch_bytes += (bytes + 63) / 64 * 64;
-    out_base[j] = static_cast<char*>(out[j].data);
-    if (call.out_axes[j] == not_mapped) continue;
-    out_stride[j] = bytes;
-    if (call.out_axes[j] != 0) {
-      staged[j] = runtime::allocate(bytes * static_cast<size_t>(outer));
-      out_base[j] = static_cast<char*>(staged[j]->data);
-    }
+    out_layout.push_back(block_layout(out[j].aval->shape, compiled.out_dims[j], true));
+    scratch_bytes += (out_types[j].nbytes() + 63) / 64 * 64;
+    if (!out_layout[j].contiguous) staged[j] = runtime::allocate(out[j].aval->nbytes());
   }
+  // A replica writes result j when its coordinate is 0 on every axis that j is not mapped on
+  // (the others compute the same block and write it to scratch).
+  auto writes = [&](size_t j, const std::vector<int64_t>& c) {
+    for (size_t l = 0; l < levels; ++l)
+      if (compiled.out_dims[j][l] == not_mapped && c[l] != 0) return false;
+    return true;
+  };
   std::vector<std::shared_ptr<runtime::Buffer>> scratch(replicas);
 
   auto run = std::make_shared<runtime::RunState>();
@@ -130,16 +179,29 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   auto replica = [&](int r) {
     runtime::Timeline::set_track(devices[r]);
     runtime::Timeline::Span span("compute");
-    int64_t row = r / inner;
-    bool writer = r % inner == 0;
+    const std::vector<int64_t> c = coords(r);
     std::vector<void*> ins(in.size()), outs(out.size());
-    for (size_t i = 0; i < in.size(); ++i)
-      ins[i] = const_cast<char*>(in_base[i] + in_stride[i] * row);
+    std::vector<std::shared_ptr<runtime::Buffer>> gathered;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const BlockLayout& b = in_layout[i];
+      const int item = static_cast<int>(itemsize(in[i].aval->dtype));
+      if (b.contiguous) {
+        ins[i] = static_cast<char*>(in[i].data) + offset_of(b, c) * item;
+        continue;
+      }
+      gathered.push_back(runtime::allocate(
+          std::max<size_t>(static_cast<size_t>(shape_size(b.block) * item), 1), devices[r]));
+      strided_copy(in[i].data, offset_of(b, c), b.block_strides, b.block, gathered.back()->data,
+                   item, 1);
+      ins[i] = gathered.back()->data;
+    }
     size_t offset = 0;
     for (size_t j = 0; j < out.size(); ++j) {
-      bool mapped = call.out_axes[j] != not_mapped;
-      if (writer && (mapped || row == 0)) {
-        outs[j] = out_base[j] + out_stride[j] * row;
+      const BlockLayout& b = out_layout[j];
+      const int64_t item = static_cast<int64_t>(itemsize(out_types[j].dtype));
+      if (writes(j, c)) {
+        char* base_ptr = static_cast<char*>(staged[j] ? staged[j]->data : out[j].data);
+        outs[j] = base_ptr + offset_of(b, c) * item;
       } else {
         if (!scratch[r])
           scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64), devices[r]);
@@ -180,20 +242,15 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       runtime::end_program_across_processes(*runtime::transport(), compiled.mesh_names[0]);
   }
 
-  // Outputs whose mapped axis is not the first: move it into place.
+  // Results whose blocks were staged: move them into place.
   for (size_t j = 0; j < out.size(); ++j) {
     if (!staged[j]) continue;
-    Shape s = out_types[j].shape;
-    s.insert(s.begin(), outer);
-    std::vector<int> perm;
-    int a = call.out_axes[j];
-    for (int k = 1; k <= static_cast<int>(out_types[j].shape.size()); ++k) {
-      if (static_cast<int>(perm.size()) == a) perm.push_back(0);
-      perm.push_back(k);
-    }
-    if (static_cast<int>(perm.size()) == a) perm.push_back(0);
-    transpose_copy(staged[j]->data, s, perm, out[j].data, itemsize(out_types[j].dtype),
-                   hardware_threads());
+    const BlockLayout& b = out_layout[j];
+    std::vector<int> inverse(b.staged_perm.size());
+    for (size_t k = 0; k < b.staged_perm.size(); ++k)
+      inverse[static_cast<size_t>(b.staged_perm[k])] = static_cast<int>(k);
+    transpose_copy(staged[j]->data, b.staged_shape, inverse, out[j].data,
+                   static_cast<int>(itemsize(out_types[j].dtype)), hardware_threads());
   }
   runtime::Timeline::flush();
 }
