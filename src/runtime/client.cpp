@@ -1,10 +1,12 @@
 #include "runtime/client.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -43,10 +45,28 @@ int configured_count() {
 
 }  // namespace
 
+// How long a device thread with an empty queue, and a host thread waiting for its replicas,
+// poll (yielding the core) before they block. A program that calls a pmap in a loop posts the
+// next replicas microseconds after the last ones ended, and a blocked thread's wake-up costs
+// ~10-50 us on this kind of machine: more than a small pmap. Yielding hands the core to any
+// thread with work (devices outnumbering cores take turns); the budget bounds the polling, so a
+// program that stops calling leaves every device thread blocked.
+constexpr auto kPollBudget = std::chrono::microseconds(150);
+
+bool poll_until(const std::function<bool()>& ready) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; !ready(); ++i) {
+    if ((i & 7) == 7 && std::chrono::steady_clock::now() - start > kPollBudget) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 struct Client::Worker {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
+  std::atomic<int> pending{0};  // queue.size(), for polling without the lock
   bool stop = false;
   bool started = false;
   std::thread thread;
@@ -61,12 +81,14 @@ struct Client::Worker {
       cv.notify_all();
       for (;;) {
         std::function<void()> task;
+        poll_until([&] { return pending.load(std::memory_order_acquire) > 0; });
         {
           std::unique_lock lock(mu);
           cv.wait(lock, [&] { return stop || !queue.empty(); });
           if (queue.empty()) return;
           task = std::move(queue.front());
           queue.pop_front();
+          pending.fetch_sub(1, std::memory_order_relaxed);
         }
         task();
       }
@@ -82,6 +104,7 @@ struct Client::Worker {
     {
       std::lock_guard lock(mu);
       queue.push_back(std::move(task));
+      pending.fetch_add(1, std::memory_order_release);
     }
     cv.notify_one();
   }
@@ -136,6 +159,7 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
   std::mutex mu;
   std::condition_variable done_cv;
   int remaining = n;
+  std::atomic<int> left{n};  // `remaining`, for polling without the lock
   std::vector<std::exception_ptr> errors(n);
   bool failed = false;
   for (int d : device_ids)
@@ -143,36 +167,43 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
       fail("expected a local device id in [0, ", local_device_count(), "), got ", d);
   // Runs enqueue all their replicas at once, so every worker sees concurrent runs in the same
   // order: a replica never waits in a collective for one queued behind another run's replica.
+  // Replica 0 runs on this (host) thread, marked as a device thread meanwhile, once the others
+  // are posted: one thread fewer to wake, and the host's wait overlaps with work of its own.
   static std::mutex post_mu;
   std::unique_lock post_lock(post_mu);
-  for (int r = 0; r < n; ++r) {
-    int d = device_ids[r];
-    workers_[d]->post([&, r] {
-      std::exception_ptr err;
-      try {
-        fn(r);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      bool first_failure = false;
-      {
-        // The error moves into `errors` under the lock: this thread keeps no reference to the
-        // exception, so the caller that rethrows it (and reads what()) is its only owner once
-        // `remaining` reaches 0 (the reference count lives in uninstrumented libstdc++ code, which
-        // ThreadSanitizer cannot see).
-        std::lock_guard lock(mu);
-        if (err) {
-          errors[r] = std::move(err);
-          first_failure = !failed;
-          failed = true;
-        }
-      }
-      if (first_failure && on_failure) on_failure();
+  auto run_replica = [&](int r) {
+    std::exception_ptr err;
+    try {
+      fn(r);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    bool first_failure = false;
+    {
+      // The error moves into `errors` under the lock: this thread keeps no reference to the
+      // exception, so the caller that rethrows it (and reads what()) is its only owner once
+      // `remaining` reaches 0 (the reference count lives in uninstrumented libstdc++ code, which
+      // ThreadSanitizer cannot see).
       std::lock_guard lock(mu);
-      if (--remaining == 0) done_cv.notify_all();
-    });
-  }
+      if (err) {
+        errors[r] = std::move(err);
+        first_failure = !failed;
+        failed = true;
+      }
+    }
+    if (first_failure && on_failure) on_failure();
+    std::lock_guard lock(mu);
+    left.fetch_sub(1, std::memory_order_release);
+    if (--remaining == 0) done_cv.notify_all();
+  };
+  for (int r = 1; r < n; ++r) workers_[device_ids[r]]->post([&run_replica, r] { run_replica(r); });
   post_lock.unlock();
+  if (n > 0) {
+    t_on_worker = true;
+    run_replica(0);
+    t_on_worker = false;
+  }
+  poll_until([&] { return left.load(std::memory_order_acquire) == 0; });
   std::unique_lock lock(mu);
   done_cv.wait(lock, [&] { return remaining == 0; });
   if (!failed) return;
