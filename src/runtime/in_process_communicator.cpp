@@ -41,6 +41,8 @@ void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uin
   if (!done() && run_->mismatch().empty()) {
     lock.unlock();
     yield_until(flag, run_->aborted);
+    // Released while polling: nothing more to check, and the caller needs the lock no longer.
+    if (flag.load(std::memory_order_acquire)) return;
     lock.lock();
   }
   auto deadline = std::chrono::steady_clock::now() + run_->timeout;
@@ -60,7 +62,8 @@ void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uin
 }
 
 Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, void* out,
-                                      const Arrival& what) {
+                                      const Arrival& what,
+                                      const std::function<void(Round&)>& finish) {
   Timeline::Span span("collective wait");
   std::unique_lock lock(run_->mu);
   if (!run_->mismatch().empty()) fail(run_->mismatch());
@@ -91,6 +94,7 @@ Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, vo
     // Everyone else waits in this round: they are running again.
     for (int m = 0; m < size_; ++m)
       if (m != rank) run_->wait_ends(replica(m));
+    if (finish) finish(r);
     r.all_arrived.store(true, std::memory_order_release);
     run_->cv.notify_all();
     return r;
@@ -115,7 +119,17 @@ void Rendezvous::depart(uint64_t seq) {
       r->all_departed);
 }
 
+void Rendezvous::leave(uint64_t seq, Round& r) {
+  if (r.left.fetch_add(1, std::memory_order_acq_rel) + 1 < size_) return;
+  std::lock_guard lock(run_->mu);  // the last one out
+  rounds_.erase(seq);
+}
+
 namespace {
+// All-reduces of at most this many bytes in all are done by one member (Rendezvous::arrive's
+// finish): cheaper than a second meeting of every member.
+constexpr int64_t kOneMeetingBytes = 4096;
+
 // A group of one: every collective but permute is a copy.
 bool copy_alone(int size, const void* in, void* out, int64_t count, DType dtype) {
   if (size != 1) return false;
@@ -130,10 +144,22 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
   const Arrival what = arrival(CollectiveKind::AllReduce, dtype, count, static_cast<int>(op));
   if (copy_alone(size(), in, out, count, dtype)) return;
   uint64_t seq = seq_++;
+  int n = size();
+  const int64_t item = static_cast<int64_t>(itemsize(dtype));
+  if (n * count * item <= kOneMeetingBytes) {
+    // Small (a loss, a norm): the last member to arrive reduces for everyone — in member order,
+    // as the shared-out path does — so the members meet once instead of twice.
+    auto& r = rv_->arrive(seq, rank_, in, out, what, [&](Rendezvous::Round& r) {
+      reduce_range(r.in, 0, r.out[0], 0, count, dtype, op);
+      for (int m = 1; m < n; ++m)
+        std::memcpy(r.out[m], r.out[0], static_cast<size_t>(count * item));
+    });
+    rv_->leave(seq, r);
+    return;
+  }
   auto& r = rv_->arrive(seq, rank_, in, out, what);
   // The first members (as many as there are cores: more threads would only take turns on
   // them) each reduce a chunk of the elements and write it into every member's output.
-  int n = size();
   int workers = std::min(n, cpu::hardware_threads());
   int64_t begin = rank_ < workers ? count * rank_ / workers : 0;
   int64_t end = rank_ < workers ? count * (rank_ + 1) / workers : 0;
@@ -141,7 +167,6 @@ void InProcessCommunicator::all_reduce(const void* in, void* out, int64_t count,
   // Outputs far larger than the cache are written with non-temporal stores from a block-sized
   // scratch, so they are not read in before being overwritten.
   constexpr int64_t kBlock = 8192;
-  const int64_t item = static_cast<int64_t>(itemsize(dtype));
   const bool stream = n * count * item >= cpu::kStreamCopyBytes && rank_ < workers;
   std::shared_ptr<Buffer> scratch = stream ? allocate(kBlock * item) : nullptr;
   for (int64_t lo = begin; lo < end; lo += kBlock) {

@@ -46,13 +46,21 @@ class Rendezvous {
     // Set (under the run's lock) by the last member to arrive / to depart: what waiting members
     // poll before they block (see wait).
     std::atomic<bool> all_arrived{false}, all_departed{false};
+    std::atomic<int> left{0};  // members that left() a round done by its last arrival
   };
   // Registers this member's buffers and waits for every member; returns the round. Throws
   // spmd::Error when the members bring different collectives (`what`), or when they can never
   // all arrive (RunState).
-  Round& arrive(uint64_t seq, int rank, const void* in, void* out, const Arrival& what = {});
+  // finish, when given, is run by the last member to arrive (with every member's buffers
+  // registered) before the others are released: a collective too small to share out does all
+  // of its work there, and the members then leave() instead of depart()ing (one meeting, not two).
+  Round& arrive(uint64_t seq, int rank, const void* in, void* out, const Arrival& what = {},
+                const std::function<void(Round&)>& finish = {});
   // Waits until every member has finished its share of round seq.
   void depart(uint64_t seq);
+  // Leaves round seq (r, as arrive returned it), whose work the last member to arrive did
+  // (arrive's finish): no waiting.
+  void leave(uint64_t seq, Round& r);
   int size() const { return size_; }
 
  private:
