@@ -106,6 +106,7 @@ Rendezvous::Round& Rendezvous::arrive(uint64_t seq, int rank, const void* in, vo
 }
 
 void Rendezvous::depart(uint64_t seq) {
+  Timeline::Span span("collective wait");
   std::unique_lock lock(run_->mu);
   std::shared_ptr<Round> r = rounds_.at(seq);
   if (++r->departed == size_) {

@@ -1,10 +1,13 @@
 // CPU kernels of the collectives: each calls the replica's communicator for its axes, first
 // describing the collective as the program called it (its site in the program; its name,
-// parameters and operand when asked), which the communicator compares among the members.
+// parameters and operand when asked), which the communicator compares among the members. On a
+// timeline (SPMD_TRACE) each call is a "collective" span; the waits for the other members inside
+// it are "collective wait" (and, across processes, "exchange wait") spans.
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "primitives/collectives.h"
 #include "runtime/communicator.h"
+#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::cpu {
@@ -53,6 +56,7 @@ runtime::Communicator& comm_for(const ExecContext& ctx, const prim::Collective& 
 
 void all_reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
+  runtime::Timeline::Span span("collective");
   const auto& c = backend::as<prim::AllReduce>(p);
   const EquationCall call(ctx, c, *in[0].aval);
   comm_for(ctx, c, call).all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.op);
@@ -60,6 +64,7 @@ void all_reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<co
 
 void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
+  runtime::Timeline::Span span("collective");
   const auto& c = backend::as<prim::Collective>(p);
   const EquationCall call(ctx, c, *in[0].aval);
   comm_for(ctx, c, call).all_gather(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype);
@@ -67,6 +72,7 @@ void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<co
 
 void reduce_scatter_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                            ExecContext& ctx) {
+  runtime::Timeline::Span span("collective");
   const auto& c = backend::as<prim::Collective>(p);
   const EquationCall call(ctx, c, *in[0].aval);
   comm_for(ctx, c, call)
@@ -75,6 +81,7 @@ void reduce_scatter_kernel(const Primitive& p, std::span<const Buf> in, std::spa
 
 void all_to_all_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                        ExecContext& ctx) {
+  runtime::Timeline::Span span("collective");
   const auto& c = backend::as<prim::Collective>(p);
   int64_t block = in[0].size() / c.group_size();
   const EquationCall call(ctx, c, *in[0].aval);
@@ -83,6 +90,7 @@ void all_to_all_kernel(const Primitive& p, std::span<const Buf> in, std::span<co
 
 void ppermute_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                      ExecContext& ctx) {
+  runtime::Timeline::Span span("collective");
   const auto& c = backend::as<prim::Ppermute>(p);
   const EquationCall call(ctx, c, *in[0].aval);
   comm_for(ctx, c, call).permute(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.perm);
