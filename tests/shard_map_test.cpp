@@ -14,6 +14,7 @@
 #include "spmd/collectives.h"
 #include "spmd/device.h"
 #include "spmd/error.h"
+#include "spmd/nn.h"
 #include "spmd/ops.h"
 #include "spmd/sharding.h"
 #include "spmd/transforms.h"
@@ -264,6 +265,49 @@ TEST_F(ShardMap, GradAndRepeatedCallsReuseOneTrace) {
   expect_allclose(grad(loss)(w), test_util::fd_grad(ref_loss, w), 1e-6, 1e-9, "grad vs fd");
 }
 
+// Specs as tree prefixes: per field of a struct argument and result (nn::Dense), per element of
+// a vector; a mesh axis no argument splits (the results are replicated along it).
+TEST_F(ShardMap, SpecsFollowTheArgumentsPytrees) {
+  Mesh mesh = make_mesh({2, 4}, {"data", "model"});
+  nn::Dense layer{counting({6, 8}) / 10.0, counting({8}) - 3.0};
+  Array x = counting({4, 6}) / 7.0;
+  using Specs = std::map<std::string, SpecTree>;
+  const SpecTree layer_specs = Specs{{"w", P(none, "model")}, {"b", P("model")}};
+  auto column_parallel =
+      shard_map([](const nn::Dense& l, const Array& xb) { return nn::dense(l, xb); }, mesh,
+                {layer_specs, P("data", none)}, P("data", "model"));
+  expect_allclose(column_parallel(layer, x), nn::dense(layer, x), 1e-12, 1e-12, "dense");
+  auto scaled = shard_map(
+      [](const nn::Dense& l) {
+        return nn::Dense{l.w * 2.0, l.b + 1.0};
+      },
+      mesh, {layer_specs}, layer_specs);
+  nn::Dense out = scaled(layer);
+  expect_allclose(out.w, layer.w * 2.0, 0, 0, "w");
+  expect_allclose(out.b, layer.b + 1.0, 0, 0, "b");
+  std::vector<Array> pair{counting({4, 2}), counting({8})};
+  // Device (d, m) holds rows 2d, 2d+1 of v[0] and element 4d + m of v[1].
+  auto per_element =
+      shard_map([](const std::vector<Array>& v) { return v[0] * psum(sum(v[1]), "model"); }, mesh,
+                {{P("data", none), P(MeshAxes{"data", "model"})}}, P("data", none));
+  auto got = per_element(pair).to_vector<double>();
+  auto v0 = pair[0].to_vector<double>(), v1 = pair[1].to_vector<double>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      int d = i / 2;
+      double s = v1[4 * d] + v1[4 * d + 1] + v1[4 * d + 2] + v1[4 * d + 3];
+      EXPECT_EQ(got[i * 2 + j], v0[i * 2 + j] * s) << i << "," << j;
+    }
+  // "model" splits nothing here: x * 2 is replicated over it.
+  Array twice = shard_map([](const Array& b) { return b * 2.0; }, mesh, P("data"), P("data"))(x);
+  expect_allclose(twice, x * 2.0, 0, 0, "unused axis");
+  EXPECT_THAT(error_of([&] {
+                shard_map([](const nn::Dense& l) { return l.w; }, mesh,
+                          SpecTree{Specs{{"w", P()}, {"bias", P()}}}, P())(layer);
+              }),
+              HasSubstr("in_specs must be a tree prefix of the arguments"));
+}
+
 TEST_F(ShardMap, BadSpecsAndMeshesNameWhatWasExpected) {
   Mesh mesh = make_mesh({2, 4}, {"data", "model"});
   auto id = [](const Array& b) { return b; };
@@ -280,7 +324,8 @@ TEST_F(ShardMap, BadSpecsAndMeshesNameWhatWasExpected) {
   EXPECT_THAT(error_of([&] {
                 shard_map(id, mesh, {P(), P()}, P())(x);
               }),
-              HasSubstr("in_specs: expected 1 spec (one per argument) or a single one, got 2"));
+              HasSubstr("in_specs must be a tree prefix of the arguments: at the top the specs "
+                        "have 2 entries"));
   EXPECT_THAT(error_of([&] {
                 make_mesh({4, 4}, {"a", "b"});
               }),

@@ -19,6 +19,7 @@
 // make a value invariant over their axes; ppermute, all_to_all and psum_scatter keep it
 // varying), and a false claim is an spmd::Error naming the output, the spec and the axis.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,18 +88,29 @@ PartitionSpec P(E... entries) {
       std::vector<PartitionSpec::Entry>{PartitionSpec::Entry(std::move(entries))...});
 }
 
-// in_specs / out_specs: one spec per argument (per output leaf), or a single spec for all.
-class SpecList {
+// in_specs / out_specs, as JAX's: a tree prefix of the arguments (of the results) whose leaves
+// are PartitionSpecs. A single spec applies to every leaf below it: P("data") for all the
+// arguments, {P("data"), P()} one per argument, {P("data"), {P(), P("model")}} into a second
+// argument that is a sequence, std::map<std::string, SpecTree>{{"w", P(none, "model")}, ...}
+// into a struct (SPMD_PYTREE) or map by field name.
+class SpecTree {
  public:
-  SpecList(PartitionSpec one) : specs_{std::move(one)}, broadcast_(true) {}
-  SpecList(std::initializer_list<PartitionSpec> specs) : specs_(specs) {}
-  SpecList(std::vector<PartitionSpec> specs) : specs_(std::move(specs)) {}
-  // The spec of item i of n ("in_specs" / "out_specs" name the list in errors).
-  const PartitionSpec& at(size_t i, size_t n, const char* what) const;
+  SpecTree(PartitionSpec spec) : spec_(std::move(spec)) {}
+  SpecTree(std::initializer_list<SpecTree> children) : sequence_(true), children_(children) {}
+  SpecTree(std::vector<SpecTree> children) : sequence_(true), children_(std::move(children)) {}
+  SpecTree(std::map<std::string, SpecTree> fields);
+  // The spec of every leaf of `tree`; throws unless this is a tree prefix of it (`what`,
+  // "in_specs" or "out_specs", names it). A one-entry sequence against a single leaf applies
+  // its entry.
+  std::vector<PartitionSpec> per_leaf(const TreeDef& tree, const std::string& what) const;
 
  private:
-  std::vector<PartitionSpec> specs_;
-  bool broadcast_ = false;
+  void expand(const TreeDef& tree, const std::string& what, const std::string& path,
+              std::vector<PartitionSpec>& out) const;
+  PartitionSpec spec_;
+  bool sequence_ = false, mapping_ = false;
+  std::vector<SpecTree> children_;
+  std::vector<std::string> keys_;
 };
 
 struct ShardMapOptions {
@@ -109,7 +121,7 @@ struct ShardMapOptions {
 
 namespace detail {
 struct ShardMapState;
-std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecList in_specs, SpecList out_specs,
+std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecTree in_specs, SpecTree out_specs,
                                                    ShardMapOptions options);
 std::vector<Array> shard_map_call(ShardMapState& state, const FlatFn& fn, const FlatCall& call,
                                   TreeDef& out_tree);
@@ -139,7 +151,7 @@ class ShardMapped {
 // blocks of the global results (out_specs: one per output leaf, or one for all). Composes with
 // jit, grad and vmap as pmap does (it is lowered onto nested pmaps over the mesh's axes).
 template <class F>
-ShardMapped<F> shard_map(F f, Mesh mesh, SpecList in_specs, SpecList out_specs,
+ShardMapped<F> shard_map(F f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
                          ShardMapOptions options = {}) {
   return ShardMapped<F>(std::move(f),
                         detail::new_shard_map_state(std::move(mesh), std::move(in_specs),

@@ -132,10 +132,10 @@ std::vector<int> map_out_axes(const Layout& l, size_t axes) {
 }  // namespace
 
 struct ShardMapState {
-  ShardMapState(Mesh m, SpecList in, SpecList out, ShardMapOptions o)
+  ShardMapState(Mesh m, SpecTree in, SpecTree out, ShardMapOptions o)
       : mesh(std::move(m)), in_specs(std::move(in)), out_specs(std::move(out)), options(o) {}
   Mesh mesh;
-  SpecList in_specs, out_specs;
+  SpecTree in_specs, out_specs;
   ShardMapOptions options;
   struct Entry {
     TreeDef out_tree;
@@ -151,7 +151,7 @@ struct ShardMapState {
   std::vector<std::pair<std::vector<AbstractValue>, std::shared_ptr<Entry>>> entries;
 };
 
-std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecList in_specs, SpecList out_specs,
+std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecTree in_specs, SpecTree out_specs,
                                                    ShardMapOptions options) {
   return std::make_shared<ShardMapState>(std::move(mesh), std::move(in_specs), std::move(out_specs),
                                          options);
@@ -189,14 +189,14 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
   const Mesh& mesh = st.mesh;
   const size_t axes = mesh.shape().size();
   auto e = std::make_shared<ShardMapState::Entry>();
-  // Arguments: one spec per positional argument, for each of its leaves.
-  const size_t nargs = call.in_tree.children.size();
+  // Arguments: the spec of every leaf, named in errors by its argument.
+  const std::vector<PartitionSpec> in_specs = st.in_specs.per_leaf(call.in_tree, "in_specs");
   std::vector<AbstractValue> block_types;
   std::vector<transforms::AxisSet> varying;
   size_t leaf = 0;
-  for (size_t i = 0; i < nargs; ++i) {
-    const PartitionSpec& spec = st.in_specs.at(i, nargs, "in_specs");
+  for (size_t i = 0; i < call.in_tree.children.size(); ++i)
     for (int n = call.in_tree.children[i].num_leaves(); n > 0; --n, ++leaf) {
+      const PartitionSpec& spec = in_specs[leaf];
       const AbstractValue aval = call.leaves[leaf].aval();
       std::string what = "in_specs[" + std::to_string(i) + "]";
       e->in.push_back(layout_of(mesh, spec, aval.shape, what));
@@ -204,7 +204,6 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
       auto names = spec.axes();
       varying.emplace_back(names.begin(), names.end());
     }
-  }
   // The function on one block, every mesh axis bound (outermost first, as the pmaps bind them).
   ir::Traced traced = [&] {
     std::vector<std::unique_ptr<transforms::AxisScope>> scopes;
@@ -217,8 +216,9 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
   varying.resize(traced.program.inputs.size());  // captured values vary over nothing
   std::vector<transforms::AxisSet> out_varying = transforms::varying_axes(traced.program, varying);
   std::vector<AbstractValue> out_types = traced.program.output_types();
+  const std::vector<PartitionSpec> out_specs = st.out_specs.per_leaf(e->out_tree, "out_specs");
   for (size_t j = 0; j < out_types.size(); ++j) {
-    const PartitionSpec& spec = st.out_specs.at(j, out_types.size(), "out_specs");
+    const PartitionSpec& spec = out_specs[j];
     std::string what = "out_specs[" + std::to_string(j) + "]";
     // The global shape: every split dimension times its axes' sizes.
     Shape global = out_types[j].shape;
