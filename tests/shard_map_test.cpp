@@ -308,6 +308,29 @@ TEST_F(ShardMap, SpecsFollowTheArgumentsPytrees) {
               HasSubstr("in_specs must be a tree prefix of the arguments"));
 }
 
+// vmap of a shard_map equals the shard_map of each example; grad through it (taken outside)
+// is the derivative of the global function: f(x)[i, j] = sum_m 2 x[i, 2m + j].
+TEST_F(ShardMap, ComposesWithVmapAndOuterGrad) {
+  Mesh mesh = make_mesh({2, 4}, {"data", "model"});
+  auto f = shard_map([](const Array& x) { return psum(x * 2.0, "model"); }, mesh,
+                     P("data", "model"), P("data", none));
+  Array xs = counting({3, 4, 8}) / 9.0;
+  Array got = vmap(f)(xs);
+  expect_allclose(got, stack({f(xs[0]), f(xs[1]), f(xs[2])}), 0, 0, "vmap");
+  Array fx = f(xs[0]);
+  auto xv = xs[0].to_vector<double>(), fv = fx.to_vector<double>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double want = 0;
+      for (int m = 0; m < 4; ++m) want += 2 * xv[i * 8 + 2 * m + j];
+      ASSERT_DOUBLE_EQ(fv[i * 2 + j], want);
+    }
+  Array g = jit(grad([&](const Array& x) { return sum(square(f(x))); }))(xs[0]);
+  auto gv = g.to_vector<double>();
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < 8; ++k) ASSERT_DOUBLE_EQ(gv[i * 8 + k], 4 * fv[i * 2 + k % 2]) << i << k;
+}
+
 TEST_F(ShardMap, BadSpecsAndMeshesNameWhatWasExpected) {
   Mesh mesh = make_mesh({2, 4}, {"data", "model"});
   auto id = [](const Array& b) { return b; };
