@@ -36,9 +36,11 @@ TEST(Timeline, PmapWritesOneTrackPerDeviceWithComputeAndCollectiveWaits) {
   ASSERT_FALSE(json.empty()) << "no trace written to " << path;
   EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u);
   EXPECT_NE(json.find("\"displayTimeUnit\""), std::string::npos);
-  // One compute span and one collective wait per device, and a named track for each.
+  // Per device: one compute span, one collective span (the psum) and, inside it, the waits for
+  // the other devices to arrive and to finish their shares; a named track for each.
   EXPECT_EQ(count(json, "\"name\":\"compute\""), 4);
-  EXPECT_EQ(count(json, "\"name\":\"collective wait\""), 4);
+  EXPECT_EQ(count(json, "\"name\":\"collective\""), 4);
+  EXPECT_EQ(count(json, "\"name\":\"collective wait\""), 8);
   for (int d = 0; d < 4; ++d)
     EXPECT_NE(json.find("\"name\":\"CpuDevice(id=" + std::to_string(d) + ")\""), std::string::npos);
   std::remove(path.c_str());

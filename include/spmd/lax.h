@@ -1,5 +1,6 @@
 #pragma once
 // lax-level ops: the primitives with their explicit parameters, no implicit broadcasting.
+#include <utility>
 #include <vector>
 
 #include "spmd/array.h"
@@ -53,6 +54,12 @@ Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
 Array shift_left(const Array& x, const Array& bits);
 Array argsort(const Array& x, int axis = -1);
+// lax.sort of several operands of one shape along `dimension`, ordered (stably) by the first
+// num_keys of them, lexicographically; every operand is permuted alike.
+std::vector<Array> sort(const std::vector<Array>& operands, int dimension = -1, int num_keys = 1);
+// lax.top_k: the k largest elements along the last axis, largest first (equal ones in index
+// order; NaNs count largest), and their int32 indices.
+std::pair<Array, Array> top_k(const Array& x, int64_t k);
 // Reverses the order of elements along each of `dimensions`.
 Array rev(const Array& x, const std::vector<int>& dimensions);
 // Inclusive cumulative reductions along `axis`; reverse accumulates from the end. The operand

@@ -181,6 +181,17 @@ class IndexUpdate {
 // "fill" (default, as take), "clip" or "promise_in_bounds" (clamped here).
 Array take_along_axis(const Array& x, const Array& indices, std::optional<int> axis = -1,
                       const std::string& mode = "fill", std::optional<double> fill_value = {});
+// ---- sorting and searching (ops/sorting.cpp)
+// ----------------------------------------------------- Stable; NaNs after every number; no axis:
+// the flattened array. Descending keeps equal elements in index order (NaNs first), as lax.top_k.
+Array sort(const Array& x, std::optional<int> axis = -1, bool descending = false);
+Array argsort(const Array& x, std::optional<int> axis = -1, bool descending = false);
+// jnp.searchsorted for a sorted 1-D a: where each element of v would be inserted to keep the
+// order, before equal elements ("left") or after them ("right"); int32 of v's shape.
+Array searchsorted(const Array& a, const Array& v, const std::string& side = "left");
+// jnp.unique(x, size=size, fill_value=...): the sorted distinct values of x (flattened), padded
+// to `size` with fill_value (default: the smallest value) or cut to it.
+Array unique(const Array& x, int64_t size, std::optional<double> fill_value = {});
 Array concatenate(const std::vector<Array>& xs, int axis = 0);
 Array stack(const std::vector<Array>& xs, int axis = 0);
 // Equal sections, or split before the given indices.
