@@ -54,6 +54,11 @@ Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
 Array shift_left(const Array& x, const Array& bits);
 Array argsort(const Array& x, int axis = -1);
+// lax.linalg.triangular_solve: x with op(a) x = b (left_side) or x op(a) = b, op(a) = a or
+// aᵀ (transpose_a), reading only a's lower (or upper) triangle, with ones on its diagonal when
+// unit_diagonal; a (..., m, m), b (..., m, n) or (..., n, m), leading dimensions alike.
+Array triangular_solve(const Array& a, const Array& b, bool left_side = false, bool lower = false,
+                       bool transpose_a = false, bool unit_diagonal = false);
 // lax.sort of several operands of one shape along `dimension`, ordered (stably) by the first
 // num_keys of them, lexicographically; every operand is permuted alike.
 std::vector<Array> sort(const std::vector<Array>& operands, int dimension = -1, int num_keys = 1);

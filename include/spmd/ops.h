@@ -200,6 +200,13 @@ std::vector<Array> split(const Array& x, const std::vector<int64_t>& indices, in
 Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& widths, double value = 0);
 
 // ---- linear algebra --------------------------------------------------------------------------
+namespace linalg {
+// jnp.linalg.cholesky: the lower factor L (L Lᵀ = a) of each (..., n, n) float matrix, from its
+// symmetrized value (a + aᵀ) / 2; NaN where a matrix is not positive definite.
+Array cholesky(const Array& a);
+// jax.scipy.linalg.cho_solve with a lower factor: x with (L Lᵀ) x = b, b (..., n, k).
+Array cho_solve(const Array& lower_factor, const Array& b);
+}  // namespace linalg
 Array matmul(const Array& a, const Array& b);
 Array dot(const Array& a, const Array& b);
 // The dot product of the flattened arrays (jnp.vdot): a scalar.

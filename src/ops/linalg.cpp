@@ -118,3 +118,25 @@ Array tensordot(const Array& a, const Array& b, int axes) {
 }
 
 }  // namespace spmd
+
+namespace spmd {
+
+namespace lax {
+Array triangular_solve(const Array& a, const Array& b, bool left_side, bool lower, bool transpose_a,
+                       bool unit_diagonal) {
+  return apply<prim::TriangularSolve>({a, b}, left_side, lower, transpose_a, unit_diagonal);
+}
+}  // namespace lax
+
+namespace linalg {
+Array cholesky(const Array& a) {
+  if (a.ndim() < 2) fail("cholesky: expected matrices (..., n, n), got ", a.aval().str());
+  return apply<prim::Cholesky>({0.5 * (a + swapaxes(a, -1, -2))});
+}
+Array cho_solve(const Array& lower_factor, const Array& b) {
+  Array y = lax::triangular_solve(lower_factor, b, true, true, false, false);
+  return lax::triangular_solve(lower_factor, y, true, true, true, false);
+}
+}  // namespace linalg
+
+}  // namespace spmd

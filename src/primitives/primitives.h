@@ -462,6 +462,41 @@ class Argsort final : public PrimitiveOf<Argsort> {
 };
 
 // ---- linear algebra -------------------------------------------------------------------------
+// lax.linalg.cholesky on float (..., n, n) operands: each matrix's lower Cholesky factor, read
+// from its lower triangle (linalg::cholesky symmetrizes first, as jnp's does); NaN where a
+// matrix is not positive definite, as JAX's. Its gradient is symmetric.
+class Cholesky final : public PrimitiveOf<Cholesky> {
+ public:
+  auto key() const { return std::tie(); }
+  std::string name() const override { return "cholesky"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
+// lax.linalg.triangular_solve: operands a (..., m, m) and b (..., m, n) (left_side) or
+// (..., n, m); x with op(a) x = b (left_side) or x op(a) = b, op(a) being a or its transpose.
+// Only a's lower (or upper) triangle is read, its diagonal taken as ones with unit_diagonal.
+class TriangularSolve final : public PrimitiveOf<TriangularSolve> {
+ public:
+  auto key() const { return std::tie(left_side, lower, transpose_a, unit_diagonal); }
+  TriangularSolve(bool left_side, bool lower, bool transpose_a, bool unit_diagonal)
+      : left_side(left_side),
+        lower(lower),
+        transpose_a(transpose_a),
+        unit_diagonal(unit_diagonal) {}
+  bool left_side, lower, transpose_a, unit_diagonal;
+  std::string name() const override { return "triangular_solve"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
 struct DotDims {
   std::vector<int> lhs_contract, rhs_contract, lhs_batch, rhs_batch;
   auto key() const { return std::tie(lhs_contract, rhs_contract, lhs_batch, rhs_batch); }

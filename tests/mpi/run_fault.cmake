@@ -61,26 +61,31 @@ if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
   endforeach()
 elseif(MODE STREQUAL "while")
   # Device 0 (process 0) leaves the loop after one psum; device 1 (process 1) waits in its second.
-  if(NOT all MATCHES "process 0: error: collective mismatch: process 1 waits in psum\\([^\n]*call 2 of this run[^\n]* while process 0 finished the program")
-    message(FATAL_ERROR "process 0 did not report process 1 waiting in its second psum")
-  endif()
-  if(NOT all MATCHES "process 1: error: collective mismatch: process 0 finished the program while process 1 waits in psum\\(")
-    message(FATAL_ERROR "process 1 did not report that process 0 finished the program")
-  endif()
+  # Each process reports it, from what it saw or from the other's failure notice (timing).
+  set(mismatch "(process 1 waits in psum\\([^\n]*call 2 of this run[^\n]* while process 0 finished the program|process 0 finished the program while process 1 waits in psum\\()")
+  foreach(p 0 1)
+    if(NOT all MATCHES "process ${p}: error: [^\n]*${mismatch}")
+      message(FATAL_ERROR "process ${p} did not report process 1 waiting in its second psum after process 0 finished")
+    endif()
+  endforeach()
   if(seconds GREATER_EQUAL 15)
     message(FATAL_ERROR "the run took ${seconds} s; the mismatch must be found before the timeout (10 s)")
   endif()
 elseif(MODE STREQUAL "finished")
-  # Process 0 reports the others waiting; they report process 0 finished (not a lost process,
-  # not a timeout: process 0 is still alive, sleeping 20 s after its pmap).
-  if(NOT all MATCHES "process 0: error: collective mismatch: process [12] waits in psum\\([^\n]*call 2 of this run[^\n]* while process 0 finished the program")
-    message(FATAL_ERROR "process 0 did not report the others waiting in their second psum")
-  endif()
-  foreach(p 1 2)
-    if(NOT all MATCHES "process ${p}: error: collective mismatch: process 0 finished the program while process ${p} waits in psum\\(")
-      message(FATAL_ERROR "process ${p} did not report that process 0 finished the program")
+  # Every process reports the mismatch: process 0 finished the program while the others wait in
+  # their second psum (not a lost process, not a timeout: process 0 is still alive, sleeping 20 s
+  # after its pmap). A process reports it from what it saw itself or relays the failure notice
+  # of the process that saw it first ("process 2 failed (collective mismatch: ...)"): on a
+  # loaded machine which process detects it first is timing.
+  set(mismatch "(process [12] waits in psum\\([^\n]* while process 0 finished the program|process 0 finished the program while process [12] waits in psum\\()")
+  foreach(p 0 1 2)
+    if(NOT all MATCHES "process ${p}: error: [^\n]*${mismatch}")
+      message(FATAL_ERROR "process ${p} did not report that process 0 finished the program while the others wait")
     endif()
   endforeach()
+  if(NOT all MATCHES "call 2 of this run")
+    message(FATAL_ERROR "no process named the second psum (call 2) as the one waited in")
+  endif()
   if(seconds GREATER_EQUAL 15)
     message(FATAL_ERROR "the run took ${seconds} s; the mismatch must be found before the timeout (10 s)")
   endif()

@@ -12,6 +12,7 @@ void register_collective_kernels();
 void register_pmap_kernel();
 void register_control_flow_kernels();
 void register_callback_kernels();
+void register_linalg_kernels();
 
 inline void register_all_kernels() {
   register_elementwise_kernels();
@@ -24,6 +25,7 @@ inline void register_all_kernels() {
   register_pmap_kernel();
   register_control_flow_kernels();
   register_callback_kernels();
+  register_linalg_kernels();
 }
 
 }  // namespace spmd::cpu
