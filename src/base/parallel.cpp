@@ -125,4 +125,13 @@ void parallel_for(int64_t n, int threads, int64_t grain,
   if (error) std::rethrow_exception(error);
 }
 
+bool poll_yielding(const std::function<bool()>& ready, std::chrono::microseconds budget) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; !ready(); ++i) {
+    if ((i & 7) == 7 && std::chrono::steady_clock::now() - start > budget) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 }  // namespace spmd::cpu

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/parallel.h"
 #include "core/first_use.h"
 #include "runtime/process.h"
 #include "spmd/error.h"
@@ -53,15 +54,6 @@ int configured_count() {
 // program that stops calling leaves every device thread blocked.
 constexpr auto kPollBudget = std::chrono::microseconds(150);
 
-bool poll_until(const std::function<bool()>& ready) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; !ready(); ++i) {
-    if ((i & 7) == 7 && std::chrono::steady_clock::now() - start > kPollBudget) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
 struct Client::Worker {
   std::mutex mu;
   std::condition_variable cv;
@@ -81,7 +73,8 @@ struct Client::Worker {
       cv.notify_all();
       for (;;) {
         std::function<void()> task;
-        poll_until([&] { return pending.load(std::memory_order_acquire) > 0; });
+        cpu::poll_yielding([&] { return pending.load(std::memory_order_acquire) > 0; },
+                           kPollBudget);
         {
           std::unique_lock lock(mu);
           cv.wait(lock, [&] { return stop || !queue.empty(); });
@@ -203,7 +196,7 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
     run_replica(0);
     t_on_worker = false;
   }
-  poll_until([&] { return left.load(std::memory_order_acquire) == 0; });
+  cpu::poll_yielding([&] { return left.load(std::memory_order_acquire) == 0; }, kPollBudget);
   std::unique_lock lock(mu);
   done_cv.wait(lock, [&] { return remaining == 0; });
   if (!failed) return;

@@ -25,22 +25,18 @@ namespace {
 // How long a waiting member polls (yielding its core) before it blocks.
 constexpr auto kYieldBudget = std::chrono::microseconds(200);
 
-// Polls `flag` while yielding the core, for at most kYieldBudget or until the run is aborted.
-void yield_until(const std::atomic<bool>& flag, const std::atomic<bool>& aborted) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; !flag.load(std::memory_order_acquire); ++i) {
-    if (aborted.load(std::memory_order_relaxed)) return;
-    if ((i & 7) == 7 && std::chrono::steady_clock::now() - start > kYieldBudget) return;
-    std::this_thread::yield();
-  }
-}
 }  // namespace
 
 void Rendezvous::wait(std::unique_lock<std::mutex>& lock, const char* phase, uint64_t seq,
                       const std::function<bool()>& done, const std::atomic<bool>& flag) {
   if (!done() && run_->mismatch().empty()) {
     lock.unlock();
-    yield_until(flag, run_->aborted);
+    cpu::poll_yielding(
+        [&] {
+          return flag.load(std::memory_order_acquire) ||
+                 run_->aborted.load(std::memory_order_relaxed);
+        },
+        kYieldBudget);
     // Released while polling: nothing more to check, and the caller needs the lock no longer.
     if (flag.load(std::memory_order_acquire)) return;
     lock.lock();
