@@ -216,7 +216,7 @@ TEST_F(ShardMap, CheckVmaRefusesFalseReplicationClaims) {
   Array x = counting({4, 8});
   auto identity = [](const Array& b) { return b; };
   std::string msg = error_of([&] { shard_map(identity, mesh, P("data", "model"), P("data"))(x); });
-  EXPECT_THAT(msg, HasSubstr("out_specs[0] is P('data')"));
+  EXPECT_THAT(msg, HasSubstr("out_specs[0] is P('data',)"));
   EXPECT_THAT(msg, HasSubstr("replicated across mesh axis 'model'"));
   msg = error_of([&] {
     shard_map([](const Array& b) { return b * astype(axis_index("data"), DType::Float64); }, mesh,

@@ -13,6 +13,7 @@
 #include "spmd/aval.h"
 #include "spmd/device.h"
 #include "spmd/dtype.h"
+#include "spmd/mesh.h"
 #include "spmd/shape.h"
 
 namespace spmd {
@@ -31,6 +32,7 @@ struct Shard {
 };
 
 class IndexUpdate;
+struct AddressableShard;
 
 class Array {
  public:
@@ -79,6 +81,14 @@ class Array {
   std::vector<Device> devices() const;
   std::vector<Shard> shards() const;
   bool is_sharded() const;
+  // jax.Array.sharding: how the array lies on devices (see spmd/mesh.h).
+  Sharding sharding() const;
+  // jax.Array.addressable_shards: this process's devices' blocks, in the sharding's device order
+  // (one per device: replicas of a block appear once per device holding them).
+  std::vector<AddressableShard> addressable_shards() const;
+  // Whether this process holds every element (false for a NamedSharding over other processes'
+  // devices: read it with multihost_utils::process_allgather).
+  bool is_fully_addressable() const;
 
   std::string str() const;  // JAX style: Array([1., 2.], dtype=float32)
 
@@ -102,6 +112,16 @@ class Array {
 };
 
 std::ostream& operator<<(std::ostream& os, const Array& a);
+
+// jax.Shard: one device's block of an array: where it lies in the global array (index), which
+// copy of that block it is (replica_id 0 for the first device holding it), and its data (an
+// array on that device).
+struct AddressableShard {
+  Device device;
+  Index index;
+  int replica_id = 0;
+  Array data;
+};
 
 template <class T>
 Array::Array(const std::vector<T>& values, Shape shape) {

@@ -1,5 +1,6 @@
 #pragma once
 // lax-level ops: the primitives with their explicit parameters, no implicit broadcasting.
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,12 @@ Array argsort(const Array& x, int axis = -1);
 // unit_diagonal; a (..., m, m), b (..., m, n) or (..., n, m), leading dimensions alike.
 Array triangular_solve(const Array& a, const Array& b, bool left_side = false, bool lower = false,
                        bool transpose_a = false, bool unit_diagonal = false);
+// lax.linalg.lu: the LU decomposition with partial pivoting of each float (..., m, n) matrix
+// (LAPACK's getrf): (lu, pivots, permutation), lu holding L's strict lower part (unit diagonal
+// implied) and U's upper, pivots int32 (..., min(m, n)) the row swaps in order, permutation int32
+// (..., m) with a[permutation] = L U. Singular matrices factor without error (zeros on U's
+// diagonal). Differentiable for square matrices (JAX's rule).
+std::tuple<Array, Array, Array> lu(const Array& a);
 // lax.sort of several operands of one shape along `dimension`, ordered (stably) by the first
 // num_keys of them, lexicographically; every operand is permuted alike.
 std::vector<Array> sort(const std::vector<Array>& operands, int dimension = -1, int num_keys = 1);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "spmd/array.h"
+#include "spmd/pytree.h"
 
 namespace spmd {
 
@@ -206,6 +207,66 @@ namespace linalg {
 Array cholesky(const Array& a);
 // jax.scipy.linalg.cho_solve with a lower factor: x with (L Lᵀ) x = b, b (..., n, k).
 Array cho_solve(const Array& lower_factor, const Array& b);
+// The rest of jnp.linalg, on float32/float64 matrices batched over leading dimensions
+// (..., m, n) (integer or bool operands, rank < 2 and non-square matrices where one is needed are
+// errors); each works under jit and vmap and differentiates with JAX's rules. Singular matrices
+// give what JAX gives: det 0, slogdet (0, -inf), inf/NaN from solve and inv, no exception.
+//
+// jnp.linalg.solve: x with a x = b, from a's LU factors (lax::lu, then two triangular solves).
+// b is a vector (n) or a stack of vectors with a's leading dimensions (b.shape == a.shape[:-1]),
+// else a stack of matrices (..., n, k) whose leading dimensions broadcast with a's.
+Array solve(const Array& a, const Array& b);
+// jnp.linalg.inv: solve(a, I).
+Array inv(const Array& a);
+// jnp.linalg.det: the product of U's diagonal times the permutation's sign, (...). Its JVP is
+// JAX's, tr(adj(a) da), with the adjugate from the SVD: finite gradients at singular matrices.
+Array det(const Array& a);
+// jnp.linalg.slogdet: sign (+-1, 0 for a singular matrix) and log|det| (-inf when singular).
+struct SlogdetResult {
+  Array sign, logabsdet;
+};
+SPMD_PYTREE(SlogdetResult, sign, logabsdet)
+SlogdetResult slogdet(const Array& a);
+// jnp.linalg.qr (LAPACK geqrf + orgqr): a (..., m, n) = q r, q with orthonormal columns and r
+// upper triangular. mode "reduced": q (..., m, k), r (..., k, n), k = min(m, n); "complete":
+// q (..., m, m), r (..., m, n); "r": r only (q left empty). Differentiable for m >= n (JAX's
+// rule); in complete mode a cotangent reaching q's columns past n (an arbitrary basis) raises
+// spmd::Error when the backward pass runs, as JAX refuses complete mode.
+struct QRResult {
+  Array q, r;
+};
+SPMD_PYTREE(QRResult, q, r)
+QRResult qr(const Array& a, const std::string& mode = "reduced");
+// jnp.linalg.eigh (LAPACK syevd, reading the lower triangle of (a + aᵀ) / 2 when
+// symmetrize_input): eigenvalues (..., n) ascending and the eigenvectors as the columns of
+// (..., n, n). The gradient is JAX's, with F_ij = 1 / (w_j - w_i): infinite for repeated
+// eigenvalues unless the cotangent ignores their eigenvectors.
+struct EighResult {
+  Array eigenvalues, eigenvectors;
+};
+SPMD_PYTREE(EighResult, eigenvalues, eigenvectors)
+EighResult eigh(const Array& a, bool symmetrize_input = true);
+// jnp.linalg.svd (LAPACK gesdd): a (..., m, n) = u diag(s) vh, s (..., k) descending,
+// k = min(m, n); u (..., m, m) and vh (..., n, n) with full_matrices (as jnp, the default), else
+// u (..., m, k) and vh (..., k, n); without compute_uv only s (u and vh left empty). Gradients
+// are JAX's rules (s always; u and vh through the reduced factors): with full_matrices and
+// m != n, a cotangent reaching u's columns or vh's rows past k (an arbitrary basis) raises
+// spmd::Error when the backward pass runs, where JAX raises NotImplementedError. Infinite where
+// singular values repeat (or are zero, for u and vh of non-square matrices), as JAX's.
+struct SVDResult {
+  Array u, s, vh;
+};
+SPMD_PYTREE(SVDResult, u, s, vh)
+SVDResult svd(const Array& a, bool full_matrices = true, bool compute_uv = true);
+// jnp.linalg.lstsq from the reduced SVD: x minimizing |a x - b| for a (m, n) (batched over
+// leading dimensions of a and b alike), b (m) or (m, k); singular values below
+// rcond * s_max (rcond default eps * max(m, n)) count as zero. residuals = |b - a x|² per
+// column (always computed, as JAX's default), rank int32, s the singular values.
+struct LstsqResult {
+  Array x, residuals, rank, s;
+};
+SPMD_PYTREE(LstsqResult, x, residuals, rank, s)
+LstsqResult lstsq(const Array& a, const Array& b, std::optional<double> rcond = {});
 }  // namespace linalg
 Array matmul(const Array& a, const Array& b);
 Array dot(const Array& a, const Array& b);

@@ -19,74 +19,17 @@
 // make a value invariant over their axes; ppermute, all_to_all and psum_scatter keep it
 // varying), and a false claim is an spmd::Error naming the output, the spec and the axis.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "spmd/device.h"
+#include "spmd/mesh.h"
 #include "spmd/transforms.h"
 
 namespace spmd {
-
-// Devices on named axes, major to minor (the last axis varies fastest along the device list).
-class Mesh {
- public:
-  // Every axis size >= 1, names distinct and non-empty; devices: one per mesh position (empty:
-  // the first size() devices of this process).
-  Mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names,
-       std::vector<Device> devices = {});
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<std::string>& axis_names() const { return names_; }
-  const std::vector<Device>& devices() const { return devices_; }
-  int64_t size() const;
-  int64_t axis_size(const std::string& name) const;  // throws naming the mesh's axes if unknown
-  // "Mesh('data': 2, 'model': 4)", as JAX prints one.
-  std::string str() const;
-  bool operator==(const Mesh& o) const {
-    return shape_ == o.shape_ && names_ == o.names_ && devices_ == o.devices_;
-  }
-
- private:
-  std::vector<int64_t> shape_;
-  std::vector<std::string> names_;
-  std::vector<Device> devices_;
-};
-
-// jax.make_mesh: a mesh over the first prod(shape) devices of this process; more than there
-// are is an spmd::Error naming both numbers.
-Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names);
-
-// Several mesh axes splitting one dimension (the first major): P(MeshAxes{"data", "model"}).
-using MeshAxes = std::vector<std::string>;
-
-// How an array's dimensions map onto mesh axes: one entry per leading dimension (dimensions
-// past the entries are whole); an entry is none (whole), one axis, or several (MeshAxes).
-class PartitionSpec {
- public:
-  struct Entry {
-    Entry(NoneAxis) {}
-    Entry(const char* axis) : axes{axis} {}
-    Entry(std::string axis) : axes{std::move(axis)} {}
-    Entry(MeshAxes several) : axes(std::move(several)) {}
-    std::vector<std::string> axes;  // empty: the dimension is not split
-  };
-  PartitionSpec() = default;
-  explicit PartitionSpec(std::vector<Entry> entries) : entries_(std::move(entries)) {}
-  const std::vector<Entry>& entries() const { return entries_; }
-  // Every mesh axis the spec names.
-  std::vector<std::string> axes() const;
-  std::string str() const;  // "P('data', None)", "P(('data', 'model'),)"
-
- private:
-  std::vector<Entry> entries_;
-};
-
-template <class... E>
-PartitionSpec P(E... entries) {
-  return PartitionSpec(
-      std::vector<PartitionSpec::Entry>{PartitionSpec::Entry(std::move(entries))...});
-}
 
 // in_specs / out_specs, as JAX's: a tree prefix of the arguments (of the results) whose leaves
 // are PartitionSpecs. A single spec applies to every leaf below it: P("data") for all the
@@ -112,6 +55,26 @@ class SpecTree {
   std::vector<SpecTree> children_;
   std::vector<std::string> keys_;
 };
+
+// jax.device_put(x, NamedSharding(mesh, spec)): x laid out on the mesh (a copy; x itself is
+// unchanged). x is the whole global value (under MPI, the same on every process). What may
+// compute on such an array (spmd does not partition programs automatically yet):
+// - shard_map (eagerly or under jit) and pmap: each device reads its block;
+// - jit over anything else that reads it: an spmd::Error saying automatic partitioning is not
+//   supported yet (unless the layout is replicated), instead of a silent gather;
+// - an eager op: it reads the whole array when this process holds all of it (one process: the
+//   buffer is the whole array on this host), with its result on one device, and is that error
+//   when other processes hold parts (gather them with multihost_utils::process_allgather).
+Array device_put(const Array& x, const NamedSharding& sharding);
+// jax.make_array_from_callback: an array of shape `global` laid out by `sharding`, each of this
+// process's blocks from data(index) (called once per distinct block this process holds; it
+// returns an array of the block's shape, of the first block's dtype). Under MPI each process
+// supplies only its own blocks — how a data loader feeds a mesh that spans processes.
+Array make_array_from_callback(const Shape& global, const NamedSharding& sharding,
+                               const std::function<Array(const Index&)>& data);
+// jax.lax.with_sharding_constraint: inside jit, the value it returns has this sharding (an
+// output of the jitted function made by it is laid out so); outside, device_put.
+Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);
 
 struct ShardMapOptions {
   // Check that out_specs' replication claims hold (see above); false trusts them and takes

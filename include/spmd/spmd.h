@@ -13,6 +13,8 @@
 #include "spmd/io.h"
 #include "spmd/jacobians.h"
 #include "spmd/lax.h"
+#include "spmd/mesh.h"
+#include "spmd/multihost_utils.h"
 #include "spmd/nn.h"
 #include "spmd/ops.h"
 #include "spmd/program.h"

@@ -17,6 +17,7 @@
 #include "spmd/array.h"
 #include "spmd/collectives.h"
 #include "spmd/device.h"
+#include "spmd/mesh.h"
 #include "spmd/ops.h"
 #include "spmd/program.h"
 #include "spmd/pytree.h"
@@ -24,8 +25,6 @@
 namespace spmd {
 
 // ---- axis specifications (in_axes / out_axes) -------------------------------------------------
-struct NoneAxis {};
-inline constexpr NoneAxis none{};
 
 // An int (negative counts from the end), spmd::none (not mapped / broadcast), or a container of
 // specs matching a prefix of the value's pytree: {0, spmd::none} for two arguments.
@@ -329,10 +328,10 @@ class Pmapped {
                                   "pmap static_broadcasted_argnums"),
         args...);
     if (!options_.donate_argnums.empty())
-      call.donated = detail::donated_leaves(
-          detail::normalize_argnums(options_.donate_argnums, sizeof...(Args),
-                                    "pmap donate_argnums"),
-          call, "pmap donate_argnums");
+      call.donated =
+          detail::donated_leaves(detail::normalize_argnums(options_.donate_argnums, sizeof...(Args),
+                                                           "pmap donate_argnums"),
+                                 call, "pmap donate_argnums");
     detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
     TreeDef out_tree;
     std::vector<Array> out = detail::pmap_call(*cache_, spec_, fn, call, out_tree);

@@ -20,7 +20,16 @@ std::vector<Array> execute_eager_on_cpu(const Primitive& p, const std::vector<Ar
                                         const std::vector<Array>& into) {
   std::vector<AbstractValue> in_types;
   in_types.reserve(inputs.size());
-  for (const Array& a : inputs) in_types.push_back(detail::concrete(a, p.name().c_str()).aval);
+  for (const Array& a : inputs) {
+    const detail::ArrayImpl& impl = detail::concrete(a, p.name().c_str());
+    // An array laid out on a mesh is one buffer of the whole array on this host: an op reads it
+    // whole (its result on one device) when this process holds all of it, and otherwise would
+    // need the other processes' blocks, which only shard_map or pmap may use (pmap, explicit
+    // SPMD, reads the blocks it maps whatever their layout).
+    if (impl.named && !impl.named->is_fully_addressable() && p.name() != "xla_pmap")
+      detail::check_not_partitioned(impl, p.name());
+    in_types.push_back(impl.aval);
+  }
   std::vector<AbstractValue> out_types = p.abstract_eval(in_types);
   // Views (reshape) make no buffer, so make_array's check would not see their shape.
   for (const AbstractValue& t : out_types)

@@ -112,4 +112,33 @@ AxisRun axis_run(const Shape& shape, int first, int last) {
   return r;
 }
 
+void for_each_block_run(const Shape& global, const std::vector<std::pair<int64_t, int64_t>>& block,
+                        size_t itemsize, const std::function<void(size_t, size_t)>& f) {
+  const size_t rank = global.size();
+  if (rank == 0) return f(0, itemsize);
+  std::vector<int64_t> start, stop;
+  for (const auto& [b, e] : block) {
+    if (b >= e) return;
+    start.push_back(b);
+    stop.push_back(e);
+  }
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * global[d];
+  const size_t run = static_cast<size_t>(stop[rank - 1] - start[rank - 1]) * itemsize;
+  std::vector<int64_t> at(start.begin(), start.end() - 1);  // the outer dimensions' position
+  while (true) {
+    int64_t e = start[rank - 1];
+    for (size_t d = 0; d + 1 < rank; ++d) e += at[d] * strides[d];
+    f(static_cast<size_t>(e) * itemsize, run);
+    size_t d = rank - 1;
+    while (d > 0) {
+      --d;
+      if (++at[d] < stop[d]) break;
+      at[d] = start[d];
+      if (d == 0) return;
+    }
+    if (rank == 1) return;
+  }
+}
+
 }  // namespace spmd::cpu

@@ -4,6 +4,8 @@
 // them as well as backend/; the namespace cpu:: is the one they had in backend/cpu/.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "spmd/shape.h"
@@ -18,6 +20,12 @@ void strided_copy(const void* in, int64_t offset, const std::vector<int64_t>& sr
 // out = transpose(in, perm): out.shape[i] = in_shape[perm[i]].
 void transpose_copy(const void* in, const Shape& in_shape, const std::vector<int>& perm, void* out,
                     int itemsize, int threads = 1);
+
+// The block [start, stop) per dimension (spmd::Index) of a row-major array of shape `global`,
+// run by run: f(byte offset in the whole array, bytes) for each contiguous run, in row-major
+// order. Packs a device's block of a mesh-sharded array and places it back.
+void for_each_block_run(const Shape& global, const std::vector<std::pair<int64_t, int64_t>>& block,
+                        size_t itemsize, const std::function<void(size_t, size_t)>& f);
 
 // dst = src with non-temporal stores where the CPU has them (x86-64), so the destination is not
 // read into the cache before being overwritten: for copies into buffers much larger than the

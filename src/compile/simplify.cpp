@@ -7,6 +7,7 @@
 
 #include "core/array_impl.h"
 #include "ir/eager.h"
+#include "primitives/primitives.h"
 
 namespace spmd::compile {
 namespace {
@@ -65,6 +66,13 @@ Program simplify(const Program& in) {
     for (auto& a : eq.inputs) {
       a = resolve(a);
       all_literal = all_literal && a.is_literal();
+    }
+    // A sharding constraint has done its work (jit read it before compiling): its value is its
+    // operand.
+    if (dynamic_cast<const prim::ShardingConstraint*>(eq.primitive.get())) {
+      subst[eq.outputs[0]] = eq.inputs[0];
+      has_subst[eq.outputs[0]] = true;
+      continue;
     }
     for (int v : eq.outputs) out_elems += p.var_types[v].size();
     // Fold: every input is a constant (iota and broadcasts of literals included).

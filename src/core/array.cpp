@@ -155,10 +155,15 @@ AbstractValue Array::aval() const { return checked().aval; }
 bool Array::is_tracer() const { return checked().is_tracer(); }
 bool Array::is_deleted() const { return checked().deleted; }
 
-const void* Array::data() const { return detail::concrete(*this, "Array::data").data(); }
+const void* Array::data() const {
+  const auto& impl = detail::concrete(*this, "Array::data");
+  detail::check_fully_addressable(impl, "reading an array's data");
+  return impl.data();
+}
 
 void Array::copy_to(void* out, DType as) const {
   const auto& impl = detail::concrete(*this, "to_vector");
+  detail::check_fully_addressable(impl, "to_vector");
   cpu::cast_buffer(impl.data(), impl.aval.dtype, out, as, impl.aval.size());
 }
 

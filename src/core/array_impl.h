@@ -1,6 +1,7 @@
 #pragma once
 // The state behind an Array handle.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/allocator.h"
@@ -17,6 +18,10 @@ struct ArrayImpl {
   // consecutive row blocks, one per device in this order (pmap's output layout).
   std::vector<int> placement{0};
   bool sharded = false;
+  // Laid out on a mesh (device_put with a NamedSharding, shard_map's outputs): the buffer holds
+  // the whole global array, of which this process has only its devices' blocks when the mesh
+  // spans other processes (the rest is zeros); placement lists the mesh's local devices.
+  std::shared_ptr<const NamedSharding> named;
   // Tracers: the trace that owns the variable (0 for concrete arrays) and its id there.
   uint64_t trace_id = 0;
   int var = -1;
@@ -38,6 +43,16 @@ Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> bu
                   std::vector<int> placement, bool sharded);
 // Sets a concrete array's placement and charges its buffer to it (see wrap_buffer).
 void place(ArrayImpl& impl, std::vector<int> placement, bool sharded);
+// x's buffer laid out by `sharding` (a view), charged to the sharding's local devices in equal
+// parts.
+Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding);
+// x's buffer without a NamedSharding: how the library itself reads and reshapes a sharded array.
+Array without_named_sharding(const Array& x);
+// Throws unless this process holds every element of the array; `what` names the use.
+void check_fully_addressable(const ArrayImpl& impl, const char* what);
+// Throws unless `a` may be computed on as one array: not laid out on a mesh, or replicated on it
+// (spmd does not partition computations automatically yet). `what` names the computation.
+void check_not_partitioned(const ArrayImpl& impl, const std::string& what);
 Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var);
 // Throws unless a is a usable concrete array (not empty, not deleted, not a tracer of a finished
 // trace).

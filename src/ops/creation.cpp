@@ -107,13 +107,15 @@ Array iota(DType dtype, const Shape& shape, int dimension) {
 
 Array device_put(const Array& x, const Device& device) {
   const auto& impl = detail::concrete(x, "device_put");
+  detail::check_fully_addressable(impl, "device_put");
   if (device.process_index != process_index() || device.local_id < 0 ||
       device.local_id >= local_device_count())
     fail("device_put: expected one of this process's ", local_device_count(), " devices, got ",
          device.str());
   // Already there alone: the same array. Otherwise a copy on the device, as a transfer makes,
   // so each device's memory_stats count what it holds.
-  if (!impl.sharded && impl.placement.size() == 1 && impl.placement[0] == device.local_id)
+  if (!impl.sharded && !impl.named && impl.placement.size() == 1 &&
+      impl.placement[0] == device.local_id)
     return x;
   Array y = detail::make_array(impl.aval, device.local_id);
   if (size_t n = impl.aval.nbytes()) std::memcpy(y.impl()->data(), impl.data(), n);

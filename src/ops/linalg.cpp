@@ -1,7 +1,11 @@
-// matmul, dot and tensordot over dot_general (einsum is in einsum.cpp).
+// matmul, dot and tensordot over dot_general (einsum is in einsum.cpp); jnp.linalg.
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
 
 #include "ops/common.h"
+#include "spmd/custom_derivatives.h"
 #include "spmd/error.h"
 
 namespace spmd {
@@ -126,6 +130,11 @@ Array triangular_solve(const Array& a, const Array& b, bool left_side, bool lowe
                        bool unit_diagonal) {
   return apply<prim::TriangularSolve>({a, b}, left_side, lower, transpose_a, unit_diagonal);
 }
+std::tuple<Array, Array, Array> lu(const Array& a) {
+  if (!a.valid()) fail("lu: expected an array, got an empty (default-constructed) Array");
+  auto r = bind(std::make_shared<prim::Lu>(), {a});
+  return {r[0], r[1], r[2]};
+}
 }  // namespace lax
 
 namespace linalg {
@@ -136,6 +145,208 @@ Array cholesky(const Array& a) {
 Array cho_solve(const Array& lower_factor, const Array& b) {
   Array y = lax::triangular_solve(lower_factor, b, true, true, false, false);
   return lax::triangular_solve(lower_factor, y, true, true, true, false);
+}
+
+namespace {
+
+// a is a float32/float64 array of rank >= 2 (square when `square`), else an error naming op.
+void check_matrices(const Array& a, const char* op, bool square, const char* what = "a") {
+  if (!a.valid()) fail(op, ": expected an array, got an empty (default-constructed) Array");
+  if (a.ndim() < 2)
+    fail(op, ": expected ", what, " to be a stack of ", square ? "square " : "", "matrices (..., ",
+         square ? "n, n" : "m, n", ") of rank >= 2, got ", a.aval().str());
+  if (a.dtype() != DType::Float32 && a.dtype() != DType::Float64)
+    fail(op, ": expected float32 or float64 ", what, ", got ", a.aval().str());
+  if (square && a.shape()[a.ndim() - 1] != a.shape()[a.ndim() - 2])
+    fail(op, ": expected ", what, " to be square matrices (..., n, n), got ", a.aval().str());
+}
+
+Array mT(const Array& x) { return swapaxes(x, -1, -2); }
+
+// The diagonal of the last two axes: (..., n).
+Array diagonal_of(const Array& x) { return einsum("...ii->...i", x); }
+
+// The number of row swaps in LU pivots (..., k), modulo 2, as int32.
+Array pivot_parity(const Array& pivots) {
+  Array moved = not_equal(pivots, iota(DType::Int32, pivots.shape(), pivots.ndim() - 1));
+  return remainder(sum(astype(moved, DType::Int32), -1), 2);
+}
+
+}  // namespace
+
+Array solve(const Array& a0, const Array& b0) {
+  check_matrices(a0, "solve", true);
+  if (!b0.valid()) fail("solve: expected an array b, got an empty (default-constructed) Array");
+  if (b0.dtype() != DType::Float32 && b0.dtype() != DType::Float64)
+    fail("solve: expected float32 or float64 b, got ", b0.aval().str());
+  if (b0.ndim() == 0) fail("solve: expected b of shape (..., n) or (..., n, k), got a scalar");
+  const DType dt = ops::result_type({a0, b0}).dtype;
+  Array a = ops::convert(a0, dt), b = ops::convert(b0, dt);
+  const int64_t n = a.shape().back();
+  const bool vector =
+      b.ndim() == 1 || (b.ndim() == a.ndim() - 1 &&
+                        std::equal(b.shape().begin(), b.shape().end(), a.shape().begin()));
+  if (vector) b = expand_dims(b, -1);
+  if (b.shape()[b.ndim() - 2] != n)
+    fail("solve: expected b of shape (..., ", n, ")", " or (..., ", n, ", k) to match a ",
+         a0.aval().str(), ", got ", b0.aval().str());
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb);
+  } catch (const Error&) {
+    fail("solve: the leading (batch) dimensions of a ", a0.aval().str(), " and b ", b0.aval().str(),
+         " cannot be broadcast together");
+  }
+  Shape as = batch, bs = batch;
+  as.insert(as.end(), {n, n});
+  bs.insert(bs.end(), {n, b.shape().back()});
+  a = broadcast_to(a, as);
+  b = broadcast_to(b, bs);
+  Array x;
+  if (n == 0 || b.shape().back() == 0) {
+    x = zeros(bs, dt);
+  } else {
+    auto [lu, pivots, perm] = lax::lu(a);
+    const int r = a.ndim();
+    Array pb = lax::gather(b, perm, r - 2, r - 2);                     // P b
+    Array y = lax::triangular_solve(lu, pb, true, true, false, true);  // L y = P b
+    x = lax::triangular_solve(lu, y, true, false, false, false);       // U x = y
+  }
+  return vector ? squeeze(x, std::vector<int>{x.ndim() - 1}) : x;
+}
+
+Array inv(const Array& a) {
+  check_matrices(a, "inv", true);
+  return solve(a, broadcast_to(eye(a.shape().back(), {}, 0, a.dtype()), a.shape()));
+}
+
+namespace {
+
+// The determinant from LU: the permutation's sign times the product of U's diagonal (exactly 0
+// where elimination meets an exactly zero pivot).
+Array det_from_lu(const Array& a) {
+  auto [lu, pivots, perm] = lax::lu(a);
+  Array sign = astype(1 - 2 * pivot_parity(pivots), a.dtype());
+  return sign * prod(diagonal_of(lu), -1);
+}
+
+// adj(a) = det(a) a⁻¹ for every square a, singular ones included, from a = U diag(s) Vᵀ:
+// adj(a) = det(U) det(V) V diag(prod_{j != i} s_j) Uᵀ (the products taken without division).
+Array adjugate(const Array& a) {
+  SVDResult r = svd(a, false, true);
+  const Array& s = r.s;
+  const int last = s.ndim() - 1;
+  const int64_t n = s.shape().back();
+  std::vector<Range> head(static_cast<size_t>(s.ndim())), tail = head, one = head;
+  head.back() = Range{0, n - 1};
+  tail.back() = Range{1, {}};
+  one.back() = Range{0, 1};
+  Array ones1 = ones_like(slice(s, one));
+  Array before = lax::cumprod(concatenate({ones1, slice(s, head)}, last), last);
+  Array after = lax::cumprod(concatenate({slice(s, tail), ones1}, last), last, true);
+  Array sign = det_from_lu(r.u) * det_from_lu(r.vh);  // +-1
+  Array adj = matmul(mT(r.vh) * expand_dims(before * after, -2), mT(r.u));
+  return expand_dims(expand_dims(sign, -1), -1) * adj;
+}
+
+}  // namespace
+
+// JAX's det has a custom JVP, d det = tr(adj(a) da), so its gradient (the adjugate, transposed)
+// stays finite at singular matrices; here the adjugate comes from the SVD.
+Array det(const Array& a) {
+  check_matrices(a, "det", true);
+  if (a.shape().back() == 0) return ones(Shape(a.shape().begin(), a.shape().end() - 2), a.dtype());
+  auto f = custom_jvp([](const Array& x) { return det_from_lu(x); },
+                      [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
+                        const Array &x = std::get<0>(p), &dx = std::get<0>(t);
+                        return std::pair(det_from_lu(x), sum(mT(adjugate(x)) * dx, {-2, -1}));
+                      });
+  return f(a);
+}
+
+SlogdetResult slogdet(const Array& a) {
+  check_matrices(a, "slogdet", true);
+  if (a.shape().back() == 0) {
+    Shape batch(a.shape().begin(), a.shape().end() - 2);
+    return {ones(batch, a.dtype()), zeros(batch, a.dtype())};
+  }
+  auto [lu, pivots, perm] = lax::lu(a);
+  Array d = diagonal_of(lu);
+  Array is_zero = any(equal(d, zeros_like(d)), -1);
+  Array parity =
+      remainder(pivot_parity(pivots) + sum(astype(less(d, zeros_like(d)), DType::Int32), -1), 2);
+  Array sign = where(is_zero, zeros_like(parity), 1 - 2 * parity);
+  Array logabs = sum(log(abs(d)), -1);
+  return {astype(sign, a.dtype()),
+          where(is_zero, full_like(logabs, -std::numeric_limits<double>::infinity()), logabs)};
+}
+
+QRResult qr(const Array& a, const std::string& mode) {
+  if (mode != "reduced" && mode != "complete" && mode != "r")
+    fail("qr: expected mode \"reduced\", \"complete\" or \"r\", got \"", mode, "\"");
+  check_matrices(a, "qr", false);
+  auto r = bind(std::make_shared<prim::Qr>(mode == "complete"), {a});
+  if (mode == "r") return {Array(), r[1]};
+  return {r[0], r[1]};
+}
+
+EighResult eigh(const Array& a, bool symmetrize_input) {
+  check_matrices(a, "eigh", true);
+  Array x = symmetrize_input ? 0.5 * (a + mT(a)) : a;
+  auto r = bind(std::make_shared<prim::Eigh>(), {x});
+  return {r[1], r[0]};
+}
+
+SVDResult svd(const Array& a, bool full_matrices, bool compute_uv) {
+  check_matrices(a, "svd", false);
+  auto r = bind(std::make_shared<prim::Svd>(full_matrices, compute_uv), {a});
+  if (!compute_uv) return {Array(), r[0], Array()};
+  return {r[1], r[0], r[2]};
+}
+
+LstsqResult lstsq(const Array& a0, const Array& b0, std::optional<double> rcond) {
+  check_matrices(a0, "lstsq", false);
+  if (!b0.valid()) fail("lstsq: expected an array b, got an empty (default-constructed) Array");
+  if (b0.dtype() != DType::Float32 && b0.dtype() != DType::Float64)
+    fail("lstsq: expected float32 or float64 b, got ", b0.aval().str());
+  const DType dt = ops::result_type({a0, b0}).dtype;
+  Array a = ops::convert(a0, dt), b = ops::convert(b0, dt);
+  const int64_t m = a.shape()[a.ndim() - 2], n = a.shape().back();
+  const bool vector = b.ndim() == a.ndim() - 1;
+  if (vector) b = expand_dims(b, -1);
+  if (b.ndim() != a.ndim() || b.shape()[b.ndim() - 2] != m ||
+      !std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin()))
+    fail("lstsq: expected b of shape (..., ", m, ") or (..., ", m,
+         ", k) with a's leading "
+         "dimensions, to match a ",
+         a0.aval().str(), ", got ", b0.aval().str());
+  const double eps = dt == DType::Float32 ? std::numeric_limits<float>::epsilon()
+                                          : std::numeric_limits<double>::epsilon();
+  double rc = rcond.value_or(eps * static_cast<double>(std::max(m, n)));
+  if (rc < 0) rc = eps;
+  SVDResult usv = svd(a, false, true);
+  const Array& s = usv.s;
+  Array x, rank;
+  if (s.shape().back() == 0) {
+    Shape xs = b.shape();
+    xs[xs.size() - 2] = n;
+    x = zeros(xs, dt);
+    rank = zeros(Shape(s.shape().begin(), s.shape().end() - 1), DType::Int32);
+  } else {
+    Array mask = greater_equal(s, rc * max(s, -1, true));
+    rank = sum(astype(mask, DType::Int32), -1);
+    Array safe = where(mask, s, ones_like(s));
+    Array s_inv = where(mask, 1.0 / safe, zeros_like(s));
+    Array utb = matmul(mT(usv.u), b);
+    x = matmul(mT(usv.vh), expand_dims(s_inv, -1) * utb);
+  }
+  Array resid = sum(square(b - matmul(a, x)), -2);
+  if (vector) {
+    x = squeeze(x, std::vector<int>{x.ndim() - 1});
+    resid = squeeze(resid, std::vector<int>{resid.ndim() - 1});
+  }
+  return {x, resid, rank, s};
 }
 }  // namespace linalg
 

@@ -22,14 +22,15 @@ namespace spmd::prim {
 
 PmapCall::PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
                    std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices,
-                   int64_t global_size)
+                   int64_t global_size, std::vector<int> mesh_devices)
     : body(std::move(body)),
       axis_name(std::move(axis_name)),
       size(size),
       global_size(global_size > 0 ? global_size : size),
       in_axes(std::move(in_axes)),
       out_axes(std::move(out_axes)),
-      devices(std::move(devices)) {}
+      devices(std::move(devices)),
+      mesh_devices(std::move(mesh_devices)) {}
 
 PmapCall::~PmapCall() = default;
 
@@ -130,9 +131,9 @@ Batched PmapCall::batch(const BatchContext& ctx, const std::vector<Array>& in,
     args.push_back(c);
     new_in_axes.push_back(not_mapped);
   }
-  auto p =
-      std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name,
-                                 size, new_in_axes, new_out_axes, devices, global_size);
+  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)),
+                                      axis_name, size, new_in_axes, new_out_axes, devices,
+                                      global_size, mesh_devices);
   return {spmd::bind(p, args), result_dims};
 }
 
@@ -181,9 +182,9 @@ std::vector<Array> PmapCall::vjp(const std::vector<Array>& primals, const std::v
     args.push_back(c);
     new_in_axes.push_back(not_mapped);
   }
-  auto p =
-      std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name,
-                                 size, new_in_axes, ct_out_axes, devices, global_size);
+  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)),
+                                      axis_name, size, new_in_axes, ct_out_axes, devices,
+                                      global_size, mesh_devices);
   std::vector<Array> r = spmd::bind(p, args);
   std::vector<Array> result;
   size_t k = 0;
@@ -232,9 +233,9 @@ Primitive::Jvp PmapCall::jvp(const std::vector<Array>& primals,
     args.push_back(c);
     new_in_axes.push_back(not_mapped);
   }
-  auto p =
-      std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)), axis_name,
-                                 size, new_in_axes, new_out_axes, devices, global_size);
+  auto p = std::make_shared<PmapCall>(std::make_shared<Program>(std::move(traced.program)),
+                                      axis_name, size, new_in_axes, new_out_axes, devices,
+                                      global_size, mesh_devices);
   std::vector<Array> r = spmd::bind(p, args);
   Jvp out;
   out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nout));

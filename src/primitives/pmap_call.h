@@ -21,11 +21,11 @@ namespace spmd::prim {
 class PmapCall final : public PrimitiveOf<PmapCall> {
  public:
   auto key() const {
-    return std::tie(body, axis_name, size, global_size, in_axes, out_axes, devices);
+    return std::tie(body, axis_name, size, global_size, in_axes, out_axes, devices, mesh_devices);
   }
   PmapCall(std::shared_ptr<const Program> body, std::string axis_name, int64_t size,
            std::vector<int> in_axes, std::vector<int> out_axes, std::vector<int> devices,
-           int64_t global_size = 0);
+           int64_t global_size = 0, std::vector<int> mesh_devices = {});
   ~PmapCall() override;
   std::shared_ptr<const Program> body;
   std::string axis_name;
@@ -34,6 +34,12 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
   std::vector<int> in_axes;   // per input: mapped axis or not_mapped (broadcast)
   std::vector<int> out_axes;  // per output: where the mapped axis goes, or not_mapped
   std::vector<int> devices;   // local device ids to run on; empty: the first devices
+  // A mesh over several processes' devices (shard_map on a mesh that spans processes): the
+  // global id of the device of every replica of the whole nested mesh, outer axis major.
+  // Operands and results are whole global arrays on every process; each process runs the
+  // replicas on its own devices, which read and write their blocks (the blocks of the other
+  // processes' devices are left zero in the results). Empty otherwise.
+  std::vector<int> mesh_devices;
 
   std::string name() const override { return "xla_pmap"; }
   Params params() const override;

@@ -2,11 +2,13 @@
 // The primitive set (lax-level: operands already promoted and broadcast by the ops layer).
 // Each class holds its parameters and lists them in key() (its identity, see PrimitiveOf); rules
 // live in the matching primitives/*.cpp file and kernels in backend/cpu/kernels_*.cpp.
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "base/reduce_op.h"
+#include "spmd/mesh.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
@@ -135,6 +137,27 @@ class StopGradient final : public PrimitiveOf<StopGradient> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override {
     return in;
   }
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// jax.lax.with_sharding_constraint: an identity that says how its value lies on a mesh. jit gives
+// an output made by one that NamedSharding, and lets an argument laid out on a mesh flow only
+// into them (shard_map puts one on each argument and result); compilation drops it.
+class ShardingConstraint final : public PrimitiveOf<ShardingConstraint> {
+ public:
+  explicit ShardingConstraint(std::shared_ptr<const NamedSharding> sharding);
+  auto key() const { return std::tie(text, device_ids); }
+  std::shared_ptr<const NamedSharding> sharding;
+  std::string text;             // sharding->str()
+  std::vector<int> device_ids;  // its mesh's devices
+  std::string name() const override { return "sharding_constraint"; }
+  Params params() const override { return {{"sharding", text}}; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,
                 const std::vector<int>&) const override;
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
@@ -489,6 +512,66 @@ class TriangularSolve final : public PrimitiveOf<TriangularSolve> {
         unit_diagonal(unit_diagonal) {}
   bool left_side, lower, transpose_a, unit_diagonal;
   std::string name() const override { return "triangular_solve"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
+// lax.linalg.lu on float (..., m, n): outputs lu (..., m, n), pivots and permutation (int32,
+// (..., min(m, n)) and (..., m)); see lax::lu. Its vjp (square matrices only) is JAX's jvp
+// transposed: with M = L⁻¹ P dA U⁻¹, d lu = L tril(M, -1) + triu(M) U.
+class Lu final : public PrimitiveOf<Lu> {
+ public:
+  auto key() const { return std::tie(); }
+  std::string name() const override { return "lu"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
+// lax.linalg.qr on float (..., m, n): outputs q (..., m, k) and r (..., k, n), k = min(m, n),
+// or q (..., m, m), r (..., m, n) with full_matrices (geqrf + orgqr).
+class Qr final : public PrimitiveOf<Qr> {
+ public:
+  auto key() const { return std::tie(full_matrices); }
+  explicit Qr(bool full_matrices) : full_matrices(full_matrices) {}
+  bool full_matrices;
+  std::string name() const override { return "qr"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
+// lax.linalg.eigh on float (..., n, n), reading the lower triangle (syevd): outputs the
+// eigenvectors v (..., n, n) (columns) and eigenvalues w (..., n), ascending.
+class Eigh final : public PrimitiveOf<Eigh> {
+ public:
+  auto key() const { return std::tie(); }
+  std::string name() const override { return "eigh"; }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+};
+
+// lax.linalg.svd on float (..., m, n) (gesdd): outputs s (..., k) descending, k = min(m, n),
+// then with compute_uv u (..., m, k) and vh (..., k, n), or (..., m, m) and (..., n, n) with
+// full_matrices. NaN where LAPACK does not converge.
+class Svd final : public PrimitiveOf<Svd> {
+ public:
+  auto key() const { return std::tie(full_matrices, compute_uv); }
+  Svd(bool full_matrices, bool compute_uv) : full_matrices(full_matrices), compute_uv(compute_uv) {}
+  bool full_matrices, compute_uv;
+  std::string name() const override { return "svd"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,

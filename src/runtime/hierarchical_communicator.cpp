@@ -23,25 +23,35 @@ constexpr uint64_t kStep = uint64_t{1} << 48;
 
 HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> local,
                                                    int local_rank, Transport* transport,
-                                                   std::vector<int> counts, std::string axis)
+                                                   GroupPlacement placement, std::string axis)
     : local_(std::move(local)),
       local_rank_(local_rank),
       transport_(transport),
-      counts_(std::move(counts)),
+      first_channel_(placement.first_channel),
+      channels_(placement.channels),
       axis_(std::move(axis)) {
-  me_ = transport_->rank();
-  int acc = 0;
-  for (int c : counts_) {
-    base_.push_back(acc);
-    acc += c;
+  const std::vector<int>& process_of = placement.process_of;
+  procs_ = process_of;
+  std::sort(procs_.begin(), procs_.end());
+  procs_.erase(std::unique(procs_.begin(), procs_.end()), procs_.end());
+  members_.resize(procs_.size());
+  total_ = static_cast<int>(process_of.size());
+  for (int m = 0; m < total_; ++m) {
+    const int k = static_cast<int>(std::lower_bound(procs_.begin(), procs_.end(), process_of[m]) -
+                                   procs_.begin());
+    member_proc_.push_back(k);
+    member_local_.push_back(static_cast<int>(members_[k].size()));
+    members_[k].push_back(m);
   }
-  total_ = acc;
+  me_ = static_cast<int>(std::lower_bound(procs_.begin(), procs_.end(), transport_->rank()) -
+                         procs_.begin());
 }
 
-int HierarchicalCommunicator::process_of(int member) const {
-  for (int p = static_cast<int>(counts_.size()) - 1; p >= 0; --p)
-    if (member >= base_[p]) return p;
-  return 0;
+GroupPlacement processes_in_order(const std::vector<int>& counts) {
+  GroupPlacement g;
+  for (int p = 0; p < static_cast<int>(counts.size()); ++p)
+    g.process_of.insert(g.process_of.end(), static_cast<size_t>(counts[p]), p);
+  return g;
 }
 
 namespace {
@@ -70,18 +80,19 @@ std::string describe(const Header& h) {
 }
 
 // Exchanges headers with every other process and fails, on every process, when any differs.
+// peers: the processes to compare with (this one may be among them); channel: the group's.
 void compare_headers(Transport& transport, const Header& mine, const std::string& axis,
-                     const std::string& what) {
+                     const std::string& what, const std::vector<int>& peers, int channel) {
   const int P = transport.size(), me = transport.rank();
   std::vector<Header> theirs(P);
   std::vector<Message> sends, recvs;
-  for (int p = 0; p < P; ++p) {
+  for (int p : peers) {
     if (p == me) continue;
-    sends.push_back({p, const_cast<Header*>(&mine), sizeof mine});
-    recvs.push_back({p, &theirs[p], sizeof(Header)});
+    sends.push_back({p, const_cast<Header*>(&mine), sizeof mine, channel});
+    recvs.push_back({p, &theirs[p], sizeof(Header), channel});
   }
   transport.exchange(sends, recvs, what);
-  for (int p = 0; p < P; ++p) {
+  for (int p : peers) {
     if (p == me) continue;
     const Header& h = theirs[p];
     const bool ended = h.kind == kEndOfProgram, me_ended = mine.kind == kEndOfProgram;
@@ -134,12 +145,15 @@ void HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
               {}};
   std::memcpy(mine.call, text.data(), std::min(text.size(), sizeof mine.call - 1));
   compare_headers(*transport_, mine, axis_,
-                  std::string(kind_name(kind)) + " #" + std::to_string(seq));
+                  std::string(kind_name(kind)) + " #" + std::to_string(seq), procs_,
+                  first_channel_);
 }
 
 void end_program_across_processes(Transport& transport, const std::string& axis) {
   Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, {}};
-  compare_headers(transport, mine, axis, "the end of the program");
+  std::vector<int> everyone(static_cast<size_t>(transport.size()));
+  for (int p = 0; p < transport.size(); ++p) everyone[p] = p;
+  compare_headers(transport, mine, axis, "the end of the program", everyone, 0);
 }
 
 // A cross-process all-reduce runs as a pipeline over chunks of the buffer, along the chain of
@@ -166,14 +180,14 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
       local_->arrive(seq, local_rank_, in, out,
                      Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
   const int L = static_cast<int>(r.out.size());
-  const int P = static_cast<int>(counts_.size());
+  const int P = static_cast<int>(procs_.size());
   const int64_t item = static_cast<int64_t>(itemsize(dtype));
   // Workers: the first local members, as many as this process has cores (the processes on a
   // host share its cores); more threads would only take turns on them.
   const int W = std::min(L, std::max(1, cpu::hardware_threads() / processes_on_host()));
-  // Channel 0 is for headers and the other collectives; chunk c uses 2c + 1 (up the chain) and
-  // 2c + 2 (down).
-  const int64_t max_chunks = (kChannels - 1) / 2;
+  // The group's channel 0 is for headers and the other collectives; chunk c uses 2c + 1 (up the
+  // chain) and 2c + 2 (down).
+  const int64_t max_chunks = std::max(1, (channels_ - 1) / 2);
   const int64_t chunk =
       std::max<int64_t>({1, kChunkBytes / item, (count + max_chunks - 1) / max_chunks});
   const int64_t chunks = (count + chunk - 1) / chunk;
@@ -219,9 +233,10 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
         if (!first) transport_->wait(down_send[c - rows - c0], what);
       }
       if (!first)
-        up_recv[c - c0] = transport_->post({}, {{me_ - 1, slot(c, 0), bytes_of(c), up(c)}});
+        up_recv[c - c0] = transport_->post({}, {message(me_ - 1, slot(c, 0), bytes_of(c), up(c))});
       if (!last)
-        down_recv[c - c0] = transport_->post({}, {{me_ + 1, slot(c, 2), bytes_of(c), down(c)}});
+        down_recv[c - c0] =
+            transport_->post({}, {message(me_ + 1, slot(c, 2), bytes_of(c), down(c))});
     };
     // Up: the running sum plus this process's devices, one after the other; on to the next.
     auto go_up = [&](int64_t c) {
@@ -234,13 +249,14 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
         terms.push_back(static_cast<const char*>(r.in[l]) + c * chunk * item);
       if (!alone) reduce_range(terms, 0, slot(c, 1), 0, size_of(c), dtype, op);
       if (!last)
-        up_send[c - c0] = transport_->post({{me_ + 1, running(c), bytes_of(c), up(c)}}, {});
+        up_send[c - c0] = transport_->post({message(me_ + 1, running(c), bytes_of(c), up(c))}, {});
     };
     // Down: the result, on to the previous process and into every local output.
     auto go_down = [&](int64_t c) {
       if (!last) transport_->wait(down_recv[c - c0], what);
       if (!first)
-        down_send[c - c0] = transport_->post({{me_ - 1, result(c), bytes_of(c), down(c)}}, {});
+        down_send[c - c0] =
+            transport_->post({message(me_ - 1, result(c), bytes_of(c), down(c))}, {});
       const size_t offset = static_cast<size_t>(c * chunk * item);
       for (int m = 0; m < L; ++m) {
         char* o = static_cast<char*>(r.out[m]) + offset;
@@ -275,17 +291,28 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
                            Arrival{call, CollectiveKind::AllGather, dtype, count});
   if (local_rank_ == 0) {
     check_headers(CollectiveKind::AllGather, dtype, count, seq, call);
-    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     char* o = static_cast<char*>(out);
-    for (size_t l = 0; l < r.in.size(); ++l)
-      std::memcpy(o + (base_[me_] + l) * bytes, r.in[l], bytes);
+    // Each process sends its members' blocks one after the other; they land at their ranks.
+    const int P = static_cast<int>(procs_.size());
+    std::vector<std::shared_ptr<Buffer>> packed(static_cast<size_t>(P));
     std::vector<Message> sends, recvs;
-    for (int p = 0; p < static_cast<int>(counts_.size()); ++p) {
-      if (p == me_) continue;
-      sends.push_back({p, o + base_[me_] * bytes, counts_[me_] * bytes});
-      recvs.push_back({p, o + base_[p] * bytes, counts_[p] * bytes});
+    for (int k = 0; k < P; ++k) {
+      packed[k] = allocate(std::max<size_t>(members_[k].size() * bytes, 1));
+      if (k == me_) {
+        for (size_t l = 0; l < r.in.size(); ++l)
+          std::memcpy(static_cast<char*>(packed[k]->data) + l * bytes, r.in[l], bytes);
+        continue;
+      }
+      recvs.push_back(message(k, packed[k]->data, members_[k].size() * bytes));
     }
+    for (int k = 0; k < P; ++k)
+      if (k != me_) sends.push_back(message(k, packed[me_]->data, members_[me_].size() * bytes));
     transport_->exchange(sends, recvs, "all_gather #" + std::to_string(seq));
+    for (int k = 0; k < P; ++k)
+      for (size_t l = 0; l < members_[k].size(); ++l)
+        std::memcpy(o + static_cast<size_t>(members_[k][l]) * bytes,
+                    static_cast<const char*>(packed[k]->data) + l * bytes, bytes);
     for (size_t m = 1; m < r.out.size(); ++m) std::memcpy(r.out[m], out, total_ * bytes);
   }
   local_->depart(seq);
@@ -311,33 +338,37 @@ void HierarchicalCommunicator::all_to_all(const void* in, void* out, int64_t cou
                            Arrival{call, CollectiveKind::AllToAll, dtype, count});
   if (local_rank_ == 0) {
     check_headers(CollectiveKind::AllToAll, dtype, count, seq, call);
-    int P = static_cast<int>(counts_.size());
-    int L = counts_[me_];
-    size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-    // To process q: for each local member l, its blocks for q's members.
+    const int P = static_cast<int>(procs_.size());
+    const std::vector<int>& mine = members_[me_];
+    const size_t L = mine.size();
+    const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+    // To process k: for each local member l, its blocks for k's members (l major).
     std::vector<std::shared_ptr<Buffer>> send(P), recv(P);
     std::vector<Message> sends, recvs;
-    for (int q = 0; q < P; ++q) {
-      if (q == me_) continue;
-      send[q] = allocate(std::max<size_t>(L * counts_[q] * bytes, 1));
-      recv[q] = allocate(std::max<size_t>(counts_[q] * L * bytes, 1));
-      char* s = static_cast<char*>(send[q]->data);
-      for (int l = 0; l < L; ++l)
-        std::memcpy(s + static_cast<size_t>(l) * counts_[q] * bytes,
-                    static_cast<const char*>(r.in[l]) + base_[q] * bytes, counts_[q] * bytes);
-      sends.push_back({q, send[q]->data, L * counts_[q] * bytes});
-      recvs.push_back({q, recv[q]->data, counts_[q] * L * bytes});
+    for (int k = 0; k < P; ++k) {
+      if (k == me_) continue;
+      const size_t Lk = members_[k].size();
+      send[k] = allocate(std::max<size_t>(L * Lk * bytes, 1));
+      recv[k] = allocate(std::max<size_t>(Lk * L * bytes, 1));
+      char* s = static_cast<char*>(send[k]->data);
+      for (size_t l = 0; l < L; ++l)
+        for (size_t j = 0; j < Lk; ++j)
+          std::memcpy(s + (l * Lk + j) * bytes,
+                      static_cast<const char*>(r.in[l]) + members_[k][j] * bytes, bytes);
+      sends.push_back(message(k, send[k]->data, L * Lk * bytes));
+      recvs.push_back(message(k, recv[k]->data, Lk * L * bytes));
     }
     transport_->exchange(sends, recvs, "all_to_all #" + std::to_string(seq));
-    for (int l = 0; l < L; ++l) {
+    // Member mine[l]'s output block b is member b's block [mine[l]].
+    for (size_t l = 0; l < L; ++l) {
       char* o = static_cast<char*>(r.out[l]);
-      for (int q = 0; q < P; ++q)
-        for (int j = 0; j < counts_[q]; ++j) {
-          const char* src = q == me_ ? static_cast<const char*>(r.in[j]) + (base_[me_] + l) * bytes
-                                     : static_cast<const char*>(recv[q]->data) +
-                                           (static_cast<size_t>(j) * L + l) * bytes;
-          std::memcpy(o + (base_[q] + j) * bytes, src, bytes);
-        }
+      for (int b = 0; b < total_; ++b) {
+        const int k = member_proc_[b];
+        const size_t j = static_cast<size_t>(member_local_[b]);
+        const char* src = k == me_ ? static_cast<const char*>(r.in[j]) + mine[l] * bytes
+                                   : static_cast<const char*>(recv[k]->data) + (j * L + l) * bytes;
+        std::memcpy(o + static_cast<size_t>(b) * bytes, src, bytes);
+      }
     }
   }
   local_->depart(seq);
@@ -355,17 +386,18 @@ void HierarchicalCommunicator::permute(const void* in, void* out, int64_t count,
   if (local_rank_ == 0) {
     check_headers(CollectiveKind::Permute, dtype, count, seq, call, pairs_text);
     size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-    int lo = base_[me_], hi = base_[me_] + counts_[me_];
     for (void* o : r.out) std::memset(o, 0, bytes);
     std::vector<Message> sends, recvs;
     for (auto [s, d] : pairs) {
-      bool s_local = s >= lo && s < hi, d_local = d >= lo && d < hi;
+      const bool s_local = member_proc_[s] == me_, d_local = member_proc_[d] == me_;
+      void* src = s_local ? const_cast<void*>(r.in[member_local_[s]]) : nullptr;
+      void* dst = d_local ? r.out[member_local_[d]] : nullptr;
       if (s_local && d_local)
-        std::memcpy(r.out[d - lo], r.in[s - lo], bytes);
+        std::memcpy(dst, src, bytes);
       else if (s_local)
-        sends.push_back({process_of(d), const_cast<void*>(r.in[s - lo]), bytes});
+        sends.push_back(message(member_proc_[d], src, bytes));
       else if (d_local)
-        recvs.push_back({process_of(s), r.out[d - lo], bytes});
+        recvs.push_back(message(member_proc_[s], dst, bytes));
     }
     transport_->exchange(sends, recvs, "ppermute #" + std::to_string(seq));
   }

@@ -23,13 +23,24 @@
 
 namespace spmd::runtime {
 
+// Where a group's members are: the process of each member (by rank), and the message channels
+// the group may use, [first_channel, first_channel + channels): groups of a mesh that span the
+// same processes run at once (one per position along the other axes), so each has channels of
+// its own. A group of all of a 1-D pmap's devices has every channel.
+struct GroupPlacement {
+  std::vector<int> process_of;  // per member
+  int first_channel = 0;
+  int channels = kChannels;
+};
+
 class HierarchicalCommunicator : public Communicator {
  public:
-  // counts[p]: group members on process p (members are ordered process by process); axis: the
-  // axis name(s) the group spans, compared across processes with every collective.
+  // local: the rendezvous of this process's members of the group; local_rank: this member's
+  // place among them (by rank); axis: the axis name(s) the group spans, compared across
+  // processes with every collective.
   HierarchicalCommunicator(std::shared_ptr<Rendezvous> local, int local_rank, Transport* transport,
-                           std::vector<int> counts, std::string axis = {});
-  int rank() const override { return base_[me_] + local_rank_; }
+                           GroupPlacement placement, std::string axis = {});
+  int rank() const override { return members_[me_][local_rank_]; }
   int size() const override { return total_; }
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
@@ -42,12 +53,18 @@ class HierarchicalCommunicator : public Communicator {
  private:
   void check_headers(CollectiveKind kind, DType dtype, int64_t count, uint64_t seq,
                      const CollectiveCall* call, const std::string& undescribed = {});
-  int process_of(int member) const;
+  // Message on the group's channel `c` (0: headers and the collectives other than all-reduce).
+  Message message(int process_index, void* data, size_t bytes, int c = 0) const {
+    return {procs_[process_index], data, bytes, first_channel_ + c};
+  }
   std::shared_ptr<Rendezvous> local_;
   int local_rank_;
   Transport* transport_;
-  std::vector<int> counts_, base_;
-  int me_, total_;
+  std::vector<int> procs_;                       // the processes holding members, ascending
+  std::vector<std::vector<int>> members_;        // per process of procs_: its members' ranks
+  std::vector<int> member_proc_, member_local_;  // per member: index into procs_, into members_
+  int first_channel_, channels_;
+  int me_ = 0, total_ = 0;
   std::string axis_;
   uint64_t seq_ = 0;
 };
@@ -57,5 +74,8 @@ class HierarchicalCommunicator : public Communicator {
 // collective (its loop ran longer) reads the marker as a collective mismatch instead of
 // waiting out the timeout, and this process reports it too.
 void end_program_across_processes(Transport& transport, const std::string& axis);
+
+// The processes of a 1-D pmap's devices, counts[p] on process p, in order.
+GroupPlacement processes_in_order(const std::vector<int>& counts);
 
 }  // namespace spmd::runtime

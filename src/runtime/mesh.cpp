@@ -1,5 +1,8 @@
 #include "runtime/mesh.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/transport.h"
 #include "spmd/error.h"
@@ -35,20 +38,38 @@ Communicator& MeshReplica::communicator(const std::vector<std::string>& names) c
   for (auto& n : names) key += n + ",";
   auto it = comms_.find(key);
   if (it != comms_.end()) return *it->second;
+  const int64_t g = group(names);
+  const int me = index(names);
   if (mesh_->spans_processes()) {
-    // Local devices meet in process; their leader talks to the other processes.
-    const auto& counts = mesh_->process_counts();
-    int base = 0;
-    for (int p = 0; p < mesh_->process(); ++p) base += counts[p];
-    int local_rank = index(names) - base;
-    auto comm = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(names, -1), local_rank,
-                                                           transport(), counts,
-                                                           key.substr(0, key.size() - 1));
-    return *(comms_[key] = std::move(comm));
+    const std::vector<int> members = this->members(names, g);
+    GroupPlacement placement;
+    int local_rank = 0;
+    for (int m = 0; m < static_cast<int>(members.size()); ++m) {
+      placement.process_of.push_back(mesh_->process_of(members[m]));
+      if (m < me && placement.process_of.back() == mesh_->process()) ++local_rank;
+    }
+    const bool alone = std::all_of(placement.process_of.begin(), placement.process_of.end(),
+                                   [&](int p) { return p == mesh_->process(); });
+    if (!alone) {
+      // Local members meet in process; their leader talks to the other processes.
+      std::tie(placement.first_channel, placement.channels) = mesh_->channels(names, g);
+      auto comm = std::make_unique<HierarchicalCommunicator>(
+          mesh_->rendezvous(names, g), local_rank, transport(), std::move(placement),
+          key.substr(0, key.size() - 1));
+      return *(comms_[key] = std::move(comm));
+    }
   }
-  auto comm =
-      std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, group(names)), index(names));
+  auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, g), me);
   return *(comms_[key] = std::move(comm));
+}
+
+std::vector<int> MeshReplica::members(const std::vector<std::string>& names, int64_t g) const {
+  std::vector<int> out(static_cast<size_t>(size(names)), -1);
+  for (int r = 0; r < mesh_->replicas(); ++r) {
+    MeshReplica other(mesh_, r);
+    if (other.group(names) == g) out[other.index(names)] = r;
+  }
+  return out;
 }
 
 int64_t MeshReplica::group(const std::vector<std::string>& names) const {
@@ -75,36 +96,62 @@ int Mesh::axis_position(const std::string& name) const {
 
 MeshReplica Mesh::replica(int index) { return MeshReplica(this, index); }
 
-void Mesh::span_processes(std::vector<int> counts, int me) {
+void Mesh::place_on_processes(std::vector<int> process_of, int me) {
+  if (static_cast<int>(process_of.size()) != replicas_)
+    fail("mesh: expected the process of each of its ", replicas_, " replicas, got ",
+         process_of.size());
+  process_of_ = std::move(process_of);
+  me_ = me;
+  spans_ = std::any_of(process_of_.begin(), process_of_.end(), [&](int p) { return p != me; });
+}
+
+void Mesh::span_processes(const std::vector<int>& counts, int me) {
   if (names_.size() != 1)
     fail("a pmap across processes must have one mapped axis; nested pmap spans one process only");
-  counts_ = std::move(counts);
-  me_ = me;
+  std::vector<int> process_of;
+  for (int p = 0; p < static_cast<int>(counts.size()); ++p)
+    process_of.insert(process_of.end(), static_cast<size_t>(counts[p]), p);
+  place_on_processes(std::move(process_of), me);
+}
+
+std::pair<int, int> Mesh::channels(const std::vector<std::string>& names, int64_t group) const {
+  // Every (set of axes, group) of the mesh gets kChannels / (their number) channels: the sets
+  // by their bit masks over the axes, each set's groups in order.
+  const int axes = static_cast<int>(names_.size());
+  int mask = 0;
+  for (auto& n : names) mask |= 1 << axis_position(n);
+  int64_t slot = 0, slots = 0;
+  for (int m = 1; m < (1 << axes); ++m) {
+    int64_t size = 1;
+    for (int k = 0; k < axes; ++k)
+      if (m & (1 << k)) size *= sizes_[k];
+    if (m < mask) slot += replicas_ / size;
+    slots += replicas_ / size;
+  }
+  const int per = static_cast<int>(kChannels / std::max<int64_t>(slots, 1));
+  if (per < 3)
+    fail("mesh: ", slots,
+         " groups of devices across processes need more message channels than "
+         "the ",
+         kChannels, " there are; expected a smaller mesh");
+  return {static_cast<int>((slot + group) * per), per};
 }
 
 std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& names, int64_t group) {
   std::string key;
-  int64_t size = 1;
-  for (auto& n : names) {
-    key += n + ",";
-    size *= sizes_[axis_position(n)];
-  }
-  if (spans_processes()) size = counts_[me_];  // only this process's devices meet here
+  for (auto& n : names) key += n + ",";
   std::lock_guard lock(mu_);
   auto& rv = rendezvous_[{key, group}];
   if (!rv) {
-    // The replica of each member, for errors that name them (across processes, the local
-    // members are this process's replicas in order).
+    // The members on this process, and (for errors that name them) the replica of each.
+    MeshReplica any(this, 0);
     std::vector<int> replicas;
-    if (!spans_processes()) {
-      replicas.assign(static_cast<size_t>(size), -1);
-      for (int r = 0; r < replicas_; ++r) {
-        MeshReplica axes(this, r);
-        if (axes.group(names) == group) replicas[axes.index(names)] = r;
-      }
-    }
-    rv = std::make_shared<Rendezvous>(static_cast<int>(size), run_,
-                                      "axis " + key.substr(0, key.size() - 1), std::move(replicas));
+    for (int r : any.members(names, group))
+      if (process_of(r) == me_) replicas.push_back(r);
+    const int size = static_cast<int>(replicas.size());
+    if (spans_processes()) replicas.clear();  // (replica ids are not this process's devices)
+    rv = std::make_shared<Rendezvous>(size, run_, "axis " + key.substr(0, key.size() - 1),
+                                      std::move(replicas));
   }
   return rv;
 }

@@ -30,6 +30,8 @@ class MeshReplica {
   Communicator& communicator(const std::vector<std::string>& names) const;
   // The group over `names`: replicas sharing this replica's coordinates on every axis not named.
   int64_t group(const std::vector<std::string>& names) const;
+  // Every replica of group `g` over `names`, by rank in the group.
+  std::vector<int> members(const std::vector<std::string>& names, int64_t g) const;
 
  private:
   Mesh* mesh_;
@@ -40,18 +42,25 @@ class MeshReplica {
 class Mesh {
  public:
   Mesh(std::vector<std::string> names, std::vector<int64_t> sizes, std::shared_ptr<RunState> run);
-  // A mesh whose single axis spans the devices of several processes: counts[p] replicas on
-  // process p, this process being `me` (replica indices are global, process by process).
-  void span_processes(std::vector<int> counts, int me);
-  bool spans_processes() const { return counts_.size() > 1; }
-  const std::vector<int>& process_counts() const { return counts_; }
+  // A mesh over the devices of several processes: the process of each replica (mesh position),
+  // this process being `me`. A group of replicas a collective spans that lies within this
+  // process meets in process; one across processes meets through the Transport, on message
+  // channels of its own (the groups of one set of axes run at once).
+  void place_on_processes(std::vector<int> process_of, int me);
+  // The same for a 1-D pmap across processes: counts[p] replicas on process p, in order.
+  void span_processes(const std::vector<int>& counts, int me);
+  bool spans_processes() const { return spans_; }
   int process() const { return me_; }
+  int process_of(int replica) const { return process_of_.empty() ? me_ : process_of_[replica]; }
   int replicas() const { return replicas_; }
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<int64_t>& sizes() const { return sizes_; }
   // The view of one replica (owned by the caller; one per replica thread).
   MeshReplica replica(int index);
+  // The in-process meeting point of group `group` over `names`: its members on this process.
   std::shared_ptr<Rendezvous> rendezvous(const std::vector<std::string>& names, int64_t group);
+  // The message channels of a group across processes (hierarchical_communicator.h).
+  std::pair<int, int> channels(const std::vector<std::string>& names, int64_t group) const;
   int axis_position(const std::string& name) const;  // throws "unbound axis name"
 
  private:
@@ -59,7 +68,8 @@ class Mesh {
   std::vector<int64_t> sizes_;
   int replicas_ = 1;
   std::shared_ptr<RunState> run_;
-  std::vector<int> counts_;
+  std::vector<int> process_of_;  // empty: every replica is this process's
+  bool spans_ = false;
   int me_ = 0;
   std::mutex mu_;
   std::map<std::pair<std::string, int64_t>, std::shared_ptr<Rendezvous>> rendezvous_;

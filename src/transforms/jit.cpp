@@ -9,6 +9,7 @@
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 #include "transforms/donation.h"
+#include "transforms/jit_shardings.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
@@ -21,6 +22,7 @@ struct Entry {
   Program program;
   TreeDef out_tree;
   std::unique_ptr<compile::Executable> executable;  // built at the first concrete call
+  transforms::JitShardings shardings;
   std::once_flag compiled;
 };
 
@@ -56,6 +58,7 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
     entry = std::make_shared<Entry>();
     entry->program = std::move(traced.program);
     entry->out_tree = *fn.out_tree;
+    entry->shardings = transforms::JitShardings::of(entry->program);
     captured = std::move(traced.captured);
     // A trace that captured values of an enclosing trace is only valid inside that trace.
     if (captured.empty())
@@ -76,10 +79,15 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
   std::call_once(entry->compiled, [&] {
     entry->executable = std::make_unique<compile::Executable>(compile::simplify(entry->program));
   });
+  entry->shardings.check_arguments(call.leaves);
   backend::ExecContext ctx;
   ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
-  if (call.donated.empty()) return entry->executable->run(call.leaves, ctx);
+  if (call.donated.empty()) {
+    std::vector<Array> out = entry->executable->run(call.leaves, ctx);
+    entry->shardings.apply(out);
+    return out;
+  }
   std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
   std::vector<Array> out;
   try {
@@ -89,6 +97,7 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& c
     throw;
   }
   transforms::delete_donated(call.leaves, call.donated);
+  entry->shardings.apply(out);
   return out;
 }
 

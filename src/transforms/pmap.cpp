@@ -1,5 +1,6 @@
 // pmap: trace the per-replica function once per signature into an xla_pmap call, then run it on
 // the devices (or record it into an enclosing trace).
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -99,12 +100,19 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
         "pmap: the mapped axis has size 0; expected at least one replica (a mapped axis of "
         "size >= 1)");
 
-  std::vector<int> devices;
+  std::vector<int> devices, mesh_devices;
+  // In a program of several processes, listed devices (a mesh's) are global: every process
+  // runs the replicas on its own devices.
+  const bool spans = !spec.devices.empty() && runtime::transport() != nullptr;
   if (!spec.devices.empty() && transforms::inside_pmap())
     fail(
         "Nested pmap with explicit devices argument: only the outermost pmap may list devices "
         "(every device of the nested mesh, outer axis major)");
   for (const Device& d : spec.devices) {
+    if (spans) {  // (a mesh's devices: Mesh checked them)
+      mesh_devices.push_back(d.id);
+      continue;
+    }
     if (d.process_index != process_index() || d.local_id < 0 || d.local_id >= local_device_count())
       fail("pmap: expected devices of this process, got ", d.str());
     if (std::find(devices.begin(), devices.end(), d.local_id) != devices.end())
@@ -115,7 +123,8 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   for (const Array& a : call.leaves) inside_trace = inside_trace || a.is_tracer();
   // Across processes every process maps its local devices; collectives see all of them.
   int64_t global = n;
-  if (runtime::transport() != nullptr) {
+  // (A nested pmap's axis is within its mesh: not the processes'.)
+  if (runtime::transport() != nullptr && !spans && !transforms::inside_pmap()) {
     // Inside jit too: the shapes are known at trace time, and the collectives span processes.
     if (!devices.empty())
       fail("pmap across ", process_count(),
@@ -165,7 +174,8 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
     in_all.insert(in_all.end(), traced.captured.size(), not_mapped);
     captured = std::move(traced.captured);
     prim = std::make_shared<prim::PmapCall>(std::make_shared<Program>(std::move(traced.program)),
-                                            axis_name, n, in_all, out_axes, devices, global);
+                                            axis_name, n, in_all, out_axes, devices, global,
+                                            mesh_devices);
     if (captured.empty())
       cache.entries.insert(sig, PmapCache::Entry{prim, out_tree});
     else
@@ -174,6 +184,9 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), captured.begin(), captured.end());
   if (!devices.empty()) check_listed_devices(*prim);
+  if (spans && static_cast<int64_t>(mesh_devices.size()) != n * prim->nested_replicas())
+    fail("pmap: expected one device per replica of the nested mesh, ", n * prim->nested_replicas(),
+         ", got ", mesh_devices.size());
   if (inside_trace || !captured.empty()) return spmd::bind(prim, args);
 
   std::vector<Array> outs;
@@ -194,6 +207,13 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   // Row r is written by the replica at (r, 0, ...) of the mesh.
   const int64_t inner = prim->nested_replicas();
   std::vector<int> placement;
+  if (spans) {  // whole arrays on every process, each holding its own devices' blocks
+    for (Array& o : outs) {
+      auto& impl = *o.impl();
+      o = detail::wrap_buffer(impl.aval, impl.buffer, impl.offset, {0}, false);
+    }
+    return outs;
+  }
   for (int64_t r = 0; r < n; ++r)
     placement.push_back(devices.empty() ? static_cast<int>(r * inner) : devices[r * inner]);
   for (size_t j = 0; j < outs.size(); ++j) {

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/array_impl.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -140,6 +141,8 @@ struct ShardMapState {
   struct Entry {
     TreeDef out_tree;
     std::vector<Layout> in, out;
+    // The arguments' and results' layouts on the mesh, as jit and sharded arrays see them.
+    std::vector<std::shared_ptr<const NamedSharding>> in_shardings, out_shardings;
     Flat run;         // the nested pmaps: (split arguments..., positions) -> split results
     Array positions;  // the extra argument mapped over every axis, if one is needed
     // The nest traced once: one xla_pmap equation over the split arguments, bound directly by
@@ -200,6 +203,7 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
       const AbstractValue aval = call.leaves[leaf].aval();
       std::string what = "in_specs[" + std::to_string(i) + "]";
       e->in.push_back(layout_of(mesh, spec, aval.shape, what));
+      e->in_shardings.push_back(std::make_shared<const NamedSharding>(mesh, spec));
       block_types.push_back(AbstractValue{e->in.back().block, aval.dtype, aval.weak});
       auto names = spec.axes();
       varying.emplace_back(names.begin(), names.end());
@@ -229,6 +233,7 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
     for (size_t d = 0; d < spec.entries().size(); ++d)
       for (const std::string& a : spec.entries()[d].axes) global[d] *= mesh.axis_size(a);
     e->out.push_back(layout_of(mesh, spec, global, what));
+    e->out_shardings.push_back(std::make_shared<const NamedSharding>(mesh, spec));
     if (!st.options.check_vma) continue;
     auto named = spec.axes();
     for (const std::string& a : mesh.axis_names()) {
@@ -275,11 +280,26 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
 
 }  // namespace
 
+namespace {
+
+// Argument i as the nested pmaps take it: a traced one marked with its layout (so jit lets an
+// argument laid out on the mesh flow into it), a concrete one without its NamedSharding (every
+// device's block is read from the whole buffer).
+Array argument(const Array& x, const NamedSharding& layout, size_t i) {
+  if (x.is_tracer()) return with_sharding_constraint(x, layout);
+  const ArrayImpl& impl = concrete(x, "shard_map");
+  if (!impl.named) return x;
+  if (!impl.named->is_fully_addressable() && !(*impl.named == layout))
+    fail("shard_map: argument ", i, " is laid out by ", impl.named->str(),
+         ", which spans other processes, but in_specs lay it out by ", layout.str(),
+         "; expected the same layout (moving blocks between processes is not supported yet)");
+  return without_named_sharding(x);
+}
+
+}  // namespace
+
 std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const FlatCall& call,
                                   TreeDef& out_tree) {
-  if (process_count() > 1)
-    fail("shard_map across ", process_count(),
-         " processes is not supported yet; expected one process (pmap spans processes)");
   auto matches = [&](const std::vector<AbstractValue>& key) {
     if (key.size() != call.leaves.size()) return false;
     for (size_t i = 0; i < key.size(); ++i) {
@@ -307,14 +327,17 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const Fla
     }
     std::vector<Array> args;
     args.reserve(call.leaves.size() + 1);
-    for (size_t i = 0; i < call.leaves.size(); ++i)
-      args.push_back(call.leaves[i].shape() == e->in[i].split
-                         ? call.leaves[i]
-                         : reshape(call.leaves[i], e->in[i].split));
+    for (size_t i = 0; i < call.leaves.size(); ++i) {
+      Array a = argument(call.leaves[i], *e->in_shardings[i], i);
+      args.push_back(a.shape() == e->in[i].split ? a : reshape(a, e->in[i].split));
+    }
     if (e->positions.valid()) args.push_back(e->positions);
     std::vector<Array> outs = e->call ? spmd::bind(e->call, args) : e->run(args);
-    for (size_t j = 0; j < outs.size(); ++j)
+    for (size_t j = 0; j < outs.size(); ++j) {
       if (outs[j].shape() != e->out[j].global) outs[j] = reshape(outs[j], e->out[j].global);
+      outs[j] = outs[j].is_tracer() ? with_sharding_constraint(outs[j], *e->out_shardings[j])
+                                    : with_named_sharding(outs[j], e->out_shardings[j]);
+    }
     out_tree = e->out_tree;
     t_body = outer;
     return outs;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "collective_reference.h"
+#include "mpi_harness.h"
 #include "spmd/collectives.h"
 #include "spmd/control_flow.h"
 #include "spmd/device.h"
@@ -55,68 +56,6 @@ using test_util::to_array;
 using test_util::zeros_of;
 
 // ---- the processes ------------------------------------------------------------------------------
-bool mpi_running() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
-
-int mpi_rank() {
-  int r = 0;
-  if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int mpi_size() {
-  int s = 1;
-  if (mpi_running()) MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-// Every process's value, by rank.
-std::vector<int> all_gather_int(int v) {
-  std::vector<int> out(mpi_size(), v);
-  if (mpi_running()) MPI_Allgather(&v, 1, MPI_INT, out.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  return out;
-}
-
-bool g_agreement_notice = false;  // the failure being added reports another process's failure
-
-// Prints this process's failures with its index (installed on every process but 0).
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestStart(const ::testing::TestInfo& t) override {
-    test_ = std::string(t.test_suite_name()) + "." + t.name();
-  }
-  // (GoogleTest holds its lock here: no calls back into UnitTest.)
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed() || g_agreement_notice) return;
-    std::printf("[process %d] %s: %s:%d: %s\n", rank_, test_.c_str(),
-                r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
-    std::fflush(stdout);
-  }
-
- private:
-  int rank_;
-  std::string test_;
-};
-
-// Every test ends by telling the others whether it failed here.
-class AcrossProcesses : public ::testing::Test {
- protected:
-  void TearDown() override {
-    std::vector<int> failed = all_gather_int(HasFailure() ? 1 : 0);
-    g_agreement_notice = true;
-    for (int p = 0; p < static_cast<int>(failed.size()); ++p)
-      if (p != mpi_rank() && failed[p])
-        ADD_FAILURE() << "process " << p << " failed this test (its messages start with [process "
-                      << p << "])";
-    g_agreement_notice = false;
-  }
-};
-
 // ---- the global layout
 // ----------------------------------------------------------------------------
 int global_count() { return device_count(); }
@@ -584,21 +523,4 @@ TEST_F(Loops, WhileLoopWithAPsumPerIterationAgreesAcrossProcesses) {
 }  // namespace
 }  // namespace spmd
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  // The device count comes from SPMD_CPU_DEVICES; initialize() joins the processes.
-  spmd::distributed::initialize();
-  const int rank = spmd::mpi_rank();
-  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-  if (rank != 0) {
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new spmd::FailurePrinter(rank));
-  }
-  int rc = RUN_ALL_TESTS();
-  std::vector<int> all = spmd::all_gather_int(rc);
-  int worst = 0;
-  for (int r : all) worst = std::max(worst, r);
-  if (rank == 0)
-    std::printf("%s on all %d processes\n", worst == 0 ? "PASSED" : "FAILED", spmd::mpi_size());
-  return worst;
-}
+int main(int argc, char** argv) { return spmd::run_tests_across_processes(argc, argv); }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,18 +112,35 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   const auto& call = backend::as<prim::PmapCall>(p);
   const auto& compiled = call.compiled();
   const compile::Executable& exe = *compiled.executable;
-  int64_t outer = call.size;  // this process's rows
+  int64_t outer = call.size;  // this process's rows (every process's, on a mesh over processes)
   int64_t inner = 1;
   for (size_t k = 1; k < compiled.mesh_sizes.size(); ++k) inner *= compiled.mesh_sizes[k];
-  int replicas = static_cast<int>(outer * inner);
-  std::vector<int> devices = call.devices;
-  if (devices.empty()) {
-    runtime::check_device_count(replicas);
-    for (int r = 0; r < replicas; ++r) devices.push_back(r);
-  } else if (static_cast<int>(devices.size()) != replicas) {
-    fail("pmap: the mapped size times nested sizes is ", replicas, ", but ", devices.size(),
-         " devices were given");
+  const int total = static_cast<int>(outer * inner);
+  // The replicas this process runs (their mesh positions) and their devices.
+  std::vector<int> local, devices;
+  std::vector<int> process_of;  // a mesh over processes: the process of each replica
+  const bool spans_mesh = !call.mesh_devices.empty();
+  if (spans_mesh) {
+    const std::vector<Device> all = runtime::global_devices();
+    for (int r = 0; r < total; ++r) {
+      const Device& d = all.at(static_cast<size_t>(call.mesh_devices[r]));
+      process_of.push_back(d.process_index);
+      if (d.process_index != runtime::this_process()) continue;
+      local.push_back(r);
+      devices.push_back(d.local_id);
+    }
+  } else {
+    devices = call.devices;
+    if (devices.empty()) {
+      runtime::check_device_count(total);
+      for (int r = 0; r < total; ++r) devices.push_back(r);
+    } else if (static_cast<int>(devices.size()) != total) {
+      fail("pmap: the mapped size times nested sizes is ", total, ", but ", devices.size(),
+           " devices were given");
+    }
+    for (int r = 0; r < total; ++r) local.push_back(r);
   }
+  const int replicas = static_cast<int>(local.size());
 
   // Replica r's coordinates on the mesh (this process's rows first, row-major).
   const size_t levels = compiled.mesh_sizes.size();
@@ -152,32 +170,46 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     scratch_bytes += (out_types[j].nbytes() + 63) / 64 * 64;
     if (!out_layout[j].contiguous) staged[j] = runtime::allocate(out[j].aval->nbytes());
   }
-  // A replica writes result j when its coordinate is 0 on every axis that j is not mapped on
-  // (the others compute the same block and write it to scratch).
-  auto writes = [&](size_t j, const std::vector<int64_t>& c) {
-    for (size_t l = 0; l < levels; ++l)
-      if (compiled.out_dims[j][l] == not_mapped && c[l] != 0) return false;
-    return true;
-  };
-  std::vector<std::shared_ptr<runtime::Buffer>> scratch(replicas);
+  // Result j's block is written by the first of this process's replicas that computes it (its
+  // coordinate is 0 on every axis j is not mapped on, when the process runs the whole mesh); the
+  // others compute the same block and write it to scratch.
+  std::vector<std::vector<bool>> writer(out.size(), std::vector<bool>(local.size()));
+  for (size_t j = 0; j < out.size(); ++j) {
+    std::set<std::vector<int64_t>> seen;
+    for (size_t k = 0; k < local.size(); ++k) {
+      std::vector<int64_t> c = coords(local[k]);
+      for (size_t l = 0; l < levels; ++l)
+        if (compiled.out_dims[j][l] == not_mapped) c[l] = 0;
+      writer[j][k] = seen.insert(c).second;
+    }
+  }
+  // (The blocks of other processes' devices stay zero.)
+  if (replicas < total)
+    for (size_t j = 0; j < out.size(); ++j)
+      std::memset(staged[j] ? staged[j]->data : out[j].data, 0, out[j].aval->nbytes());
+  std::vector<std::shared_ptr<runtime::Buffer>> scratch(static_cast<size_t>(replicas));
 
   auto run = std::make_shared<runtime::RunState>();
   run->timeout = runtime::collective_timeout();
   runtime::Mesh mesh(compiled.mesh_names, compiled.mesh_sizes, run);
   // Across processes, this process's replicas are the global rows [base, base + outer).
   int64_t base = 0;
+  if (spans_mesh) mesh.place_on_processes(process_of, runtime::this_process());
   if (call.global_size != call.size) {
     std::vector<int> counts = runtime::process_device_counts();
     mesh.span_processes(counts, runtime::this_process());
     base = runtime::first_global_device_id();
+  }
+  if (mesh.spans_processes()) {
     // The leader of this process's devices bounds its own waits for the other processes (a
     // header and a data exchange per collective) and names whom it waited for; the devices
     // waiting on it must not give up first with a less precise error.
     run->timeout = 2 * run->timeout + std::chrono::seconds(5);
   }
-  int threads = std::max(1, hardware_threads() / replicas);
-  auto replica = [&](int r) {
-    runtime::Timeline::set_track(devices[r]);
+  int threads = std::max(1, hardware_threads() / std::max(1, replicas));
+  auto replica = [&](int k) {
+    const int r = local[k];
+    runtime::Timeline::set_track(devices[k]);
     runtime::Timeline::Span span("compute");
     const std::vector<int64_t> c = coords(r);
     std::vector<void*> ins(in.size()), outs(out.size());
@@ -190,7 +222,7 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
         continue;
       }
       gathered.push_back(runtime::allocate(
-          std::max<size_t>(static_cast<size_t>(shape_size(b.block) * item), 1), devices[r]));
+          std::max<size_t>(static_cast<size_t>(shape_size(b.block) * item), 1), devices[k]));
       strided_copy(in[i].data, offset_of(b, c), b.block_strides, b.block, gathered.back()->data,
                    item, 1);
       ins[i] = gathered.back()->data;
@@ -199,23 +231,23 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     for (size_t j = 0; j < out.size(); ++j) {
       const BlockLayout& b = out_layout[j];
       const int64_t item = static_cast<int64_t>(itemsize(out_types[j].dtype));
-      if (writes(j, c)) {
+      if (writer[j][k]) {
         char* base_ptr = static_cast<char*>(staged[j] ? staged[j]->data : out[j].data);
         outs[j] = base_ptr + offset_of(b, c) * item;
       } else {
-        if (!scratch[r])
-          scratch[r] = runtime::allocate(std::max<size_t>(scratch_bytes, 64), devices[r]);
-        outs[j] = static_cast<char*>(scratch[r]->data) + offset;
+        if (!scratch[k])
+          scratch[k] = runtime::allocate(std::max<size_t>(scratch_bytes, 64), devices[k]);
+        outs[j] = static_cast<char*>(scratch[k]->data) + offset;
       }
       offset += (out_types[j].nbytes() + 63) / 64 * 64;
     }
     const MeshAxes axes(mesh.replica(static_cast<int>(base + r)));
     ExecContext ctx;
-    ctx.device = devices[r];
+    ctx.device = devices[k];
     ctx.axes = &axes;
     ctx.threads = threads;
     exe.run_into(ins, outs, ctx);
-    run->finish(r);  // a replica still waiting for this one now never will be joined
+    run->finish(k);  // a replica still waiting for this one now never will be joined
   };
   // Replicas that never communicate and touch little data run one after the other on this
   // thread: waking 8 device threads costs ~50 µs here (an idle virtual CPU's wake-up), far more
@@ -224,7 +256,7 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   size_t bytes = 0;
   for (const Buf& b : in) bytes += b.aval->nbytes();
   for (const Buf& b : out) bytes += b.aval->nbytes();
-  if (!compiled.communicates && !compiled.loops && base == 0 && call.global_size == call.size &&
+  if (!compiled.communicates && !compiled.loops && !mesh.spans_processes() &&
       bytes <= kInlineBytes && !runtime::on_worker_thread()) {
     for (int r = 0; r < replicas; ++r) replica(r);
   } else {
@@ -232,10 +264,11 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     std::vector<int> ids;
     for (int d : devices) ids.push_back(runtime::first_global_device_id() + d);
     run->follow(std::move(ids));
-    runtime::Client::get().run_on_devices(devices, replica, [run] {
-      run->abort();
-      if (auto* t = runtime::transport()) t->announce_failure("a replica of a pmap failed");
-    });
+    if (!devices.empty())  // (a process may hold no device of a mesh over processes)
+      runtime::Client::get().run_on_devices(devices, replica, [run] {
+        run->abort();
+        if (auto* t = runtime::transport()) t->announce_failure("a replica of a pmap failed");
+      });
     // A process whose replicas left the program while another's still wait in a collective
     // tells it so, instead of leaving it to wait out the timeout.
     if (mesh.spans_processes() && compiled.communicates)

@@ -422,6 +422,7 @@ void register_elementwise_kernels() {
   backend::register_kernel(typeid(prim::Select), select_kernel);
   backend::register_kernel(typeid(prim::Convert), convert_kernel);
   backend::register_kernel(typeid(prim::StopGradient), convert_kernel);
+  backend::register_kernel(typeid(prim::ShardingConstraint), convert_kernel);
 }
 
 }  // namespace spmd::cpu
