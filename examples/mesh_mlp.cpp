@@ -14,6 +14,13 @@
 // each copy saw a share of it. Parameters split over "model" need nothing more.
 //
 //   mesh_mlp [--data 2] [--model 4] [--steps 30] [--batch 64] [--hidden 128] [--lr 0.2]
+//   mpirun -np 2 mesh_mlp --devices 4 [--model-spans-processes]
+//
+// Under mpirun the mesh spans every process's devices (--devices: each process's count): with
+// the devices in order, "model" lies inside each process and "data" across them; with
+// --model-spans-processes the devices of each "model" group are taken from different processes,
+// so the psums over "model" cross processes. Every process runs the one-device reference too
+// and gathers the mesh's parameters (multihost_utils::process_allgather) to compare.
 //
 // Prints the loss per step for both runs and the largest relative difference of the final
 // parameters; exits with 1 when it exceeds --tolerance.
@@ -31,6 +38,8 @@ namespace {
 
 struct Config {
   int data = 2, model = 4, steps = 30;
+  int devices = 0;           // this process's devices (0: data * model, one process)
+  bool model_spans = false;  // lay "model" groups across processes
   int64_t batch = 64, in = 32, hidden = 128, classes = 10;
   double lr = 0.2, tolerance = 1e-4;
   uint32_t seed = 0;
@@ -66,10 +75,25 @@ Array loss_one(const Array& w1, const Array& b1, const Array& w2, const Array& b
 }
 
 int run(const Config& c) {
-  set_cpu_device_count(c.data * c.model);
-  Mesh mesh = make_mesh({c.data, c.model}, {"data", "model"});
-  std::printf("mesh %s: batch split over 'data', hidden units (%lld) over 'model'\n",
-              mesh.str().c_str(), static_cast<long long>(c.hidden));
+  set_cpu_device_count(c.devices > 0 ? c.devices : c.data * c.model);
+  distributed::initialize();  // under mpirun: every process joins
+  if (device_count() != c.data * c.model)
+    fail("the mesh needs --data x --model = ", c.data * c.model, " devices, but there are ",
+         device_count(), " (", process_count(), " process(es) of ", local_device_count(), ")");
+  // Position (i, j) on device i * model + j (devices in order), or on device j * data + i: then
+  // the "model" group at "data" row i takes every data-th device, from several processes.
+  std::vector<Device> order;
+  for (int i = 0; i < c.data; ++i)
+    for (int j = 0; j < c.model; ++j)
+      order.push_back(devices().at(c.model_spans ? j * c.data + i : i * c.model + j));
+  Mesh mesh({c.data, c.model}, {"data", "model"}, order);
+  const bool print = process_index() == 0;
+  if (print)
+    std::printf(
+        "mesh %s over %d process(es): batch split over 'data', hidden units (%lld) over "
+        "'model'%s\n",
+        mesh.str().c_str(), process_count(), static_cast<long long>(c.hidden),
+        c.model_spans ? " (model groups across processes)" : "");
   const double model_size = c.model;
   const float lr = static_cast<float>(c.lr);
 
@@ -110,7 +134,7 @@ int run(const Config& c) {
         step(mesh_p.w1, mesh_p.b1, mesh_p.w2, mesh_p.b2, x, y);
     std::tie(one_p.w1, one_p.b1, one_p.w2, one_p.b2, loss_one_dev) =
         step_one(one_p.w1, one_p.b1, one_p.w2, one_p.b2, x, y);
-    if (s % std::max(1, c.steps / 10) == 0 || s + 1 == c.steps)
+    if (print && (s % std::max(1, c.steps / 10) == 0 || s + 1 == c.steps))
       std::printf("step %3d  loss: mesh %.6f  one device %.6f\n", s, loss_mesh.item<double>(),
                   loss_one_dev.item<double>());
   }
@@ -119,15 +143,18 @@ int run(const Config& c) {
   const Array* a[] = {&mesh_p.w1, &mesh_p.b1, &mesh_p.w2, &mesh_p.b2};
   const Array* b[] = {&one_p.w1, &one_p.b1, &one_p.w2, &one_p.b2};
   for (int k = 0; k < 4; ++k) {
+    Array whole = multihost_utils::process_allgather(*a[k]);  // every process's blocks
     double scale = max(abs(*b[k])).item<double>();
-    double diff = max(abs(*a[k] - *b[k])).item<double>() / std::max(scale, 1e-30);
-    std::printf("  %s: max |mesh - one device| / max |one device| = %.3g\n", names[k], diff);
+    double diff = max(abs(whole - *b[k])).item<double>() / std::max(scale, 1e-30);
+    if (print)
+      std::printf("  %s: max |mesh - one device| / max |one device| = %.3g\n", names[k], diff);
     worst = std::max(worst, diff);
   }
   bool ok = worst <= c.tolerance;
-  std::printf(
-      "max relative difference of the parameters after %d steps: %.3g (tolerance %.3g): %s\n",
-      c.steps, worst, c.tolerance, ok ? "equal to one-device training" : "DIFFERENT");
+  if (print)
+    std::printf(
+        "max relative difference of the parameters after %d steps: %.3g (tolerance %.3g): %s\n",
+        c.steps, worst, c.tolerance, ok ? "equal to one-device training" : "DIFFERENT");
   return ok ? 0 : 1;
 }
 
@@ -155,6 +182,11 @@ int main(int argc, char** argv) {
   app.add_option("--tolerance", c.tolerance, "largest relative parameter difference accepted")
       ->capture_default_str();
   app.add_option("--seed", c.seed, "random seed")->capture_default_str();
+  app.add_option("--devices", c.devices,
+                 "this process's devices (default --data x --model; under mpirun, per process)")
+      ->check(CLI::Range(1, 4096));
+  app.add_flag("--model-spans-processes", c.model_spans,
+               "take each 'model' group's devices from different processes");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(c);

@@ -1,5 +1,6 @@
 #pragma once
 // lax-level ops: the primitives with their explicit parameters, no implicit broadcasting.
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -80,5 +81,51 @@ Array cumsum(const Array& x, int axis = 0, bool reverse = false);
 Array cumprod(const Array& x, int axis = 0, bool reverse = false);
 Array cummax(const Array& x, int axis = 0, bool reverse = false);
 Array cummin(const Array& x, int axis = 0, bool reverse = false);
+
+// ---- convolution and windowed reductions -----------------------------------------------------
+// Padding of a convolution or a window: "SAME" (output size ceil(in / stride), the extra padding
+// split with the smaller half first), "SAME_LOWER" (the larger half first), "VALID" (none), or
+// explicit (lo, hi) pairs, one per spatial dimension (per operand axis for reduce_window).
+struct Padding {
+  Padding(const char* mode) : mode(mode) {}  // NOLINT: implicit, as JAX takes a string
+  Padding(std::string mode) : mode(std::move(mode)) {}  // NOLINT
+  Padding(std::vector<std::pair<int64_t, int64_t>> pairs) : pairs(std::move(pairs)) {}  // NOLINT
+  std::string mode;  // empty for explicit pairs
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+};
+// jax.lax.conv_dimension_numbers' string form: each operand's axes named by letters, lhs and out
+// with 'N' (batch) and 'C' (feature), rhs with 'O' (output feature) and 'I' (input feature), and
+// one letter per spatial dimension shared by all three ("NCHW", "OIHW", "NCHW" or "NHWC",
+// "HWIO", "NHWC"; any rank). All empty: JAX's default, (N, C, spatial...) and (O, I,
+// spatial...) in axis order.
+struct ConvDimensionNumbers {
+  std::string lhs, rhs, out;
+};
+// jax.lax.conv_general_dilated on float32/float64 operands of one dtype: window_strides,
+// lhs_dilation and rhs_dilation per spatial dimension (empty: all 1); feature_group_count splits
+// the lhs features (and the kernel's output features) into groups, batch_group_count the lhs
+// batch (the kernel's output features likewise). grad, jvp and vmap follow JAX's rules.
+Array conv_general_dilated(const Array& lhs, const Array& rhs, const Shape& window_strides,
+                           const Padding& padding, const Shape& lhs_dilation = {},
+                           const Shape& rhs_dilation = {},
+                           const ConvDimensionNumbers& dimension_numbers = {},
+                           int64_t feature_group_count = 1, int64_t batch_group_count = 1);
+// jax.lax.conv: NCHW lhs, OIHW rhs (any number of spatial dimensions).
+Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides,
+           const Padding& padding);
+// jax.lax.reduce_window with computation add, max or min: each window of window_dimensions
+// (one per axis) at window_strides (empty: all 1) over operand padded with init_value, reduced
+// starting from init_value. Windows must fit in the padded operand. Differentiable (max/min
+// route the cotangent to each window's first extreme element, as JAX).
+enum class WindowComputation { Sum, Max, Min };
+Array reduce_window(const Array& operand, double init_value, WindowComputation computation,
+                    const Shape& window_dimensions, const Shape& window_strides = {},
+                    const Padding& padding = "VALID");
+// jax.lax.padtype_to_pads: the explicit padding of `padding` for a window over in_shape.
+std::vector<std::pair<int64_t, int64_t>> padtype_to_pads(const Shape& in_shape,
+                                                         const Shape& window_shape,
+                                                         const Shape& window_strides,
+                                                         const Padding& padding,
+                                                         const char* op = "padding");
 
 }  // namespace spmd::lax

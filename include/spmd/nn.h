@@ -58,6 +58,16 @@ Array glu(const Array& x, int axis = -1);
 // (x - mean) / sqrt(var + epsilon) over `axis` (jax.nn.standardize).
 Array standardize(const Array& x, int axis = -1, double epsilon = 1e-5);
 
+// ---- pooling (flax.linen) --------------------------------------------------------------------
+// Windows over the spatial axes of (batch, spatial..., features) inputs (or unbatched (spatial...,
+// features)): window_shape and strides (empty: all 1) per spatial axis, padding "VALID", "SAME"
+// or (lo, hi) pairs per spatial axis. max_pool pads with -inf; avg_pool sums and divides by the
+// window size (count_include_pad, flax's default) or by the number of real elements.
+Array max_pool(const Array& x, const Shape& window_shape, const Shape& strides = {},
+               const lax::Padding& padding = "VALID");
+Array avg_pool(const Array& x, const Shape& window_shape, const Shape& strides = {},
+               const lax::Padding& padding = "VALID", bool count_include_pad = true);
+
 // ---- losses and metrics ----------------------------------------------------------------------
 // Mean over the batch of -log_softmax(logits)[label]; labels are integer class ids in
 // [0, classes). A label outside that range is an error, never silently ignored (jax's one_hot

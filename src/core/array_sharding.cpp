@@ -34,7 +34,9 @@ Array without_named_sharding(const Array& x) {
 }
 
 void check_fully_addressable(const ArrayImpl& impl, const char* what) {
-  if (impl.named && !impl.named->is_fully_addressable())
+  // (A replicated array is whole on each of its devices: whole here if one of them is here.)
+  if (impl.named && !impl.named->is_fully_addressable() &&
+      !(impl.named->is_fully_replicated() && !impl.named->mesh().local_devices().empty()))
     fail(what, ": the array spans devices of other processes (", impl.named->str(),
          "); this process holds only its devices' blocks (addressable_shards); expected a fully "
          "addressable array: gather it with multihost_utils::process_allgather first");

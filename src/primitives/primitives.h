@@ -602,6 +602,99 @@ class DotGeneral final : public PrimitiveOf<DotGeneral> {
   Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
+// ---- convolution and windowed reductions -----------------------------------------------------
+// lax.conv_general_dilated. Specs as jax.lax.ConvDimensionNumbers: lhs_spec (batch, feature,
+// spatial...) axes of lhs, rhs_spec (out feature, in feature, spatial...) axes of rhs, out_spec
+// (batch, feature, spatial...) axes of the output. Padding explicit (lo, hi) per spatial dim
+// (negative crops); dilations and strides per spatial dim; float32/float64 operands of one dtype.
+class ConvGeneralDilated final : public PrimitiveOf<ConvGeneralDilated> {
+ public:
+  auto key() const {
+    return std::tie(window_strides, padding_lo, padding_hi, lhs_dilation, rhs_dilation, lhs_spec,
+                    rhs_spec, out_spec, feature_group_count, batch_group_count);
+  }
+  Shape window_strides, padding_lo, padding_hi, lhs_dilation, rhs_dilation;
+  std::vector<int> lhs_spec, rhs_spec, out_spec;
+  int64_t feature_group_count = 1, batch_group_count = 1;
+  std::string name() const override { return "conv_general_dilated"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// The window of a windowed reduction: one entry per operand axis; padding explicit (lo, hi),
+// non-negative. A padded element never wins a max/min and adds nothing to a sum.
+struct WindowDims {
+  Shape window, strides, lo, hi;
+  auto key() const { return std::tie(window, strides, lo, hi); }
+  bool operator==(const WindowDims&) const = default;
+  // The output shape of a window over `operand`, checking the parameters (op names the caller).
+  Shape out_shape(const Shape& operand, const char* op) const;
+  // The same window with a size-1, stride-1, unpadded axis inserted at `axis` (a vmap axis).
+  WindowDims with_axis(int axis) const;
+};
+// lax.reduce_window_sum / _max / _min (JAX's reduce_window_*_p, identity init).
+enum class WindowOp { Sum, Max, Min };
+class ReduceWindow final : public PrimitiveOf<ReduceWindow> {
+ public:
+  auto key() const { return std::tie(op, dims); }
+  ReduceWindow(WindowOp op, WindowDims dims) : op(op), dims(std::move(dims)) {}
+  WindowOp op;
+  WindowDims dims;
+  std::string name() const override;
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+// lax's select_and_scatter_add: operands (source, operand), source shaped as the window
+// reduction's output; each source element added at the position of its window's first max
+// (is_max) or min in operand; output shaped as operand. The transpose of SelectAndGather.
+class SelectAndScatterAdd final : public PrimitiveOf<SelectAndScatterAdd> {
+ public:
+  auto key() const { return std::tie(is_max, dims); }
+  SelectAndScatterAdd(bool is_max, WindowDims dims) : is_max(is_max), dims(std::move(dims)) {}
+  bool is_max;
+  WindowDims dims;
+  std::string name() const override { return "select_and_scatter_add"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+// lax's select_and_gather_add: operands (tangent, operand) of one shape; for each window, the
+// tangent at the position of the window's first max (is_max) or min in operand (0 for a window
+// of padding only). reduce_window max/min's JVP.
+class SelectAndGather final : public PrimitiveOf<SelectAndGather> {
+ public:
+  auto key() const { return std::tie(is_max, dims); }
+  SelectAndGather(bool is_max, WindowDims dims) : is_max(is_max), dims(std::move(dims)) {}
+  bool is_max;
+  WindowDims dims;
+  std::string name() const override { return "select_and_gather_add"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
 // ---- random ---------------------------------------------------------------------------------
 // Threefry-2x32 counter-mode bits: key u32[K..., 2] -> u32[K..., shape...].
 class RandomBits final : public PrimitiveOf<RandomBits> {

@@ -143,13 +143,17 @@ std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& nam
   std::lock_guard lock(mu_);
   auto& rv = rendezvous_[{key, group}];
   if (!rv) {
-    // The members on this process, and (for errors that name them) the replica of each.
+    // The members on this process, each named by its place among this process's replicas (the
+    // launcher runs them in mesh order): how the run state follows them and errors name them.
     MeshReplica any(this, 0);
     std::vector<int> replicas;
-    for (int r : any.members(names, group))
-      if (process_of(r) == me_) replicas.push_back(r);
+    for (int r : any.members(names, group)) {
+      if (process_of(r) != me_) continue;
+      int local = 0;
+      for (int q = 0; q < r; ++q) local += process_of(q) == me_ ? 1 : 0;
+      replicas.push_back(local);
+    }
     const int size = static_cast<int>(replicas.size());
-    if (spans_processes()) replicas.clear();  // (replica ids are not this process's devices)
     rv = std::make_shared<Rendezvous>(size, run_, "axis " + key.substr(0, key.size() - 1),
                                       std::move(replicas));
   }

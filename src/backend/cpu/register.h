@@ -13,6 +13,7 @@ void register_pmap_kernel();
 void register_control_flow_kernels();
 void register_callback_kernels();
 void register_linalg_kernels();
+void register_conv_kernels();
 
 inline void register_all_kernels() {
   register_elementwise_kernels();
@@ -26,6 +27,7 @@ inline void register_all_kernels() {
   register_control_flow_kernels();
   register_callback_kernels();
   register_linalg_kernels();
+  register_conv_kernels();
 }
 
 }  // namespace spmd::cpu
