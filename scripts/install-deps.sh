@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libeigen3-dev libopenblas-dev zlib1g-dev libcli11-dev python3-numpy dataset-fashion-mnist
           python3-matplotlib  # scripts/scaling.py's plot
+          nlohmann-json3-dev  # sharded checkpoints' manifest (src/io/sharded_checkpoint.cpp)
           libopenmpi-dev openmpi-bin
           llvm-14-dev  # the code generator (src/codegen/llvm_compiler.cpp)
           clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and clang's sanitizer runtimes

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "finite_differences.h"
+#include "spmd/device.h"
 #include "spmd/lax.h"
 #include "spmd/nn.h"
 #include "spmd/ops.h"
@@ -187,8 +188,9 @@ TEST(Conv, NhwcHwioLayoutsMatchNchw) {
     Array got2 = lax::conv_general_dilated(xh, transpose(wh, std::vector<int>{3, 2, 0, 1}), {2, 1},
                                            "SAME", {}, {1, 2}, {"NHWC", "OIHW", "NCHW"}, fgc);
     expect_allclose(got2, want, 1e-12, 1e-12, "NHWC -> NCHW");
-    Array got3 = lax::conv_general_dilated(transpose(x, std::vector<int>{0, 1, 3, 2}), w, {1, 2},
-                                           "SAME", {}, {2, 1}, {"NCWH", "OIHW", "NCHW"}, fgc);
+    // Strides and dilations follow the kernel's spatial order (H, W) whatever the lhs order.
+    Array got3 = lax::conv_general_dilated(transpose(x, std::vector<int>{0, 1, 3, 2}), w, {2, 1},
+                                           "SAME", {}, {1, 2}, {"NCWH", "OIHW", "NCHW"}, fgc);
     expect_allclose(got3, want, 1e-12, 1e-12, "NCWH");
     // 1-D NWC / WIO.
     Array x1 = values({2, 3, 9}, 0.4), w1 = values({4, 3, 3}, 0.8);
@@ -249,8 +251,8 @@ TEST(ConvGrad, MatchesFiniteDifferences) {
       {{1, 2, 5, 5}, {3, 2, 2, 3}, {2, 1}, {1, 2}, {2, 1}, Pairs{{1, 2}, {-1, 1}}},
       {{2, 4, 5, 5}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 2}, "SAME", 2},
       {{4, 2, 4, 5}, {4, 2, 2, 2}, {1, 1}, {1, 1}, {1, 1}, Pairs{{1, 0}, {0, 1}}, 1, 2},
-      {{2, 7, 4}, {3, 2, 4}, {3}, {1}, {1}, "SAME", 1, 1, {"NWC", "WIO", "NWC"}},
-      {{2, 5, 4, 4}, {3, 2, 4, 6}, {2, 1}, {1, 1}, {1, 1}, "SAME", 2, 1, {"NHWC", "HWIO", "NHWC"}},
+      {{2, 7, 4}, {3, 4, 3}, {3}, {1}, {1}, "SAME", 1, 1, {"NWC", "WIO", "NWC"}},
+      {{2, 5, 4, 4}, {3, 2, 2, 6}, {2, 1}, {1, 1}, {1, 1}, "SAME", 2, 1, {"NHWC", "HWIO", "NHWC"}},
   };
   int idx = 0;
   for (const GradCase& c : cs) {
@@ -470,6 +472,23 @@ TEST(PoolingVmap, MatchesALoop) {
   expect_allclose(jit(vmap(grad(loss)))(xs), stack(gs), 1e-14, 1e-14, "jit vmap grad");
 }
 
+TEST(ConvPmap, RunsPerDeviceAndPrintsItsParameters) {
+  set_cpu_device_count(2);
+  Array xs = values({2, 3, 4, 5, 5}, 0.3), w = values({6, 2, 3, 3}, 0.9);
+  auto f = [&](const Array& x) {
+    Array y = lax::conv_general_dilated(x, w, {1, 1}, "SAME", {}, {}, {}, 2);
+    return nn::avg_pool(transpose(y, std::vector<int>{0, 2, 3, 1}), {2, 2}, {2, 2});
+  };
+  auto loss = [&](const Array& x) { return sum(square(f(x))); };
+  expect_allclose(pmap(f)(xs), stack({f(xs[0]), f(xs[1])}), 1e-12, 1e-12, "pmap conv");
+  expect_allclose(pmap(grad(loss))(xs), stack({grad(loss)(xs[0]), grad(loss)(xs[1])}), 1e-12, 1e-12,
+                  "pmap grad conv");
+  std::string text = make_jaxpr(grad(loss))(xs[0]).str();
+  EXPECT_THAT(text, ::testing::HasSubstr("conv_general_dilated["));
+  EXPECT_THAT(text, ::testing::HasSubstr("feature_group_count=2"));
+  EXPECT_THAT(text, ::testing::HasSubstr("reduce_window_sum["));
+}
+
 // ---- errors -----------------------------------------------------------------------------------
 
 template <class F>
@@ -558,10 +577,7 @@ TEST(ReduceWindowErrors, NameWhatWasExpectedAndWhatWasGiven) {
                 lax::reduce_window(x, 0, C::Sum, {1, 2, 2, 1}, {}, "FULL");
               }),
               HasSubstr("unknown padding type 'FULL'"));
-  EXPECT_THAT(error_of([&] {
-                nn::max_pool(x, {2, 2, 2});
-              }),
-              HasSubstr("expected an input of rank"));
+  EXPECT_THAT(error_of([&] { nn::max_pool(x, {2}); }), HasSubstr("expected an input of rank 3"));
   EXPECT_THAT(error_of([&] { nn::max_pool(x, {2, 2}, {1}); }), HasSubstr("expected 2 strides"));
   EXPECT_THAT(error_of([&] {
                 nn::avg_pool(x, {2, 2}, {}, Pairs{{1, 1}});

@@ -87,7 +87,7 @@ Array cummin(const Array& x, int axis = 0, bool reverse = false);
 // split with the smaller half first), "SAME_LOWER" (the larger half first), "VALID" (none), or
 // explicit (lo, hi) pairs, one per spatial dimension (per operand axis for reduce_window).
 struct Padding {
-  Padding(const char* mode) : mode(mode) {}  // NOLINT: implicit, as JAX takes a string
+  Padding(const char* mode) : mode(mode) {}             // NOLINT: implicit, as JAX takes a string
   Padding(std::string mode) : mode(std::move(mode)) {}  // NOLINT
   Padding(std::vector<std::pair<int64_t, int64_t>> pairs) : pairs(std::move(pairs)) {}  // NOLINT
   std::string mode;  // empty for explicit pairs
@@ -111,8 +111,7 @@ Array conv_general_dilated(const Array& lhs, const Array& rhs, const Shape& wind
                            const ConvDimensionNumbers& dimension_numbers = {},
                            int64_t feature_group_count = 1, int64_t batch_group_count = 1);
 // jax.lax.conv: NCHW lhs, OIHW rhs (any number of spatial dimensions).
-Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides,
-           const Padding& padding);
+Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides, const Padding& padding);
 // jax.lax.reduce_window with computation add, max or min: each window of window_dimensions
 // (one per axis) at window_strides (empty: all 1) over operand padded with init_value, reduced
 // starting from init_value. Windows must fit in the padded operand. Differentiable (max/min

@@ -12,6 +12,7 @@
 #include "spmd/collectives.h"
 #include "spmd/device.h"
 #include "spmd/lax.h"
+#include "spmd/mesh.h"
 #include "spmd/ops.h"
 #include "spmd/pytree.h"
 
@@ -175,6 +176,20 @@ struct Checkpoint {
 };
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 Checkpoint load_checkpoint(const std::string& path);
+
+// Sharded checkpoints, for arrays laid out on a mesh (NamedSharding), across processes: every
+// process writes the blocks its devices hold first (one .npy file per distinct block; replicas
+// are written once), then process 0 writes a manifest (manifest.json: every array's dtype,
+// global shape, layout and blocks, and the integers) once all blocks are on disk. Arrays without
+// a NamedSharding are written whole by process 0. Every process of the program calls save
+// (a collective); dir is on storage all of them see.
+void save_sharded_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
+// Restores onto any mesh and any number of processes: an array named in `layouts` is laid out
+// by its NamedSharding (make_array_from_callback: each process reads only the saved blocks that
+// overlap its devices' blocks), the others whole on this process. A missing or inconsistent
+// manifest or block file is an spmd::Error naming it.
+Checkpoint load_sharded_checkpoint(const std::string& dir,
+                                   const std::map<std::string, NamedSharding>& layouts = {});
 
 // Adds every leaf of tree under "prefix/i" / reads them back into a tree shaped like `like`.
 template <class P>
