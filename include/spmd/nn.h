@@ -3,7 +3,9 @@
 // activations, losses and metrics, optimisers (SGD with momentum, Adam) over pytrees of
 // parameters, replication across devices, and checkpoints of a whole training state.
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +60,56 @@ Array soft_sign(const Array& x);                 // x / (|x| + 1)
 Array glu(const Array& x, int axis = -1);
 // (x - mean) / sqrt(var + epsilon) over `axis` (jax.nn.standardize).
 Array standardize(const Array& x, int axis = -1, double epsilon = 1e-5);
+
+// The jax.nn functions that live in ops.h, under their jax.nn names: sigmoid, logsumexp (max-
+// shifted with the shift under stop_gradient; a row of -inf gives -inf), softmax, log_softmax,
+// one_hot.
+using spmd::log_softmax;
+using spmd::logsumexp;
+using spmd::one_hot;
+using spmd::sigmoid;
+using spmd::softmax;
+
+// ---- initializers (jax.nn.initializers) ------------------------------------------------------
+// Each is a function of (key, shape, dtype), as JAX's. variance_scaling draws with variance
+// scale / n, n the fan_in, fan_out or their mean ("fan_in", "fan_out", "fan_avg"), from a
+// "truncated_normal" (bounds +-2 standard deviations, the std corrected by 0.87962566103423978
+// as JAX), a "normal" or a "uniform" distribution. Fans as JAX's _compute_fans: the shape needs
+// rank >= 2; in_size / out_size / batch_size are the products of the sizes of in_axis / out_axis
+// / batch_axis, the receptive field is everything else, fan_in = in_size * receptive field.
+namespace initializers {
+class Initializer {
+ public:
+  using Fn = std::function<Array(const Array& key, const Shape& shape, DType dtype)>;
+  Initializer() = default;
+  explicit Initializer(Fn fn) : fn_(std::move(fn)) {}
+  Array operator()(const Array& key, const Shape& shape, DType dtype = DType::Float32) const;
+
+ private:
+  Fn fn_;
+};
+// (fan_in, fan_out) of a weight shape.
+std::pair<double, double> compute_fans(const Shape& shape, const Axes& in_axis = -2,
+                                       const Axes& out_axis = -1,
+                                       const Axes& batch_axis = std::vector<int>{});
+Initializer variance_scaling(double scale, const std::string& mode,
+                             const std::string& distribution, const Axes& in_axis = -2,
+                             const Axes& out_axis = -1,
+                             const Axes& batch_axis = std::vector<int>{});
+Initializer glorot_normal(const Axes& in_axis = -2, const Axes& out_axis = -1);   // xavier
+Initializer glorot_uniform(const Axes& in_axis = -2, const Axes& out_axis = -1);  // xavier
+Initializer he_normal(const Axes& in_axis = -2, const Axes& out_axis = -1);       // kaiming
+Initializer he_uniform(const Axes& in_axis = -2, const Axes& out_axis = -1);      // kaiming
+Initializer lecun_normal(const Axes& in_axis = -2, const Axes& out_axis = -1);
+Initializer lecun_uniform(const Axes& in_axis = -2, const Axes& out_axis = -1);
+Initializer normal(double stddev = 1e-2);  // N(0, stddev^2)
+Initializer uniform(double scale = 1e-2);  // U[0, scale), as JAX's
+// stddev * random::truncated_normal(lower, upper): no variance correction, as JAX's.
+Initializer truncated_normal(double stddev = 1e-2, double lower = -2.0, double upper = 2.0);
+Initializer zeros();
+Initializer ones();
+Initializer constant(double value);
+}  // namespace initializers
 
 // ---- pooling (flax.linen) --------------------------------------------------------------------
 // Windows over the spatial axes of (batch, spatial..., features) inputs (or unbatched (spatial...,

@@ -43,9 +43,13 @@ Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> bu
                   std::vector<int> placement, bool sharded);
 // Sets a concrete array's placement and charges its buffer to it (see wrap_buffer).
 void place(ArrayImpl& impl, std::vector<int> placement, bool sharded);
-// x's buffer laid out by `sharding` (a view), charged to the sharding's local devices in equal
-// parts.
-Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding);
+// x's buffer laid out by `sharding` (a view, of shape `shape` when given: the same elements in
+// the same order), charged to the sharding's local devices in equal parts.
+Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
+                          const Shape* shape = nullptr);
+// x's buffer, without a NamedSharding, as an array of another shape with the same elements in
+// the same order (a reshape without the dispatch of an op).
+Array reshaped_view(const Array& x, const Shape& shape);
 // x's buffer without a NamedSharding: how the library itself reads and reshapes a sharded array.
 Array without_named_sharding(const Array& x);
 // Throws unless this process holds every element of the array; `what` names the use.

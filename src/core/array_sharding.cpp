@@ -10,10 +10,12 @@
 namespace spmd {
 namespace detail {
 
-Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding) {
+Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
+                          const Shape* shape) {
   const ArrayImpl& impl = concrete(x, "with_named_sharding");
   auto out = std::make_shared<ArrayImpl>();
   out->aval = impl.aval;
+  if (shape) out->aval.shape = *shape;
   out->buffer = impl.buffer;
   out->offset = impl.offset;
   std::vector<int> placement;
@@ -25,6 +27,15 @@ Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> s
   out->named = std::move(sharding);
   if (out->buffer) runtime::charge(*out->buffer, out->placement);
   return Array(std::move(out));
+}
+
+Array reshaped_view(const Array& x, const Shape& shape) {
+  const ArrayImpl& impl = concrete(x, "reshaped_view");
+  if (shape_size(shape) != impl.aval.size())
+    fail("reshaped_view: ", shape_str(impl.aval.shape), " has ", impl.aval.size(),
+         " elements, not the ", shape_size(shape), " of ", shape_str(shape));
+  return wrap_buffer(AbstractValue{shape, impl.aval.dtype, impl.aval.weak}, impl.buffer,
+                     impl.offset, impl.placement, false);
 }
 
 Array without_named_sharding(const Array& x) {

@@ -182,9 +182,15 @@ Array permutation(const Array& k, int64_t n) {
   return lax::argsort(bits(k, {n}), 0);
 }
 
-Array permutation(const Array& k, const Array& x) {
+Array permutation(const Array& k, const Array& x, int axis, bool independent) {
   if (x.ndim() == 0) fail("random.permutation: expected an array of rank >= 1, got a scalar");
-  return take(x, permutation(k, x.shape()[0]), 0);
+  if (axis < -x.ndim() || axis >= x.ndim())
+    fail("random.permutation: axis ", axis, " is out of bounds for an array of rank ", x.ndim());
+  int a = axis < 0 ? axis + x.ndim() : axis;
+  if (!independent) return take(x, permutation(k, x.shape()[a]), a);
+  check_key(k, "permutation");
+  // Every slice along a sorted by its own random words: an independent shuffle per slice.
+  return take_along_axis(x, lax::argsort(bits(k, x.shape()), a), a);
 }
 
 }  // namespace spmd::random

@@ -22,6 +22,7 @@
 #include <set>
 
 #include "core/array_impl.h"
+#include "ir/eager.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -329,14 +330,25 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const Fla
     args.reserve(call.leaves.size() + 1);
     for (size_t i = 0; i < call.leaves.size(); ++i) {
       Array a = argument(call.leaves[i], *e->in_shardings[i], i);
-      args.push_back(a.shape() == e->in[i].split ? a : reshape(a, e->in[i].split));
+      if (a.shape() != e->in[i].split)
+        a = a.is_tracer() ? reshape(a, e->in[i].split) : reshaped_view(a, e->in[i].split);
+      args.push_back(std::move(a));
     }
     if (e->positions.valid()) args.push_back(e->positions);
-    std::vector<Array> outs = e->call ? spmd::bind(e->call, args) : e->run(args);
+    bool traced = ir::current_trace() != nullptr;
+    for (const Array& a : args) traced = traced || a.is_tracer();
+    // (Outside any trace the traced nest's call runs at once, as pmap runs its own.)
+    std::vector<Array> outs = !e->call ? e->run(args)
+                              : traced ? spmd::bind(e->call, args)
+                                       : ir::execute_eager(*e->call, args);
     for (size_t j = 0; j < outs.size(); ++j) {
-      if (outs[j].shape() != e->out[j].global) outs[j] = reshape(outs[j], e->out[j].global);
-      outs[j] = outs[j].is_tracer() ? with_sharding_constraint(outs[j], *e->out_shardings[j])
-                                    : with_named_sharding(outs[j], e->out_shardings[j]);
+      const Shape& global = e->out[j].global;
+      if (!outs[j].is_tracer()) {  // a view of the pmap's result, laid out on the mesh
+        outs[j] = with_named_sharding(outs[j], e->out_shardings[j], &global);
+        continue;
+      }
+      if (outs[j].shape() != global) outs[j] = reshape(outs[j], global);
+      outs[j] = with_sharding_constraint(outs[j], *e->out_shardings[j]);
     }
     out_tree = e->out_tree;
     t_body = outer;
