@@ -92,9 +92,8 @@ class Initializer {
 std::pair<double, double> compute_fans(const Shape& shape, const Axes& in_axis = -2,
                                        const Axes& out_axis = -1,
                                        const Axes& batch_axis = std::vector<int>{});
-Initializer variance_scaling(double scale, const std::string& mode,
-                             const std::string& distribution, const Axes& in_axis = -2,
-                             const Axes& out_axis = -1,
+Initializer variance_scaling(double scale, const std::string& mode, const std::string& distribution,
+                             const Axes& in_axis = -2, const Axes& out_axis = -1,
                              const Axes& batch_axis = std::vector<int>{});
 Initializer glorot_normal(const Axes& in_axis = -2, const Axes& out_axis = -1);   // xavier
 Initializer glorot_uniform(const Axes& in_axis = -2, const Axes& out_axis = -1);  // xavier
@@ -121,6 +120,61 @@ Array max_pool(const Array& x, const Shape& window_shape, const Shape& strides =
 Array avg_pool(const Array& x, const Shape& window_shape, const Shape& strides = {},
                const lax::Padding& padding = "VALID", bool count_include_pad = true);
 
+// ---- normalisation, dropout, embedding, attention (flax.linen / jax.nn) -----------------------
+// (x - mean) / sqrt(var + epsilon) * scale + bias over `axes` (flax LayerNorm's defaults: the
+// last axis, epsilon 1e-6); scale and bias broadcast against the result and may be left empty
+// (default-constructed Array): no scale / no bias.
+Array layer_norm(const Array& x, const Array& scale = Array(), const Array& bias = Array(),
+                 double epsilon = 1e-6, const Axes& axes = -1);
+// x / sqrt(mean(x^2) + epsilon) * scale over `axes` (flax RMSNorm).
+Array rms_norm(const Array& x, const Array& scale = Array(), double epsilon = 1e-6,
+               const Axes& axes = -1);
+
+// Batch norm's running statistics, per feature.
+struct BatchNormState {
+  Array mean;
+  Array var;
+};
+SPMD_PYTREE(BatchNormState, mean, var)
+BatchNormState batch_norm_init(int64_t features, DType dtype = DType::Float32);  // 0 and 1
+struct BatchNormOutput {
+  Array y;
+  BatchNormState state;  // updated running statistics (unchanged when !training)
+};
+SPMD_PYTREE(BatchNormOutput, y, state)
+// flax BatchNorm over every axis but `feature_axis`. training: the batch's mean and (biased)
+// variance, two-pass (mean of squared deviations from the mean); with an axis_name (inside
+// pmap/shard_map over the data axis) both are pmean'ed across the devices, so every device
+// normalises with the statistics of the whole global batch (synchronised batch norm; equal
+// per-device batches). The running statistics become momentum * old + (1 - momentum) * batch.
+// Not training: the running statistics normalise and are returned unchanged.
+BatchNormOutput batch_norm(const Array& x, const Array& scale, const Array& bias,
+                           const BatchNormState& state, bool training, double momentum = 0.99,
+                           double epsilon = 1e-5,
+                           const std::optional<std::string>& axis_name = std::nullopt,
+                           int feature_axis = -1);
+
+// flax Dropout with an explicit key: each element kept with probability 1 - rate and scaled by
+// 1 / (1 - rate); deterministic (or rate 0) returns x, rate 1 gives zeros.
+Array dropout(const Array& key, double rate, const Array& x, bool deterministic = false);
+
+// Embedding lookup: rows of table (vocab, features) at integer ids, shape ids.shape + (features,)
+// (flax Embed; an id outside [0, vocab) gives NaN rows, jnp.take's "fill"). Its gradient
+// scatters-adds into the table.
+Array embed(const Array& table, const Array& ids);
+// Logits against every embedding: query (..., features) @ table^T (flax Embed.attend).
+Array embed_attend(const Array& table, const Array& query);
+
+// jax.nn.dot_product_attention (its XLA implementation): query (B, T, N, H), key and value
+// (B, S, K, H) with N a multiple of K (grouped-query attention: query head n reads key/value
+// head n / (N / K)); unbatched (T, N, H) / (S, K, H) too. logits = scale * q k^T (scale
+// 1 / sqrt(H) by default) + bias, masked where mask is false (to a large negative number, as
+// JAX) and causally when is_causal (query t sees keys s <= t), softmax over S in float32 or
+// wider, then the weighted sum of values: (B, T, N, H). bias and mask broadcast to (B, N, T, S).
+Array dot_product_attention(const Array& query, const Array& key, const Array& value,
+                            const Array& bias = Array(), const Array& mask = Array(),
+                            std::optional<double> scale = std::nullopt, bool is_causal = false);
+
 // ---- losses and metrics ----------------------------------------------------------------------
 // Mean over the batch of -log_softmax(logits)[label]; labels are integer class ids in
 // [0, classes). A label outside that range is an error, never silently ignored (jax's one_hot
@@ -132,6 +186,39 @@ Array cross_entropy(const Array& logits, const Array& labels);
 Array accuracy(const Array& logits, const Array& labels);
 // Number of rows whose argmax equals the label (int32), for summing across devices.
 Array correct_count(const Array& logits, const Array& labels);
+
+// ---- learning-rate schedules and gradient clipping (optax) ------------------------------------
+// A schedule maps the step count (a scalar Array, possibly traced) to a learning rate.
+using Schedule = std::function<Array(const Array& count)>;
+Schedule constant_schedule(double value);
+// optax.linear_schedule: init_value to end_value over transition_steps steps starting at
+// transition_begin, then end_value.
+Schedule linear_schedule(double init_value, double end_value, int64_t transition_steps,
+                         int64_t transition_begin = 0);
+// optax.cosine_decay_schedule: init_value * ((1 - alpha) * (0.5 (1 + cos(pi t / T)))^exponent +
+// alpha), t clipped to decay_steps T.
+Schedule cosine_decay_schedule(double init_value, int64_t decay_steps, double alpha = 0.0,
+                               double exponent = 1.0);
+// optax.warmup_cosine_decay_schedule: linear init_value -> peak_value over warmup_steps, then a
+// cosine decay to end_value at decay_steps (which includes the warmup).
+Schedule warmup_cosine_decay_schedule(double init_value, double peak_value, int64_t warmup_steps,
+                                      int64_t decay_steps, double end_value = 0.0,
+                                      double exponent = 1.0);
+
+// optax.global_norm: sqrt of the sum of squares of every leaf.
+Array global_norm_leaves(const std::vector<Array>& leaves);
+// optax.clip_by_global_norm: every leaf scaled by max_norm / global_norm when the global norm
+// is at least max_norm, unchanged otherwise.
+std::vector<Array> clip_by_global_norm_leaves(const std::vector<Array>& leaves, double max_norm);
+template <class P>
+Array global_norm(const P& tree) {
+  return global_norm_leaves(tree_flatten(tree).first);
+}
+template <class P>
+P clip_by_global_norm(const P& tree, double max_norm) {
+  auto [leaves, def] = tree_flatten(tree);
+  return tree_unflatten<P>(def, clip_by_global_norm_leaves(leaves, max_norm));
+}
 
 // ---- optimisers ------------------------------------------------------------------------------
 // The optimiser's state for a pytree of parameters, flattened: first and second moments
@@ -148,6 +235,13 @@ class Optimizer {
   static Optimizer sgd(double learning_rate, double momentum = 0.0, bool nesterov = false);
   static Optimizer adam(double learning_rate, double b1 = 0.9, double b2 = 0.999,
                         double eps = 1e-8);
+  // optax.adamw: Adam's step plus decoupled weight decay, p -= lr * (m_hat / (sqrt(v_hat) +
+  // eps) + weight_decay * p), on every parameter (optax's mask left out). The learning rate
+  // may be a schedule of the step count (0 for the first update, as optax).
+  static Optimizer adamw(double learning_rate, double b1 = 0.9, double b2 = 0.999,
+                         double eps = 1e-8, double weight_decay = 1e-4);
+  static Optimizer adamw(Schedule learning_rate, double b1 = 0.9, double b2 = 0.999,
+                         double eps = 1e-8, double weight_decay = 1e-4);
 
   OptState init_leaves(const std::vector<Array>& params) const;
   std::pair<std::vector<Array>, OptState> update_leaves(const std::vector<Array>& params,
@@ -196,8 +290,9 @@ class Optimizer {
 
  private:
   std::string name_;
-  double lr_ = 0, momentum_ = 0, b1_ = 0, b2_ = 0, eps_ = 0;
+  double lr_ = 0, momentum_ = 0, b1_ = 0, b2_ = 0, eps_ = 0, weight_decay_ = 0;
   bool nesterov_ = false;
+  Schedule schedule_;  // adamw with a learning-rate schedule
 };
 
 // ---- replication across devices --------------------------------------------------------------

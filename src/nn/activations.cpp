@@ -41,8 +41,15 @@ Array selu(const Array& x) {
   return elu(x, alpha) * scale;
 }
 
-// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): never overflows, exact for large |x|.
-Array softplus(const Array& x) { return maximum(x, Array(0.0)) + log1p(exp(-abs(x))); }
+// log(1 + e^x) = logaddexp(x, 0): x + log1p(e^-x) for x > 0, log1p(e^x) otherwise. Never
+// overflows, exact for large |x|, and its derivative is sigmoid(x) everywhere (0.5 at 0, where
+// max(x, 0) + log1p(e^-|x|) would differentiate its kinks). Each branch sees an input clamped to
+// its own side, so the other branch's gradient is never 0 * inf.
+Array softplus(const Array& x) {
+  Array pos = x > 0.0;
+  Array xp = where(pos, x, zeros_like(x)), xn = where(pos, zeros_like(x), x);
+  return where(pos, xp + log1p(exp(-xp)), log1p(exp(xn)));
+}
 
 Array log_sigmoid(const Array& x) { return -softplus(-x); }
 

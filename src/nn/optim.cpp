@@ -35,13 +35,32 @@ Optimizer Optimizer::adam(double learning_rate, double b1, double b2, double eps
   return o;
 }
 
+Optimizer Optimizer::adamw(double learning_rate, double b1, double b2, double eps,
+                           double weight_decay) {
+  if (!(learning_rate > 0)) fail("adamw: expected a positive learning rate, got ", learning_rate);
+  Optimizer o = adam(learning_rate, b1, b2, eps);
+  if (weight_decay < 0) fail("adamw: expected a non-negative weight decay, got ", weight_decay);
+  o.name_ = "adamw";
+  o.weight_decay_ = weight_decay;
+  return o;
+}
+
+Optimizer Optimizer::adamw(Schedule learning_rate, double b1, double b2, double eps,
+                           double weight_decay) {
+  if (!learning_rate) fail("adamw: expected a learning-rate schedule, got an empty function");
+  Optimizer o = adamw(1.0, b1, b2, eps, weight_decay);
+  o.schedule_ = std::move(learning_rate);
+  return o;
+}
+
 OptState Optimizer::init_leaves(const std::vector<Array>& params) const {
   OptState s;
   s.count = zeros({}, DType::Float32);
-  bool first = name_ == "adam" || momentum_ > 0;
+  const bool adam_like = name_ == "adam" || name_ == "adamw";
+  bool first = adam_like || momentum_ > 0;
   for (const Array& p : params) {
     if (first) s.mu.push_back(zeros_like(p));
-    if (name_ == "adam") s.nu.push_back(zeros_like(p));
+    if (adam_like) s.nu.push_back(zeros_like(p));
   }
   return s;
 }
@@ -87,6 +106,9 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
     }
     return it->second;
   };
+  // adamw's learning rate: the schedule at the count before this update (optax's
+  // scale_by_schedule), or the constant.
+  Array lr_now = schedule_ ? schedule_(state.count) : Array(lr_);
   for (size_t i = 0; i < params.size(); ++i) {
     Array m = state.mu[i] * b1_ + grads[i] * (1.0 - b1_);
     Array v = state.nu[i] * b2_ + grads[i] * grads[i] * (1.0 - b2_);
@@ -95,7 +117,13 @@ std::pair<std::vector<Array>, OptState> Optimizer::update_leaves(const std::vect
     const auto& [c1, c2] = correction(m.dtype());
     Array mhat = m / astype(c1, m.dtype());
     Array vhat = v / astype(c2, v.dtype());
-    out.push_back(params[i] - mhat * lr_ / (sqrt(vhat) + eps_));
+    if (name_ == "adamw") {
+      // optax.adamw: scale_by_adam, add_decayed_weights, scale_by_learning_rate.
+      Array u = mhat / (sqrt(vhat) + eps_) + params[i] * weight_decay_;
+      out.push_back(params[i] - u * astype(lr_now, params[i].dtype()));
+    } else {
+      out.push_back(params[i] - mhat * lr_ / (sqrt(vhat) + eps_));
+    }
   }
   return {out, s};
 }

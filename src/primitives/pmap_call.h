@@ -66,6 +66,11 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
     // with no gather or all_gather in the per-device program. Other nested pmaps are lowered
     // into the program (sliced by axis_index, results all-gathered): their axes map nothing.
     std::vector<std::vector<int>> in_dims, out_dims;
+    // What the launcher builds for a call's replicas (mesh, run state, communicators), kept
+    // between calls: a call takes an idle one or builds one, and gives it back when it succeeds
+    // (a failed call's is dropped). The launcher's own type, opaque here.
+    mutable std::mutex launches_mu;
+    mutable std::vector<std::shared_ptr<void>> idle_launches;
     bool communicates = false;  // the program has collectives (replicas depend on each other)
     bool loops = false;         // the program has a scan or while: its work is not its data
   };

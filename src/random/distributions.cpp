@@ -57,7 +57,7 @@ double tiny(DType dtype) {
 // element draws round i's normal and uniform from fold_in(key, i) until it accepts; the loop
 // runs until all have. a <= 0 or NaN never enters the loop and gives NaN.
 Array log_gamma_impl(const Array& key, const Array& a, const Shape& shape, DType dtype) {
-  Array keys = split(key, 2);
+  Array keys = random::split(key, 2);
   Array loop_key = keys[0], boost_key = keys[1];
   Array valid = a > 0.0;
   Array alpha = where(a >= 1.0, a, a + 1.0);
@@ -66,13 +66,13 @@ Array log_gamma_impl(const Array& key, const Array& a, const Shape& shape, DType
   Array c = rsqrt(d * 9.0);
   const int kMaxRounds = 1000;  // acceptance is >= 95% per round: never reached in practice
   using Carry = std::tuple<Array, Array, Array>;  // round, v, done
-  Carry init{Array(0), ones(shape, dtype), logical_not(valid)};
+  Carry init{zeros({}, DType::Int32), ones(shape, dtype), logical_not(valid)};
   auto cond_fun = [&](const Carry& s) {
     return logical_and(any(logical_not(std::get<2>(s))), std::get<0>(s) < kMaxRounds);
   };
   auto body_fun = [&](const Carry& s) {
     const auto& [i, v_prev, done] = s;
-    Array k = split(fold_in(loop_key, i), 2);
+    Array k = random::split(fold_in(loop_key, i), 2);
     Array x = normal(k[0], shape, dtype);
     Array u = uniform(k[1], shape, dtype);
     Array t = x * c + 1.0;
@@ -81,7 +81,7 @@ Array log_gamma_impl(const Array& key, const Array& a, const Shape& shape, DType
     Array safe_v = where(positive, v, ones_like(v));
     Array accept = logical_and(positive, log(u) < x * x * 0.5 + d - d * safe_v + d * log(safe_v));
     Array take_now = logical_and(logical_not(done), accept);
-    return Carry{i + 1, where(take_now, safe_v, v_prev), logical_or(done, accept)};
+    return Carry{i + Array(1), where(take_now, safe_v, v_prev), logical_or(done, accept)};
   };
   Carry out = lax::while_loop(cond_fun, body_fun, init);
   Array log_sample = log(d) + log(std::get<1>(out));
@@ -148,8 +148,7 @@ Array categorical(const Array& k, const Array& logits, int axis, std::optional<S
   check_param(logits, "categorical", "logits");
   if (logits.ndim() == 0) fail("random.categorical: expected logits of rank >= 1, got a scalar");
   if (axis < -logits.ndim() || axis >= logits.ndim())
-    fail("random.categorical: axis ", axis, " is out of bounds for logits of rank ",
-         logits.ndim());
+    fail("random.categorical: axis ", axis, " is out of bounds for logits of rank ", logits.ndim());
   int a = axis < 0 ? axis + logits.ndim() : axis;
   Array lf = ops::to_inexact(logits);
   Shape batch = logits.shape();
@@ -194,7 +193,7 @@ Array beta(const Array& k, const Array& a, const Array& b, std::optional<Shape> 
   check_param(a, "beta", "a");
   check_param(b, "beta", "b");
   Shape s = draw_shape(shape, broadcast_shapes(a.shape(), b.shape()));
-  Array keys = split(k, 2);
+  Array keys = random::split(k, 2);
   Array la = log_gamma_impl(keys[0], param_to(a, s, dtype, "beta", "a"), s, dtype);
   Array lb = log_gamma_impl(keys[1], param_to(b, s, dtype, "beta", "b"), s, dtype);
   Array m = maximum(la, lb);
@@ -236,8 +235,8 @@ Array choice(const Array& k, const Array& a, const Shape& shape, bool replace,
   }
   if (n == 0 && draws > 0) fail("random.choice: a cannot be empty unless no samples are taken");
   if (!replace && draws > n)
-    fail("random.choice: cannot take a larger sample (", draws,
-         ") than the population (", n, ") when replace=false");
+    fail("random.choice: cannot take a larger sample (", draws, ") than the population (", n,
+         ") when replace=false");
   Array ind;
   if (!p) {
     if (replace)

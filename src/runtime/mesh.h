@@ -27,6 +27,9 @@ class MeshReplica {
   // group's size.
   int index(const std::vector<std::string>& names) const;
   int size(const std::vector<std::string>& names) const;
+  // The communicator of the group over `names`. Kept for the replica's life, and found again by
+  // the address of `names` (a primitive's own list: the same object at every call of a kept
+  // launch), so a collective resolves its names to a group once, not at every call.
   Communicator& communicator(const std::vector<std::string>& names) const;
   // The group over `names`: replicas sharing this replica's coordinates on every axis not named.
   int64_t group(const std::vector<std::string>& names) const;
@@ -34,9 +37,16 @@ class MeshReplica {
   std::vector<int> members(const std::vector<std::string>& names, int64_t g) const;
 
  private:
+  Communicator& communicator_of(const std::vector<std::string>& names) const;
   Mesh* mesh_;
   std::vector<int64_t> coords_;
   mutable std::map<std::string, std::unique_ptr<Communicator>> comms_;
+  struct Known {  // a names list seen before: its address and contents (a temporary's address
+    const std::vector<std::string>* address;  // may be reused by another list)
+    std::vector<std::string> names;
+    Communicator* comm;
+  };
+  mutable std::vector<Known> by_address_;
 };
 
 class Mesh {

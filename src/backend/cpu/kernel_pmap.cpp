@@ -107,6 +107,18 @@ BlockLayout block_layout(const Shape& shape, const std::vector<int>& dims, bool 
   return b;
 }
 
+// What a call builds for its replicas: the run state their rendezvous share, the mesh (with
+// its rendezvous) and each replica's axes (with its communicators). Kept between the calls of
+// one pmap (PmapCall::Compiled::idle_launches): a collective then finds its communicator by the
+// address of its axis names, resolved once, and nothing is rebuilt per call. Not kept for a
+// mesh over processes: every process must pair its calls' communicators the same way.
+struct Launch {
+  std::shared_ptr<runtime::RunState> run;
+  std::unique_ptr<runtime::Mesh> mesh;
+  std::vector<std::unique_ptr<MeshAxes>> axes;  // per replica this process runs
+};
+constexpr size_t kIdleLaunches = 4;  // calls of one pmap at once from several threads
+
 void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                  ExecContext&) {
   const auto& call = backend::as<prim::PmapCall>(p);
@@ -189,23 +201,36 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       std::memset(staged[j] ? staged[j]->data : out[j].data, 0, out[j].aval->nbytes());
   std::vector<std::shared_ptr<runtime::Buffer>> scratch(static_cast<size_t>(replicas));
 
-  auto run = std::make_shared<runtime::RunState>();
+  // Across processes, a 1-D pmap's replicas here are the global rows [base, base + outer).
+  const bool across = spans_mesh || call.global_size != call.size;
+  const int64_t base = call.global_size != call.size ? runtime::first_global_device_id() : 0;
+  std::shared_ptr<Launch> launch;
+  if (!across) {
+    std::lock_guard lock(compiled.launches_mu);
+    if (!compiled.idle_launches.empty()) {
+      launch = std::static_pointer_cast<Launch>(compiled.idle_launches.back());
+      compiled.idle_launches.pop_back();
+    }
+  }
+  if (!launch) {
+    launch = std::make_shared<Launch>();
+    launch->run = std::make_shared<runtime::RunState>();
+    launch->mesh =
+        std::make_unique<runtime::Mesh>(compiled.mesh_names, compiled.mesh_sizes, launch->run);
+    if (spans_mesh) launch->mesh->place_on_processes(process_of, runtime::this_process());
+    if (call.global_size != call.size)
+      launch->mesh->span_processes(runtime::process_device_counts(), runtime::this_process());
+    for (int k = 0; k < replicas; ++k)
+      launch->axes.push_back(
+          std::make_unique<MeshAxes>(launch->mesh->replica(static_cast<int>(base + local[k]))));
+  }
+  runtime::RunState* run = launch->run.get();
+  runtime::Mesh& mesh = *launch->mesh;
   run->timeout = runtime::collective_timeout();
-  runtime::Mesh mesh(compiled.mesh_names, compiled.mesh_sizes, run);
-  // Across processes, this process's replicas are the global rows [base, base + outer).
-  int64_t base = 0;
-  if (spans_mesh) mesh.place_on_processes(process_of, runtime::this_process());
-  if (call.global_size != call.size) {
-    std::vector<int> counts = runtime::process_device_counts();
-    mesh.span_processes(counts, runtime::this_process());
-    base = runtime::first_global_device_id();
-  }
-  if (mesh.spans_processes()) {
-    // The leader of this process's devices bounds its own waits for the other processes (a
-    // header and a data exchange per collective) and names whom it waited for; the devices
-    // waiting on it must not give up first with a less precise error.
-    run->timeout = 2 * run->timeout + std::chrono::seconds(5);
-  }
+  // The leader of this process's devices bounds its own waits for the other processes (a
+  // header and a data exchange per collective) and names whom it waited for; the devices
+  // waiting on it must not give up first with a less precise error.
+  if (mesh.spans_processes()) run->timeout = 2 * run->timeout + std::chrono::seconds(5);
   int threads = std::max(1, hardware_threads() / std::max(1, replicas));
   auto replica = [&](int k) {
     const int r = local[k];
@@ -241,10 +266,9 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
       }
       offset += (out_types[j].nbytes() + 63) / 64 * 64;
     }
-    const MeshAxes axes(mesh.replica(static_cast<int>(base + r)));
     ExecContext ctx;
     ctx.device = devices[k];
-    ctx.axes = &axes;
+    ctx.axes = launch->axes[k].get();
     ctx.threads = threads;
     exe.run_into(ins, outs, ctx);
     run->finish(k);  // a replica still waiting for this one now never will be joined
@@ -266,7 +290,7 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     run->follow(std::move(ids));
     if (!devices.empty())  // (a process may hold no device of a mesh over processes)
       runtime::Client::get().run_on_devices(devices, replica, [run] {
-        run->abort();
+        run->abort();  // (the launch is dropped: the exception leaves before it is kept)
         if (auto* t = runtime::transport()) t->announce_failure("a replica of a pmap failed");
       });
     // A process whose replicas left the program while another's still wait in a collective
@@ -286,6 +310,11 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
                    static_cast<int>(itemsize(out_types[j].dtype)), hardware_threads());
   }
   runtime::Timeline::flush();
+  if (!across) {
+    std::lock_guard lock(compiled.launches_mu);
+    if (compiled.idle_launches.size() < kIdleLaunches)
+      compiled.idle_launches.push_back(std::move(launch));
+  }
 }
 
 }  // namespace
