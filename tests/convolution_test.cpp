@@ -350,8 +350,10 @@ TEST(ReduceWindow, MatchesNaiveLoops) {
                        {{1, 5, 6, 3}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {0, 0}, {0, 0}}}};
   using C = lax::WindowComputation;
   for (const W& w : ws)
-    for (auto [c, init] : std::vector<std::pair<C, double>>{
+    for (const auto& ci : std::vector<std::pair<C, double>>{
              {C::Sum, 0.0}, {C::Max, -inf}, {C::Min, inf}, {C::Sum, 1.5}, {C::Max, 0.2}}) {
+      const C c = ci.first;  // (not bound: the lambdas below capture them)
+      const double init = ci.second;
       Shape os;
       auto want = reduce_window_reference(x, init, c, w.win, w.st, w.pads, &os);
       Array got = lax::reduce_window(x, init, c, w.win, w.st, w.pads);

@@ -154,7 +154,9 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
            dir, "' does not hold");
   Checkpoint c;
   try {
-    for (const auto& [name, entry] : manifest.at("arrays").items()) {
+    for (const auto& item : manifest.at("arrays").items()) {
+      const std::string name = item.key();  // (named, not bound: the lambda below captures it)
+      const json& entry = item.value();
       const Shape shape = entry.at("shape").get<Shape>();
       const DType dtype = dtype_from_name(entry.at("dtype").get<std::string>());
       std::vector<std::pair<Index, std::string>> saved;

@@ -283,7 +283,8 @@ std::vector<Array> ConvGeneralDilated::vjp(const std::vector<Array>& p, const st
     auto [lo, hi] = vjp_lhs_padding(lhs_sp, rhs_sp, window_strides, out_sp, padding_lo,
                                     lhs_dilation, rhs_dilation);
     Array revd = lax::rev(w, rhs_sdims);
-    lhs_ct = bind_conv(*this, g, revd, [&](ConvGeneralDilated& q) {
+    // (The bindings are captured by copy: clang 14 cannot capture structured bindings.)
+    lhs_ct = bind_conv(*this, g, revd, [&, lo = lo, hi = hi](ConvGeneralDilated& q) {
       q.window_strides = lhs_dilation;
       q.padding_lo = lo;
       q.padding_hi = hi;
