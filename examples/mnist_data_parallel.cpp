@@ -16,6 +16,8 @@
 #include <iostream>
 #include <vector>
 
+#include "mnist_data.h"
+
 using namespace spmd;
 
 namespace {
@@ -28,7 +30,7 @@ struct Options {
   std::string optimizer = "sgd";
   int devices = 8;
   uint64_t seed = 0;
-  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string data = mnist_data::kDefaultDir;
   std::string checkpoint;
   int64_t train_limit = 0;
   int64_t test_limit = 0;
@@ -37,34 +39,8 @@ struct Options {
   int64_t steps_per_call = 1;
 };
 
-struct Dataset {
-  Array images;  // (n, 784) float32 in [0, 1]
-  Array labels;  // (n,) int32
-};
-
-std::string find_file(const std::string& dir, const std::string& name) {
-  for (const std::string& candidate : {dir + "/" + name, dir + "/" + name + ".gz"})
-    if (std::filesystem::exists(candidate)) return candidate;
-  fail("expected the IDX file '", name, "' (or '", name, ".gz') in '", dir,
-       "'; install Debian's dataset-fashion-mnist or pass --data DIR");
-}
-
-Dataset load(const std::string& dir, const std::string& prefix, int64_t limit) {
-  Array images = load_idx(find_file(dir, prefix + "-images-idx3-ubyte"));
-  Array labels = load_idx(find_file(dir, prefix + "-labels-idx1-ubyte"));
-  if (images.ndim() != 3 || labels.ndim() != 1 || images.shape()[0] != labels.shape()[0])
-    fail("expected images (n, rows, cols) and labels (n,), got ", shape_str(images.shape()),
-         " and ", shape_str(labels.shape()));
-  int64_t n = images.shape()[0];
-  if (limit > 0 && limit < n) {
-    images = slice(images, {Range{0, limit}});
-    labels = slice(labels, {Range{0, limit}});
-    n = limit;
-  }
-  // One fused pass (a generated kernel on every core) instead of a conversion and a division.
-  static auto to_unit = jit([](const Array& x) { return astype(x, float32) / 255.0; });
-  return {to_unit(images.reshape({n, -1})), labels};
-}
+using mnist_data::Dataset;
+using mnist_data::load;
 
 // Loss on one device's shard, scaled by the global batch so that psum of the shards' gradients
 // is the gradient of the mean loss over the whole batch.
@@ -74,15 +50,6 @@ std::pair<Array, Array> shard_loss(const nn::MLP& params, const Array& x, const 
   Array logp = log_softmax(logits, -1);
   Array nll = -sum(logp * one_hot(y, logits.shape()[1])) / global_batch;
   return {nll, nn::correct_count(logits, y)};
-}
-
-void progress_bar(int epoch, int64_t step, int64_t steps, double loss) {
-  const int width = 30;
-  int filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
-  std::fprintf(stderr, "\repoch %d [%s%s] %lld/%lld loss=%.3f", epoch,
-               std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
-               static_cast<long long>(step), static_cast<long long>(steps), loss);
-  std::fflush(stderr);
 }
 
 int run(const Options& opt) {
@@ -255,19 +222,19 @@ int run(const Options& opt) {
       i += k;
       step += k;
       if (leader && opt.progress && (before / 10 != i / 10 || before == 0 || i == steps_per_epoch))
-        progress_bar(epoch + 1, i, steps_per_epoch, loss_sum / static_cast<double>(i));
+        mnist_data::progress_bar(epoch + 1, i, steps_per_epoch, loss_sum / static_cast<double>(i));
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (leader && opt.progress) std::fprintf(stderr, "\r%*s\r", 80, "");
+    if (leader && opt.progress) mnist_data::clear_progress_bar();
     nn::MLP host = nn::unreplicate(rparams);
     int64_t test_correct = evaluate(host, test.images, test.labels).item<int64_t>();
     int64_t seen = steps_per_epoch * opt.batch_size;
     if (leader)
-      std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n",
-                  epoch + 1, loss_sum / static_cast<double>(steps_per_epoch),
-                  static_cast<double>(correct) / static_cast<double>(seen),
-                  static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
-                  static_cast<double>(seen) / seconds, seconds);
+      mnist_data::print_epoch(
+          epoch + 1, loss_sum / static_cast<double>(steps_per_epoch),
+          static_cast<double>(correct) / static_cast<double>(seen),
+          static_cast<double>(test_correct) / static_cast<double>(test.images.shape()[0]),
+          static_cast<double>(seen) / seconds, seconds);
     std::fflush(stdout);
     if (!opt.checkpoint.empty()) {
       // Every process takes part in gathering a sharded state; the first one writes.

@@ -1,0 +1,321 @@
+// Data-parallel training of a small CNN with pmap and synchronised batch norm:
+//   conv 3x3 32 SAME + batch norm + relu + max_pool 2,
+//   conv 3x3 64 SAME + batch norm + relu + max_pool 2,
+//   dense 128 + relu, dense 10,
+// in the NCHW / OIHW layout (the faster one in bench/bench_conv). Every batch is split across the
+// devices; batch norm's statistics are pmean'ed over the data axis, so every device normalises
+// with the statistics of the whole global batch, and the devices' gradients are pmean'ed: the
+// training is the same as on one device with the whole batch (up to float rounding). The running
+// statistics are kept as state beside the parameters and normalise at evaluation.
+// Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package; the options,
+// the progress bar and the epoch line are the MLP example's (examples/mnist_data_parallel.cpp).
+#include <spmd/spmd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mnist_data.h"
+
+using namespace spmd;
+
+namespace {
+
+struct Options {
+  int epochs = 10;
+  int64_t batch_size = 128;
+  double learning_rate = 1e-3;
+  double momentum = 0.9;
+  std::string optimizer = "adam";
+  double bn_momentum = 0.9;
+  int devices = 8;
+  uint64_t seed = 0;
+  std::string data = mnist_data::kDefaultDir;
+  std::string checkpoint;
+  int64_t train_limit = 0;
+  int64_t test_limit = 0;
+  int64_t step_losses = 0;
+  int64_t eval_batch = 500;
+  bool progress = true;
+};
+
+// A convolution (OIHW, no bias: batch norm's bias takes its place) and its batch norm's scale and
+// bias.
+struct ConvBlock {
+  Array w, scale, bias;
+};
+SPMD_PYTREE(ConvBlock, w, scale, bias)
+struct CNN {
+  ConvBlock conv1, conv2;
+  nn::Dense fc1, fc2;
+};
+SPMD_PYTREE(CNN, conv1, conv2, fc1, fc2)
+// Batch norm's running statistics of both blocks: state, not trained by the gradient.
+struct BatchStats {
+  nn::BatchNormState bn1, bn2;
+};
+SPMD_PYTREE(BatchStats, bn1, bn2)
+
+constexpr int64_t kChannels1 = 32, kChannels2 = 64, kHidden = 128, kClasses = 10;
+
+ConvBlock conv_init(const Array& key, int64_t in, int64_t out) {
+  // He normal over OIHW: fan_in = in * 3 * 3.
+  Array w = nn::initializers::he_normal(1, 0)(key, {out, in, 3, 3});
+  return {w, ones({out}), zeros({out})};
+}
+
+CNN cnn_init(const Array& key, int64_t rows, int64_t cols) {
+  Array k = random::split(key, 4);
+  // Two 2x2 poolings (VALID: odd sizes round down).
+  const int64_t flat = kChannels2 * (rows / 2 / 2) * (cols / 2 / 2);
+  return {conv_init(k[0], 1, kChannels1), conv_init(k[1], kChannels1, kChannels2),
+          nn::dense_init(k[2], flat, kHidden), nn::dense_init(k[3], kHidden, kClasses)};
+}
+
+BatchStats stats_init() {
+  return {nn::batch_norm_init(kChannels1), nn::batch_norm_init(kChannels2)};
+}
+
+Array max_pool_nchw(const Array& h) {
+  return lax::reduce_window(h, -INFINITY, lax::WindowComputation::Max, {1, 1, 2, 2}, {1, 1, 2, 2});
+}
+
+struct Forward {
+  Array logits;
+  BatchStats stats;  // updated running statistics (unchanged when not training)
+};
+
+// x (n, rows * cols) in [0, 1]. training: batch statistics (pmean'ed over axis_name when given)
+// and updated running statistics; otherwise the running statistics normalise.
+Forward apply(const CNN& p, const BatchStats& s, const Array& x, int64_t rows, int64_t cols,
+              bool training, double bn_momentum, const std::optional<std::string>& axis_name) {
+  const int64_t n = x.shape()[0];
+  auto block = [&](const Array& h, const ConvBlock& c, const nn::BatchNormState& st) {
+    Array z = lax::conv(h, c.w, {1, 1}, "SAME");
+    nn::BatchNormOutput bn =
+        nn::batch_norm(z, c.scale, c.bias, st, training, bn_momentum, 1e-5, axis_name, 1);
+    return std::pair(max_pool_nchw(nn::relu(bn.y)), bn.state);
+  };
+  auto [h1, st1] = block(x.reshape({n, 1, rows, cols}), p.conv1, s.bn1);
+  auto [h2, st2] = block(h1, p.conv2, s.bn2);
+  Array h = nn::relu(nn::dense(p.fc1, h2.reshape({n, -1})));
+  return {nn::dense(p.fc2, h), {st1, st2}};
+}
+
+int run(const Options& opt) {
+  set_cpu_device_count(opt.devices);
+  // Under mpirun/srun every process joins; --devices is then each process's device count.
+  distributed::initialize();
+  const bool leader = process_index() == 0;
+  std::vector<Device> devs = local_devices();
+  const int64_t ndev = device_count();  // all processes' devices
+  const int64_t nlocal = local_device_count();
+  const int64_t first = devs[0].id;  // this process's first global device
+  if (opt.batch_size % ndev != 0)
+    fail("--batch-size ", opt.batch_size, " must be divisible by the number of devices ", ndev);
+  const int64_t per_device = opt.batch_size / ndev;
+
+  auto test_loading = std::async(
+      std::launch::async, [&] { return mnist_data::load(opt.data, "t10k", opt.test_limit); });
+  mnist_data::Dataset train = mnist_data::load(opt.data, "train", opt.train_limit);
+  mnist_data::Dataset test = test_loading.get();
+  const int64_t rows = train.rows, cols = train.cols;
+  if (test.rows != rows || test.cols != cols)
+    fail("training images are ", rows, "x", cols, " but test images ", test.rows, "x", test.cols);
+  if (rows < 4 || cols < 4) fail("expected images of at least 4x4 pixels, got ", rows, "x", cols);
+  const int64_t n_train = train.images.shape()[0];
+  const int64_t n_test = test.images.shape()[0];
+  const int64_t steps_per_epoch = n_train / opt.batch_size;
+  if (steps_per_epoch == 0)
+    fail("the training set (", n_train, " samples) is smaller than one batch (", opt.batch_size,
+         ")");
+  const int64_t features = train.images.shape()[1];
+
+  nn::Optimizer optimizer = opt.optimizer == "adam"
+                                ? nn::Optimizer::adam(opt.learning_rate)
+                                : nn::Optimizer::sgd(opt.learning_rate, opt.momentum);
+  Array key = random::key(opt.seed);
+  CNN params = cnn_init(random::fold_in(key, 0), rows, cols);
+  BatchStats stats = stats_init();
+  nn::OptState state = optimizer.init(params);
+  int start_epoch = 0;
+  int64_t step = 0;
+  if (!opt.checkpoint.empty() && std::filesystem::exists(opt.checkpoint)) {
+    nn::Checkpoint c = nn::load_checkpoint(opt.checkpoint);
+    params = nn::get_tree(c, "params", params);
+    stats = nn::get_tree(c, "batch_stats", stats);
+    state = nn::get_tree(c, "opt_state", state);
+    key = c.arrays.at("key");
+    start_epoch = static_cast<int>(c.ints.at("epoch"));
+    step = c.ints.at("step");
+    if (leader)
+      std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step "
+                << step << ")\n";
+  }
+
+  // One step on this device's shard: (params, optimiser state, running statistics, mean loss
+  // over the global batch, correct count over the global batch). Each device's loss is the mean
+  // over its shard; the gradients of the mean over the global batch are the devices' gradients
+  // pmean'ed (the transpose of batch norm's pmean carries every device's share back to the
+  // devices whose activations made the statistics).
+  auto step_on_device = [&](const CNN& p, const nn::OptState& s, const BatchStats& bs,
+                            const Array& x, const Array& y) {
+    auto [value, grads] = value_and_grad(
+        [&](const CNN& q, const BatchStats& st, const Array& xb, const Array& yb) {
+          Forward f = apply(q, st, xb, rows, cols, true, opt.bn_momentum, "batch");
+          return std::pair(nn::cross_entropy(f.logits, yb),
+                           std::pair(nn::correct_count(f.logits, yb), f.stats));
+        },
+        argnums<0>, has_aux)(p, bs, x, y);
+    grads = tree_map([](const Array& g) { return pmean(g, "batch"); }, grads);
+    auto [np, ns] = optimizer.update(p, grads, s);
+    return std::make_tuple(np, ns, value.second.second, pmean(value.first, "batch"),
+                           psum(value.second.first, "batch"));
+  };
+  PmapOptions donate_state;  // the new parameters, state and statistics take the old buffers
+  donate_state.donate_argnums = {0, 1, 2};
+  auto train_step = pmap(step_on_device, "batch", donate_state);
+  // Evaluation with the running statistics, in chunks (a whole test set's activations at once
+  // would take gigabytes).
+  auto evaluate = jit([&](const CNN& p, const BatchStats& s, const Array& x, const Array& y) {
+    return nn::correct_count(apply(p, s, x, rows, cols, false, 0.0, std::nullopt).logits, y);
+  });
+  auto test_accuracy = [&](const CNN& p, const BatchStats& s) {
+    int64_t correct = 0;
+    for (int64_t b = 0; b < n_test; b += opt.eval_batch) {
+      Range r{b, std::min(b + opt.eval_batch, n_test)};
+      correct += evaluate(p, s, slice(test.images, {r}), slice(test.labels, {r})).item<int64_t>();
+    }
+    return static_cast<double>(correct) / static_cast<double>(n_test);
+  };
+
+  CNN rparams = nn::replicate(params, devs);
+  nn::OptState rstate = nn::replicate(state, devs);
+  BatchStats rstats = nn::replicate(stats, devs);
+  if (leader)
+    std::cout << "training CNN (conv3x3x" << kChannels1 << "+bn+pool, conv3x3x" << kChannels2
+              << "+bn+pool, dense " << kHidden << ", dense " << kClasses << "; NCHW) on " << n_train
+              << " samples, " << ndev << " devices (" << process_count() << " process"
+              << (process_count() > 1 ? "es" : "") << "), batch " << opt.batch_size << " ("
+              << per_device << " per device), " << optimizer.name() << " lr=" << opt.learning_rate
+              << ", synchronised batch norm" << std::endl;
+  for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
+    auto t0 = std::chrono::steady_clock::now();
+    Array perm =
+        random::permutation(random::fold_in(key, static_cast<uint32_t>(epoch + 1)), n_train);
+    Array xs = take(train.images, perm, 0);
+    Array ys = take(train.labels, perm, 0);
+    double loss_sum = 0;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < steps_per_epoch; ++i) {
+      // This process's devices take their consecutive shards of the global batch.
+      int64_t b = i * opt.batch_size + first * per_device;
+      int64_t e = b + nlocal * per_device;
+      Array xb = slice(xs, {Range{b, e}}).reshape({nlocal, per_device, features});
+      Array yb = slice(ys, {Range{b, e}}).reshape({nlocal, per_device});
+      auto [np, ns, nstats, loss, corr] = train_step(rparams, rstate, rstats, xb, yb);
+      rparams = np;
+      rstate = ns;
+      rstats = nstats;
+      const double l = loss[0].item<double>();
+      loss_sum += l;
+      correct += corr[0].item<int64_t>();
+      ++step;
+      if (leader && step <= opt.step_losses)
+        std::printf("step %lld: loss=%.7f\n", static_cast<long long>(step), l);
+      if (leader && opt.progress && (i % 10 == 0 || i + 1 == steps_per_epoch))
+        mnist_data::progress_bar(epoch + 1, i + 1, steps_per_epoch,
+                                 loss_sum / static_cast<double>(i + 1));
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (leader && opt.progress) mnist_data::clear_progress_bar();
+    CNN host = nn::unreplicate(rparams);
+    BatchStats host_stats = nn::unreplicate(rstats);
+    double test_acc = test_accuracy(host, host_stats);
+    int64_t seen = steps_per_epoch * opt.batch_size;
+    if (leader)
+      mnist_data::print_epoch(epoch + 1, loss_sum / static_cast<double>(steps_per_epoch),
+                              static_cast<double>(correct) / static_cast<double>(seen), test_acc,
+                              static_cast<double>(seen) / seconds, seconds);
+    if (!opt.checkpoint.empty() && leader) {
+      nn::Checkpoint c;
+      nn::put_tree(c, "params", host);
+      nn::put_tree(c, "batch_stats", host_stats);
+      nn::put_tree(c, "opt_state", nn::unreplicate(rstate));
+      c.arrays["key"] = key;
+      c.ints["epoch"] = epoch + 1;
+      c.ints["step"] = step;
+      nn::save_checkpoint(opt.checkpoint, c);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  CLI::App app{
+      "Data-parallel CNN training with spmd::pmap and synchronised batch norm (Fashion-MNIST by "
+      "default)"};
+  app.add_option("--epochs", opt.epochs, "number of epochs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "global batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--momentum", opt.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999));
+  app.add_option("--optimizer", opt.optimizer, "adam or sgd (with --momentum)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--bn-momentum", opt.bn_momentum,
+                 "batch norm's running statistics: momentum * old + (1 - momentum) * batch")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9999));
+  app.add_option("--devices", opt.devices, "number of emulated CPU devices")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
+  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")
+      ->capture_default_str();
+  app.add_option("--checkpoint", opt.checkpoint,
+                 "checkpoint file: resumed from if it exists, saved after every epoch");
+  app.add_option("--train-samples,--train-limit", opt.train_limit,
+                 "use only the first N training samples (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-samples,--test-limit", opt.test_limit,
+                 "use only the first N test samples (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-batch", opt.eval_batch, "test samples per evaluation call")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--step-losses", opt.step_losses,
+                 "print the global batch's loss of each of the first N training steps")
+      ->check(CLI::NonNegativeNumber);
+  bool no_progress = false;
+  app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
+  CLI11_PARSE(app, argc, argv);
+  // A progress bar only on a terminal: redirected to a log, its carriage-returned redraws would
+  // fill the log; the epoch lines are what a log needs.
+  opt.progress = !no_progress && isatty(STDERR_FILENO);
+  try {
+    return run(opt);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,71 @@
+// What the Fashion-MNIST training examples share: loading an IDX data set (MNIST's format;
+// Fashion-MNIST as installed by Debian's dataset-fashion-mnist package by default), the progress
+// bar and the per-epoch line. Used by examples/mnist_data_parallel.cpp (the MLP) and
+// examples/cnn_data_parallel.cpp (the CNN).
+#pragma once
+
+#include <spmd/spmd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace mnist_data {
+
+using spmd::Array;
+
+inline const char* const kDefaultDir = "/usr/share/datasets/fashion-mnist";
+
+struct Dataset {
+  Array images;                // (n, rows * cols) float32 in [0, 1]
+  Array labels;                // (n,) int32
+  int64_t rows = 0, cols = 0;  // each image's size
+};
+
+inline std::string find_file(const std::string& dir, const std::string& name) {
+  for (const std::string& candidate : {dir + "/" + name, dir + "/" + name + ".gz"})
+    if (std::filesystem::exists(candidate)) return candidate;
+  spmd::fail("expected the IDX file '", name, "' (or '", name, ".gz') in '", dir,
+             "'; install Debian's dataset-fashion-mnist or pass --data DIR");
+}
+
+// prefix "train" or "t10k"; limit > 0 keeps only the first `limit` samples.
+inline Dataset load(const std::string& dir, const std::string& prefix, int64_t limit) {
+  Array images = spmd::load_idx(find_file(dir, prefix + "-images-idx3-ubyte"));
+  Array labels = spmd::load_idx(find_file(dir, prefix + "-labels-idx1-ubyte"));
+  if (images.ndim() != 3 || labels.ndim() != 1 || images.shape()[0] != labels.shape()[0])
+    spmd::fail("expected images (n, rows, cols) and labels (n,), got ",
+               spmd::shape_str(images.shape()), " and ", spmd::shape_str(labels.shape()));
+  int64_t n = images.shape()[0];
+  if (limit > 0 && limit < n) {
+    images = spmd::slice(images, {spmd::Range{0, limit}});
+    labels = spmd::slice(labels, {spmd::Range{0, limit}});
+    n = limit;
+  }
+  // One fused pass (a generated kernel on every core) instead of a conversion and a division.
+  static auto to_unit =
+      spmd::jit([](const Array& x) { return spmd::astype(x, spmd::float32) / 255.0; });
+  return {to_unit(images.reshape({n, -1})), labels, images.shape()[1], images.shape()[2]};
+}
+
+inline void progress_bar(int epoch, int64_t step, int64_t steps, double loss) {
+  const int width = 30;
+  int filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
+  std::fprintf(stderr, "\repoch %d [%s%s] %lld/%lld loss=%.3f", epoch,
+               std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
+               static_cast<long long>(step), static_cast<long long>(steps), loss);
+  std::fflush(stderr);
+}
+inline void clear_progress_bar() { std::fprintf(stderr, "\r%*s\r", 80, ""); }
+
+// The epoch line every training example prints (scripts/scaling.py and the tests parse it).
+inline void print_epoch(int epoch, double loss, double train_acc, double test_acc,
+                        double samples_per_s, double seconds) {
+  std::printf("epoch %d: loss=%.3f train_acc=%.3f test_acc=%.3f samples/s=%.0f time=%.1fs\n", epoch,
+              loss, train_acc, test_acc, samples_per_s, seconds);
+  std::fflush(stdout);
+}
+
+}  // namespace mnist_data
