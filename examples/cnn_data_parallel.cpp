@@ -30,22 +30,15 @@ using namespace spmd;
 
 namespace {
 
-struct Options {
-  int epochs = 10;
-  int64_t batch_size = 128;
-  double learning_rate = 1e-3;
-  double momentum = 0.9;
-  std::string optimizer = "adam";
+struct Options : mnist_data::TrainOptions {
+  Options() {
+    epochs = 10;
+    learning_rate = 1e-3;
+    optimizer = "adam";
+  }
   double bn_momentum = 0.9;
-  int devices = 8;
-  uint64_t seed = 0;
-  std::string data = mnist_data::kDefaultDir;
-  std::string checkpoint;
-  int64_t train_limit = 0;
-  int64_t test_limit = 0;
   int64_t step_losses = 0;
   int64_t eval_batch = 500;
-  bool progress = true;
 };
 
 // A convolution (OIHW, no bias: batch norm's bias takes its place) and its batch norm's scale and
@@ -267,51 +260,19 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Data-parallel CNN training with spmd::pmap and synchronised batch norm (Fashion-MNIST by "
       "default)"};
-  app.add_option("--epochs", opt.epochs, "number of epochs")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", opt.batch_size, "global batch size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--momentum", opt.momentum, "SGD momentum")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999));
-  app.add_option("--optimizer", opt.optimizer, "adam or sgd (with --momentum)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam"}));
+  mnist_data::add_train_options(app, opt);
   app.add_option("--bn-momentum", opt.bn_momentum,
                  "batch norm's running statistics: momentum * old + (1 - momentum) * batch")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.9999));
-  app.add_option("--devices", opt.devices, "number of emulated CPU devices")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
-  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")
-      ->capture_default_str();
-  app.add_option("--checkpoint", opt.checkpoint,
-                 "checkpoint file: resumed from if it exists, saved after every epoch");
-  app.add_option("--train-samples,--train-limit", opt.train_limit,
-                 "use only the first N training samples (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--test-samples,--test-limit", opt.test_limit,
-                 "use only the first N test samples (0: all)")
-      ->check(CLI::NonNegativeNumber);
   app.add_option("--eval-batch", opt.eval_batch, "test samples per evaluation call")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--step-losses", opt.step_losses,
                  "print the global batch's loss of each of the first N training steps")
       ->check(CLI::NonNegativeNumber);
-  bool no_progress = false;
-  app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
   CLI11_PARSE(app, argc, argv);
-  // A progress bar only on a terminal: redirected to a log, its carriage-returned redraws would
-  // fill the log; the epoch lines are what a log needs.
-  opt.progress = !no_progress && isatty(STDERR_FILENO);
+  mnist_data::progress_on_terminal(opt);
   try {
     return run(opt);
   } catch (const Error& e) {

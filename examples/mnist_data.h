@@ -1,11 +1,14 @@
 // What the Fashion-MNIST training examples share: loading an IDX data set (MNIST's format;
-// Fashion-MNIST as installed by Debian's dataset-fashion-mnist package by default), the progress
-// bar and the per-epoch line. Used by examples/mnist_data_parallel.cpp (the MLP) and
+// Fashion-MNIST as installed by Debian's dataset-fashion-mnist package by default), the training
+// options both take (and their command-line declarations), the progress bar and the per-epoch
+// line. Used by examples/mnist_data_parallel.cpp (the MLP) and
 // examples/cnn_data_parallel.cpp (the CNN).
 #pragma once
 
 #include <spmd/spmd.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +20,63 @@ namespace mnist_data {
 using spmd::Array;
 
 inline const char* const kDefaultDir = "/usr/share/datasets/fashion-mnist";
+
+// The options of both examples; each example's Options derives from it, sets its own defaults in
+// its constructor and adds its own options.
+struct TrainOptions {
+  int epochs = 5;
+  int64_t batch_size = 128;
+  double learning_rate = 0.05;
+  double momentum = 0.9;
+  std::string optimizer = "sgd";
+  int devices = 8;
+  uint64_t seed = 0;
+  std::string data = kDefaultDir;
+  std::string checkpoint;
+  int64_t train_limit = 0;
+  int64_t test_limit = 0;
+  bool no_progress = false;
+  bool progress = true;  // set by progress_on_terminal() after parsing
+};
+
+inline void add_train_options(CLI::App& app, TrainOptions& opt) {
+  app.add_option("--epochs", opt.epochs, "number of epochs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "global batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--momentum", opt.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999));
+  app.add_option("--optimizer", opt.optimizer, "sgd (with --momentum) or adam")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--devices", opt.devices, "number of emulated CPU devices")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
+  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")
+      ->capture_default_str();
+  app.add_option("--checkpoint", opt.checkpoint,
+                 "checkpoint file: resumed from if it exists, saved after every epoch");
+  app.add_option("--train-samples,--train-limit", opt.train_limit,
+                 "use only the first N training samples (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-samples,--test-limit", opt.test_limit,
+                 "use only the first N test samples (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-progress", opt.no_progress, "do not draw the progress bar");
+}
+
+// After parsing: a progress bar only on a terminal (redirected to a log, its carriage-returned
+// redraws would fill the log; the epoch lines are what a log needs).
+inline void progress_on_terminal(TrainOptions& opt) {
+  opt.progress = !opt.no_progress && isatty(STDERR_FILENO);
+}
 
 struct Dataset {
   Array images;                // (n, rows * cols) float32 in [0, 1]

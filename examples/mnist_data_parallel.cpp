@@ -22,19 +22,7 @@ using namespace spmd;
 
 namespace {
 
-struct Options {
-  int epochs = 5;
-  int64_t batch_size = 128;
-  double learning_rate = 0.05;
-  double momentum = 0.9;
-  std::string optimizer = "sgd";
-  int devices = 8;
-  uint64_t seed = 0;
-  std::string data = mnist_data::kDefaultDir;
-  std::string checkpoint;
-  int64_t train_limit = 0;
-  int64_t test_limit = 0;
-  bool progress = true;
+struct Options : mnist_data::TrainOptions {
   bool sharded_update = false;
   int64_t steps_per_call = 1;
 };
@@ -258,32 +246,7 @@ int run(const Options& opt) {
 int main(int argc, char** argv) {
   Options opt;
   CLI::App app{"Data-parallel MLP training with spmd::pmap (Fashion-MNIST by default)"};
-  app.add_option("--epochs", opt.epochs, "number of epochs")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", opt.batch_size, "global batch size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr,--learning-rate", opt.learning_rate, "learning rate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--momentum", opt.momentum, "SGD momentum")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999));
-  app.add_option("--optimizer", opt.optimizer, "sgd or adam")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--devices", opt.devices, "number of emulated CPU devices")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  app.add_option("--seed", opt.seed, "random seed")->capture_default_str();
-  app.add_option("--data", opt.data, "directory with the IDX files (MNIST format)")
-      ->capture_default_str();
-  app.add_option("--checkpoint", opt.checkpoint,
-                 "checkpoint file: resumed from if it exists, saved after every epoch");
-  app.add_option("--train-limit", opt.train_limit,
-                 "use only the first N training samples (0: all)");
-  app.add_option("--test-limit", opt.test_limit, "use only the first N test samples (0: all)");
+  mnist_data::add_train_options(app, opt);
   app.add_flag(
       "--sharded-update", opt.sharded_update,
       "shard the optimiser state and update over the devices (ZeRO-1) instead of replicating them");
@@ -291,12 +254,8 @@ int main(int argc, char** argv) {
                  "training steps per pmap call, run as one lax::scan on every device")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  bool no_progress = false;
-  app.add_flag("--no-progress", no_progress, "do not draw the progress bar");
   CLI11_PARSE(app, argc, argv);
-  // A progress bar only on a terminal: redirected to a log, its carriage-returned redraws would
-  // fill the log; the epoch lines are what a log needs.
-  opt.progress = !no_progress && isatty(STDERR_FILENO);
+  mnist_data::progress_on_terminal(opt);
   try {
     return run(opt);
   } catch (const Error& e) {
