@@ -23,6 +23,8 @@ using spmd::Array;
 using spmd::Shape;
 using spmd::bench::median;
 using spmd::bench::ms_of;
+using spmd::bench::run_torch_script;
+using spmd::bench::TorchTimes;
 
 constexpr int64_t kBatch = 64;
 
@@ -69,45 +71,11 @@ Array loss_nchw(const std::vector<Array>& w, const Array& x) {
   return spmd::sum(h);
 }
 
-struct TorchTimes {
-  bool ok = false;
-  std::vector<double> ms;
-  double loss = 0;
-  int threads = 0;
-  std::string version, error;
-};
-
 TorchTimes run_torch(int threads, int reps) {
-  TorchTimes r;
   std::string cmd = std::string(SPMD_PYTHON) + " " + SPMD_CONV_TORCH + " --threads " +
                     std::to_string(threads) + " --batch " + std::to_string(kBatch) + " --reps " +
-                    std::to_string(reps) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    r.error = "popen failed";
-    return r;
-  }
-  char line[512];
-  bool got_loss = false;
-  while (std::fgets(line, sizeof line, p)) {
-    char text[128];
-    double v = 0;
-    int t = 0;
-    if (std::sscanf(line, "ms %lf", &v) == 1)
-      r.ms.push_back(v);
-    else if (std::sscanf(line, "loss %lf", &v) == 1)
-      r.loss = v, got_loss = true;
-    else if (std::sscanf(line, "threads %d", &t) == 1)
-      r.threads = t;
-    else if (std::sscanf(line, "torch_version %127s", text) == 1)
-      r.version = text;
-    else
-      r.error += line;
-  }
-  int status = pclose(p);
-  r.ok = status == 0 && got_loss && !r.ms.empty();
-  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
-  return r;
+                    std::to_string(reps);
+  return run_torch_script(cmd, "loss");
 }
 
 }  // namespace
@@ -138,7 +106,7 @@ int main() {
   }
   TorchTimes torch = run_torch(threads, reps);
   bool ok = std::abs(loss1 - loss2) <= 1e-4 * std::abs(loss1);
-  if (torch.ok && std::abs(torch.loss - loss1) > 1e-3 * std::abs(loss1)) ok = false;
+  if (torch.ok && std::abs(torch.value - loss1) > 1e-3 * std::abs(loss1)) ok = false;
   double m1 = median(t1), m2 = median(t2);
   std::printf(
       "bench_conv: forward + backward (both kernels' gradients) of conv 1->32 3x3 SAME, relu, "
@@ -146,7 +114,7 @@ int main() {
       "median of %d runs; %d threads\n",
       static_cast<long long>(kBatch), reps, threads);
   std::printf("  losses: NHWC %.4f, NCHW %.4f, torch %s\n", loss1, loss2,
-              torch.ok ? std::to_string(torch.loss).c_str() : "n/a");
+              torch.ok ? std::to_string(torch.value).c_str() : "n/a");
   std::printf("  %-48s %10s %16s\n", "implementation", "ms", "torch / this");
   double tt = torch.ok ? median(torch.ms) : NAN;
   std::printf("  %-48s %10.2f %16.3f\n", "spmd::jit(value_and_grad), NHWC/HWIO", m1, tt / m1);

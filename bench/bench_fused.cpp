@@ -33,6 +33,8 @@ namespace {
 using spmd::Array;
 using spmd::bench::median;
 using spmd::bench::ms_of;
+using spmd::bench::run_torch_script;
+using spmd::bench::TorchTimes;
 
 constexpr int64_t kRows = 8192, kCols = 1024;
 constexpr double kEps = 1e-5;
@@ -134,46 +136,12 @@ void layer_norm_gelu_threads(const float* x, const float* g, const float* b, flo
   for (auto& th : others) th.join();
 }
 
-struct TorchTimes {
-  bool ok = false;
-  std::vector<double> ms;
-  double checksum = 0;
-  int threads = 0;
-  std::string version, error;
-};
-
 TorchTimes run_torch(int threads, int reps) {
-  TorchTimes r;
   std::string cmd = std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") + SPMD_PYTHON +
                     " " + SPMD_FUSED_TORCH + " --threads " + std::to_string(threads) + " --rows " +
                     std::to_string(kRows) + " --cols " + std::to_string(kCols) + " --reps " +
-                    std::to_string(reps) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    r.error = "popen failed";
-    return r;
-  }
-  char line[512];
-  bool got_checksum = false;
-  while (std::fgets(line, sizeof line, p)) {
-    char text[128];
-    double v = 0;
-    int t = 0;
-    if (std::sscanf(line, "ms %lf", &v) == 1)
-      r.ms.push_back(v);
-    else if (std::sscanf(line, "checksum %lf", &v) == 1)
-      r.checksum = v, got_checksum = true;
-    else if (std::sscanf(line, "threads %d", &t) == 1)
-      r.threads = t;
-    else if (std::sscanf(line, "torch_version %127s", text) == 1)
-      r.version = text;
-    else
-      r.error += line;
-  }
-  int status = pclose(p);
-  r.ok = status == 0 && got_checksum && !r.ms.empty();
-  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
-  return r;
+                    std::to_string(reps);
+  return run_torch_script(cmd, "checksum");
 }
 
 }  // namespace
@@ -233,7 +201,7 @@ int main() {
     }
   TorchTimes torch = run_torch(threads, reps);
   // PyTorch's output sums as the loop's does, up to rounding (relative to the sum of |y|).
-  if (torch.ok && std::abs(torch.checksum - checksum) > 1e-5 * abs_sum) ok = false;
+  if (torch.ok && std::abs(torch.value - checksum) > 1e-5 * abs_sum) ok = false;
 
   double s = median(t_jit), l1 = median(t_loop1), ln = median(t_loopn), lr = median(t_rational);
   std::printf(
@@ -273,6 +241,6 @@ int main() {
   std::printf(
       "  result check: max |jit - loop| / max(1, |loop|) %.2g, %d-thread loop vs 1-thread %.2g, "
       "rational-tanh loop vs loop %.2g, PyTorch checksum %.6f vs loop %.6f (%s)\n",
-      err, threads, err_n, err_r, torch.checksum, checksum, ok ? "ok" : "WRONG");
+      err, threads, err_n, err_r, torch.value, checksum, ok ? "ok" : "WRONG");
   return ok && pass ? 0 : 1;
 }

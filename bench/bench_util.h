@@ -7,12 +7,58 @@
 #include <barrier>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace spmd::bench {
+
+// A PyTorch baseline script's report: its times ("ms X" lines), the value it checks against ours
+// (a "<value_key> X" line), its thread count and torch version; anything else it prints is the
+// error when it fails.
+struct TorchTimes {
+  bool ok = false;
+  std::vector<double> ms;
+  double value = 0;
+  int threads = 0;
+  std::string version, error;
+};
+
+// Runs `command` (a baseline script under Debian's python, its stderr joined to stdout) and
+// reads its report.
+inline TorchTimes run_torch_script(const std::string& command, const char* value_key) {
+  TorchTimes r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) {
+    r.error = "popen failed";
+    return r;
+  }
+  const std::string value_format = std::string(value_key) + " %lf";
+  char line[512];
+  bool got_value = false;
+  while (std::fgets(line, sizeof line, p)) {
+    char text[128];
+    double v = 0;
+    int t = 0;
+    if (std::sscanf(line, "ms %lf", &v) == 1)
+      r.ms.push_back(v);
+    else if (std::sscanf(line, value_format.c_str(), &v) == 1)
+      r.value = v, got_value = true;
+    else if (std::sscanf(line, "threads %d", &t) == 1)
+      r.threads = t;
+    else if (std::sscanf(line, "torch_version %127s", text) == 1)
+      r.version = text;
+    else
+      r.error += line;
+  }
+  int status = pclose(p);
+  r.ok = status == 0 && got_value && !r.ms.empty();
+  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
+  return r;
+}
 
 using Clock = std::chrono::steady_clock;
 
