@@ -130,7 +130,9 @@ TEST_F(MemoryStatsPerDevice, DevicePutCopiesToTheOtherDevice) {
 TEST_F(MemoryStatsPerDevice, ReplicasIntermediatesCountOnTheirOwnDevicesAndPeaksResetPerDevice) {
   // Each replica forms a 500 x 500 float32 outer product (1,000,000 bytes) before summing it:
   // every device's peak grows by at least that much, while in use it ends where it began but
-  // for its shard of the result.
+  // for its shard of the result. (Replicas on threads of their own: batched replicas run as one
+  // program on the first device, below.)
+  setenv("SPMD_PMAP_THREADS", "1", 1);
   Array x = host_floats({N, 500});
   auto outer_sum = pmap([](const Array& a) {
     return sum(matmul(reshape(a, {500, 1}), reshape(a, {1, 500})) * 0.5f);
@@ -152,6 +154,33 @@ TEST_F(MemoryStatsPerDevice, ReplicasIntermediatesCountOnTheirOwnDevicesAndPeaks
   EXPECT_EQ(memory_stats(devs[2]).peak_bytes_in_use, after[2].peak_bytes_in_use);
   reset_peak_memory_stats();
   for (const MemoryStats& m : all_stats()) EXPECT_EQ(m.peak_bytes_in_use, m.bytes_in_use);
+  unsetenv("SPMD_PMAP_THREADS");
+}
+
+TEST_F(MemoryStatsPerDevice, BatchedReplicasChargeTheirIntermediatesToTheFirstDevice) {
+  // The replicas of one process run as one batched program (PmapCall::Compiled::batched): its
+  // N outer products, N x 1,000,000 bytes, are intermediates of the first device.
+  Array x = host_floats({N, 500});
+  auto outer_sum = pmap([](const Array& a) {
+    return sum(matmul(reshape(a, {500, 1}), reshape(a, {1, 500})) * 0.5f);
+  });
+  (void)outer_sum(x);
+  reset_peak_memory_stats();
+  std::vector<MemoryStats> before = all_stats();
+  Array s = outer_sum(x);
+  std::vector<MemoryStats> after = all_stats();
+  EXPECT_GE(after[0].peak_bytes_in_use - before[0].bytes_in_use, N * 1000000);
+  for (int d = 1; d < N; ++d)
+    EXPECT_LT(after[d].peak_bytes_in_use - before[d].bytes_in_use, 1000000) << "device " << d;
+  // The result is still sharded over the devices.
+  std::vector<float> v = s.to_vector<float>();
+  std::vector<float> h = x.to_vector<float>();
+  for (int d = 0; d < N; ++d) {
+    double want = 0;
+    for (int i = 0; i < 500; ++i)
+      for (int j = 0; j < 500; ++j) want += 0.5 * h[d * 500 + i] * h[d * 500 + j];
+    EXPECT_NEAR(v[static_cast<size_t>(d)], want, 1e-3 * std::max(1.0, std::abs(want)));
+  }
 }
 
 TEST_F(MemoryStatsPerDevice, DevicesAddUpToTheProcessTotal) {

@@ -28,9 +28,11 @@ TEST(Timeline, PmapWritesOneTrackPerDeviceWithComputeAndCollectiveWaits) {
   std::string path = std::string(SPMD_TEST_TMP) + "/trace_" + std::to_string(getpid()) + ".json";
   std::remove(path.c_str());
   setenv("SPMD_TRACE", path.c_str(), 1);
+  setenv("SPMD_PMAP_THREADS", "1", 1);  // one thread per replica (not batched)
   set_cpu_device_count(4);
   auto f = pmap([](const Array& x) { return psum(x * 2.0, "i"); }, "i");
   Array y = f(ones({4, 1000}));
+  unsetenv("SPMD_PMAP_THREADS");
   EXPECT_EQ(y.to_vector<float>()[0], 8.0f);
   std::string json = read_file(path);
   ASSERT_FALSE(json.empty()) << "no trace written to " << path;
@@ -43,6 +45,23 @@ TEST(Timeline, PmapWritesOneTrackPerDeviceWithComputeAndCollectiveWaits) {
   EXPECT_EQ(count(json, "\"name\":\"collective wait\""), 8);
   for (int d = 0; d < 4; ++d)
     EXPECT_NE(json.find("\"name\":\"CpuDevice(id=" + std::to_string(d) + ")\""), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(Timeline, BatchedReplicasWriteOneComputeSpanOnTheFirstDevicesTrack) {
+  std::string path = std::string(SPMD_TEST_TMP) + "/trace_b" + std::to_string(getpid()) + ".json";
+  std::remove(path.c_str());
+  setenv("SPMD_TRACE", path.c_str(), 1);
+  set_cpu_device_count(4);
+  auto f = pmap([](const Array& x) { return psum(x * 2.0, "i"); }, "i");
+  Array y = f(ones({4, 1000}));
+  EXPECT_EQ(y.to_vector<float>()[0], 8.0f);
+  std::string json = read_file(path);
+  ASSERT_FALSE(json.empty()) << "no trace written to " << path;
+  // The psum is a sum over the batch inside the one program: no collective, no waits.
+  EXPECT_EQ(count(json, "\"name\":\"compute\""), 1);
+  EXPECT_EQ(count(json, "\"name\":\"collective\""), 0);
+  EXPECT_NE(json.find("\"name\":\"CpuDevice(id=0)\""), std::string::npos);
   std::remove(path.c_str());
 }
 

@@ -9,7 +9,8 @@
 //     and reads the input at the element it writes (the same element count as the output): each
 //     element is read before, or as, it is overwritten;
 //   - the copy writing the output when the output is that input (a no-op copy).
-// A generated loop kernel counts as elementwise only when all its nodes are elementwise ops. A
+// A generated loop kernel counts as elementwise for an input whose every path to the root is
+// elementwise ops of the root's shape (a broadcast of another operand does not matter). A
 // row chain runs its kernels block by block, in order on each block, as a fused group runs its
 // ops tile by tile: the same rules hold with its kernels as the ops; so do a dot and its
 // epilogue (the dot, not elementwise, rules out any output of the epilogue in an input the dot
@@ -78,9 +79,13 @@ void Executable::plan_donation() {
       if (!w.step) continue;  // the copy of input i onto itself
       if (r.op > w.op) return false;
       const Step& reader = *r.step;
-      // A generated loop kernel reads through index maps (a stencil reads neighbours): only
-      // one made of elementwise ops alone reads each element where it writes.
-      if (reader.generated >= 0 && !generated_[reader.generated].pointwise) return false;
+      // A generated loop kernel reads through index maps (a stencil reads neighbours): only an
+      // input whose paths to the root are elementwise ops is read at each element it writes.
+      if (reader.generated >= 0) {
+        const Generated& g = generated_[reader.generated];
+        for (size_t k = 0; k < reader.in_vars.size(); ++k)
+          if (reader.in_vars[k] == r.var && !g.in_place.at(k)) return false;
+      }
       if (!reader.primitive || !reader.primitive->is_elementwise() || reader.out_vars.size() != 1 ||
           types[r.var].size() != types[w.var].size())
         return false;

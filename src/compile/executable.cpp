@@ -13,6 +13,30 @@
 namespace spmd::compile {
 namespace {
 
+bool elementwise(const codegen::Node& n) {
+  return n.kind == codegen::NodeKind::Unary || n.kind == codegen::NodeKind::Binary ||
+         n.kind == codegen::NodeKind::Select || n.kind == codegen::NodeKind::Convert;
+}
+
+// Generated::in_place: from the root back, a node is read at the root's index when every
+// consumer is an elementwise op of its shape read at the root's index (a rank-0 operand of an
+// elementwise op is read at every index).
+std::vector<bool> inputs_read_in_place(const codegen::LoopKernel& k) {
+  const size_t n = k.nodes.size();
+  std::vector<bool> ok(n, false), ruled_out(n, false);
+  std::vector<bool> in_place(static_cast<size_t>(k.inputs), true);
+  for (size_t v = n; v-- > 0;) {
+    const codegen::Node& node = k.nodes[v];
+    ok[v] = v + 1 == n || !ruled_out[v];
+    for (int a : node.args)
+      if (!ok[v] || !elementwise(node) || k.nodes[static_cast<size_t>(a)].shape != node.shape)
+        ruled_out[static_cast<size_t>(a)] = true;
+    if (node.kind == codegen::NodeKind::Input && !ok[v])
+      in_place[static_cast<size_t>(node.code)] = false;
+  }
+  return in_place;
+}
+
 constexpr size_t kAlign = 64;
 // Elementwise chains shorter than this run op by op (the tiling would not pay for itself).
 constexpr int64_t kMinFusedElements = 8192;
@@ -331,11 +355,8 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       gen.text = g.kernel.text();
       gen.pointwise = true;
       for (const codegen::Node& n : g.kernel.nodes)
-        gen.pointwise =
-            gen.pointwise &&
-            (n.kind == codegen::NodeKind::Input || n.kind == codegen::NodeKind::Unary ||
-             n.kind == codegen::NodeKind::Binary || n.kind == codegen::NodeKind::Select ||
-             n.kind == codegen::NodeKind::Convert);
+        gen.pointwise = gen.pointwise && (n.kind == codegen::NodeKind::Input || elementwise(n));
+      gen.in_place = inputs_read_in_place(g.kernel);
       step.generated = static_cast<int>(generated_.size());
       generated_.push_back(std::move(gen));
     }

@@ -106,6 +106,10 @@ class Executable {
     int64_t per = 1;         // elements of the iteration space per iteration (a reduction's row)
     std::string text;        // the group, for compiled_text
     bool pointwise = false;  // only elementwise nodes: element i reads its inputs' element i
+    // Per input: element i of the root reads only element i of it (its paths to the root are
+    // elementwise ops of the root's shape), whatever the kernel does with its other inputs (a
+    // broadcast of another operand). Buffer donation's test for an input read as it is written.
+    std::vector<bool> in_place;
   };
   // Generated kernels over the same rows that read each other's outputs row by row: they run
   // one block of rows at a time, every kernel on the block while it is in cache (a layer norm's

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <map>
 
+#include "base/env.h"
 #include "compile/executable.h"
 #include "compile/simplify.h"
 #include "ir/interpret.h"
 #include "ir/trace.h"
 #include "primitives/batching.h"
+#include "primitives/callback.h"
 #include "primitives/collectives.h"
 #include "primitives/control_flow.h"
 #include "spmd/collectives.h"
@@ -345,7 +347,7 @@ Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames,
           sub = std::make_shared<const Program>(lower_nested(*sub, mesh, renames, depth));
         prim = prim->with_subprograms(std::move(subs));
       }
-      return bind(prim, in);
+      return spmd::bind(prim, in);
     });
   });
   if (!traced.captured.empty())
@@ -378,6 +380,78 @@ bool has_loop(const Program& p) {
       if (has_loop(*sub)) return true;
   }
   return false;
+}
+
+bool has_collective(const Program& p) {
+  for (const Equation& eq : p.equations) {
+    if (!eq.primitive->axis_names().empty()) return true;
+    for (auto& sub : eq.primitive->subprograms())
+      if (has_collective(*sub)) return true;
+  }
+  return false;
+}
+
+// Whether the replicas of `p` may run as the rows of one batched program with the same results
+// and errors as separate replicas (see Compiled::batched).
+bool batchable_replicas(const Program& p) {
+  for (const Equation& eq : p.equations) {
+    const Primitive* q = eq.primitive.get();
+    if (dynamic_cast<const While*>(q) || dynamic_cast<const PureCallback*>(q) ||
+        dynamic_cast<const PmapCall*>(q))
+      return false;
+    for (auto& sub : q->subprograms())
+      if ((dynamic_cast<const Cond*>(q) && has_collective(*sub)) || !batchable_replicas(*sub))
+        return false;
+  }
+  return true;
+}
+
+// The per-replica program vmapped over the call's replicas: operands and results in the call's
+// layout (in_axes, out_axes), constants the batching made appended to the inputs. Null when the
+// replicas must run apart or a primitive has no batching rule.
+std::unique_ptr<compile::Executable> batch_replicas(const PmapCall& call, const Program& per_replica,
+                                                    std::vector<Array>& constants) {
+  if (!batchable_replicas(per_replica)) return nullptr;
+  std::vector<AbstractValue> types;
+  for (size_t i = 0; i < per_replica.inputs.size(); ++i) {
+    AbstractValue t = per_replica.var_types[per_replica.inputs[i]];
+    if (call.in_axes[i] != not_mapped)
+      t.shape.insert(t.shape.begin() + call.in_axes[i], call.size);
+    types.push_back(std::move(t));
+  }
+  try {
+    ir::Traced traced = ir::trace(types, [&](const std::vector<Array>& xs) {
+      auto r = transforms::batch_eval(per_replica, xs, call.in_axes,
+                                      BatchContext{call.size, call.axis_name});
+      std::vector<Array> outs;
+      for (size_t j = 0; j < r.values.size(); ++j) {
+        const Array& v = r.values[j];
+        const int d = r.dims[j], target = call.out_axes[j];
+        if (target == not_mapped) {  // replica 0's, as the threaded replicas write it
+          if (d == not_mapped) {
+            outs.push_back(v);
+            continue;
+          }
+          std::vector<Range> first(static_cast<size_t>(d) + 1);
+          first.back() = Range{0, 1};
+          outs.push_back(squeeze(slice(v, first), {d}));
+        } else if (d == not_mapped) {
+          Shape s = v.shape();
+          s.insert(s.begin() + target, call.size);
+          outs.push_back(broadcast_to(expand_dims(v, target), s));
+        } else {
+          outs.push_back(d == target ? v : moveaxis(v, d, target));
+        }
+      }
+      return outs;
+    });
+    auto exe = std::make_unique<compile::Executable>(compile::simplify(traced.program));
+    if (has_collective(exe->program())) return nullptr;
+    constants = std::move(traced.captured);
+    return exe;
+  } catch (const Error&) {
+    return nullptr;  // (a primitive without a batching rule: the replicas run apart)
+  }
 }
 
 }  // namespace
@@ -434,6 +508,9 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     c->loops = has_loop(c->executable->program());
+    if (c->mesh_sizes.size() == 1 && global_size == size && mesh_devices.empty() &&
+        runtime::env_int("SPMD_PMAP_THREADS", 0, 1).value_or(0) == 0)
+      c->batched = batch_replicas(*this, c->executable->program(), c->batched_constants);
     compiled_ = std::move(c);
   });
   return *compiled_;

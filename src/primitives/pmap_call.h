@@ -71,6 +71,18 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
     // (a failed call's is dropped). The launcher's own type, opaque here.
     mutable std::mutex launches_mu;
     mutable std::vector<std::shared_ptr<void>> idle_launches;
+    // Replicas run as one batched program: a 1-D pmap whose replicas all live in this process
+    // (emulated devices share the host's cores and memory) runs its per-replica program vmapped
+    // over the replicas' axis, on all the cores, instead of one thread per replica. vmap's rules
+    // make the collectives local: a psum over the axis is a sum over the batch (in replica order,
+    // as the threaded replicas add), and what does not depend on the axis -- values computed from
+    // unmapped operands or from a psum's result, such as a replicated optimiser update -- is
+    // computed once instead of once per replica. Null where the program's replicas must run
+    // apart: a while loop or a cond that holds collectives (replicas that leave them at different
+    // times are a collective mismatch), a host callback (called per replica), nested meshes,
+    // replicas in other processes, or SPMD_PMAP_THREADS=1 (one thread per replica, as before).
+    std::unique_ptr<compile::Executable> batched;
+    std::vector<Array> batched_constants;  // inputs of `batched` after the call's operands
     bool communicates = false;  // the program has collectives (replicas depend on each other)
     bool loops = false;         // the program has a scan or while: its work is not its data
   };

@@ -60,11 +60,14 @@ void check_listed_devices(const prim::PmapCall& call) {
 // r reads row r of an input mapped on axis 0 and writes row r of an output mapped on axis 0, so
 // when the per-replica program may write an output into an input (Executable's candidates),
 // the whole sharded output may take the whole input's buffer. Not under a nested pmap: the
-// replicas of one row all read it while one of them writes it.
+// replicas of one row all read it while one of them writes it. Replicas run as one batched
+// program: that program's candidates (its inputs and outputs are the call's).
 std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& call,
                                    std::vector<bool>& lent) {
   lent.assign(call.leaves.size(), false);
-  const compile::Executable& exe = *prim.compiled().executable;
+  const auto& compiled = prim.compiled();
+  const compile::Executable& exe =
+      compiled.batched ? *compiled.batched : *compiled.executable;
   if (prim.nested_replicas() != 1 || exe.input_types().size() != call.leaves.size()) return {};
   std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
   for (size_t i = 0; i < reusable.size(); ++i)

@@ -17,6 +17,7 @@
 #include "base/copy.h"
 #include "base/parallel.h"
 #include "compile/executable.h"
+#include "core/array_impl.h"
 #include "primitives/pmap_call.h"
 #include "runtime/client.h"
 #include "runtime/hierarchical_communicator.h"
@@ -119,6 +120,25 @@ struct Launch {
 };
 constexpr size_t kIdleLaunches = 4;  // calls of one pmap at once from several threads
 
+// Every replica at once, as the rows of one batched program on all the cores
+// (PmapCall::Compiled::batched); its operands and results are the call's, in place.
+void run_batched(const prim::PmapCall::Compiled& compiled, std::span<const Buf> in,
+                 std::span<const Buf> out, int device) {
+  runtime::Timeline::set_track(device);
+  {
+    runtime::Timeline::Span span("compute");
+    std::vector<void*> ins, outs;
+    for (const Buf& b : in) ins.push_back(b.data);
+    for (const Array& c : compiled.batched_constants) ins.push_back(c.impl()->data());
+    for (const Buf& b : out) outs.push_back(b.data);
+    ExecContext ctx;
+    ctx.device = device;
+    ctx.threads = hardware_threads();
+    compiled.batched->run_into(ins, outs, ctx);
+  }
+  runtime::Timeline::flush();
+}
+
 void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                  ExecContext&) {
   const auto& call = backend::as<prim::PmapCall>(p);
@@ -153,6 +173,11 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     for (int r = 0; r < total; ++r) local.push_back(r);
   }
   const int replicas = static_cast<int>(local.size());
+  if (compiled.batched) {
+    (void)runtime::collective_timeout();  // (a bad setting is an error, as on threads)
+    run_batched(compiled, in, out, devices.front());
+    return;
+  }
 
   // Replica r's coordinates on the mesh (this process's rows first, row-major).
   const size_t levels = compiled.mesh_sizes.size();
