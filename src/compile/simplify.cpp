@@ -34,6 +34,40 @@ struct KeyEq {
   }
 };
 
+// reduce_sum over axis 0 of a batched dot_general used by nothing else -> batch_sum_dot: the
+// products added one after the other into one output (vmap's psum of per-replica x^T dy: the
+// replicas' gradients are never all in memory). Same bits (prim::BatchSumDot).
+void fold_batch_sums(Program& p) {
+  std::vector<int> uses(p.var_types.size(), 0), def(p.var_types.size(), -1);
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) uses[a.var] += 2;  // (an output is never folded away)
+  for (size_t e = 0; e < p.equations.size(); ++e) {
+    for (const Atom& a : p.equations[e].inputs)
+      if (!a.is_literal()) ++uses[a.var];
+    for (int v : p.equations[e].outputs) def[v] = static_cast<int>(e);
+  }
+  std::vector<bool> dropped(p.equations.size(), false);
+  for (Equation& eq : p.equations) {
+    auto* r = dynamic_cast<const prim::Reduce*>(eq.primitive.get());
+    if (!r || r->op != ReduceOp::Sum || r->axes != std::vector<int>{0} || eq.inputs[0].is_literal())
+      continue;
+    const int v = eq.inputs[0].var;
+    if (uses[v] != 1 || def[v] < 0 || !is_floating(p.var_types[v].dtype)) continue;
+    const Equation& producer = p.equations[static_cast<size_t>(def[v])];
+    auto* dot = dynamic_cast<const prim::DotGeneral*>(producer.primitive.get());
+    if (!dot || dot->dims.lhs_batch.size() != 1 || p.var_types[eq.outputs[0]].dtype !=
+                                                        p.var_types[v].dtype)
+      continue;
+    eq.primitive = std::make_shared<prim::BatchSumDot>(dot->dims);
+    eq.inputs = producer.inputs;
+    dropped[static_cast<size_t>(def[v])] = true;
+  }
+  std::vector<Equation> kept;
+  for (size_t e = 0; e < p.equations.size(); ++e)
+    if (!dropped[e]) kept.push_back(std::move(p.equations[e]));
+  p.equations = std::move(kept);
+}
+
 }  // namespace
 
 Program simplify(const Program& in) {
@@ -121,6 +155,7 @@ Program simplify(const Program& in) {
   }
   p.equations.assign(std::make_move_iterator(alive.rbegin()),
                      std::make_move_iterator(alive.rend()));
+  fold_batch_sums(p);
   return p;
 }
 

@@ -79,6 +79,14 @@ Params DotGeneral::params() const {
                tuple_str(dims.lhs_batch) + ", " + tuple_str(dims.rhs_batch) + "))"}};
 }
 
+std::vector<AbstractValue> BatchSumDot::abstract_eval(const std::vector<AbstractValue>& in) const {
+  if (dims.lhs_batch.size() != 1 || dims.rhs_batch.size() != 1)
+    fail("batch_sum_dot: expected one batch dimension per operand");
+  std::vector<AbstractValue> out = DotGeneral(dims).abstract_eval(in);
+  out[0].shape.erase(out[0].shape.begin());
+  return out;
+}
+
 std::vector<AbstractValue> DotGeneral::abstract_eval(const std::vector<AbstractValue>& in) const {
   const AbstractValue &a = in.at(0), &b = in.at(1);
   if (a.dtype != b.dtype)

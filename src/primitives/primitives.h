@@ -602,6 +602,21 @@ class DotGeneral final : public PrimitiveOf<DotGeneral> {
   Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
 };
 
+// A stack of products summed, in stack order, into one: out = sum over b of dot(lhs[b], rhs[b]),
+// b running over lhs_batch / rhs_batch (one dimension each); the output is dot_general's without
+// the batch axis. The compiler makes it (compile/simplify.cpp) from reduce_sum over axis 0 of a
+// batched dot_general -- vmap's form of a psum of per-replica weight gradients, x^T dy -- with
+// that sum's bits, without the stack of products in memory; never traced, so no rules.
+class BatchSumDot final : public PrimitiveOf<BatchSumDot> {
+ public:
+  auto key() const { return std::tie(dims); }
+  explicit BatchSumDot(DotDims dims) : dims(std::move(dims)) {}
+  DotDims dims;
+  std::string name() const override { return "batch_sum_dot"; }
+  Params params() const override { return DotGeneral(dims).params(); }
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+};
+
 // ---- convolution and windowed reductions -----------------------------------------------------
 // lax.conv_general_dilated. Specs as jax.lax.ConvDimensionNumbers: lhs_spec (batch, feature,
 // spatial...) axes of lhs, rhs_spec (out feature, in feature, spatial...) axes of rhs, out_spec
