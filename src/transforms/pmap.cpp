@@ -69,11 +69,14 @@ std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& c
   const compile::Executable& exe =
       compiled.batched ? *compiled.batched : *compiled.executable;
   if (prim.nested_replicas() != 1 || exe.input_types().size() != call.leaves.size()) return {};
+  // (A batched program reads and writes the whole operands and results, whatever their axes.)
+  const bool whole = compiled.batched != nullptr;
   std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
   for (size_t i = 0; i < reusable.size(); ++i)
-    reusable[i] = reusable[i] && prim.in_axes[i] == 0 && !exe.holds_constant(call.leaves[i]);
+    reusable[i] = reusable[i] && (whole || prim.in_axes[i] == 0) &&
+                  !exe.holds_constant(call.leaves[i]);
   std::vector<bool> writable;
-  for (int a : prim.out_axes) writable.push_back(a == 0);
+  for (int a : prim.out_axes) writable.push_back(whole || a == 0);
   std::vector<int> host = exe.match_donations(reusable, writable);
   std::vector<AbstractValue> in_types;
   for (const Array& a : call.leaves) in_types.push_back(a.aval());
