@@ -1,6 +1,7 @@
 // Data-parallel training of a 784-1024-1024-10 ReLU MLP with pmap, as JAX's spmd_mnist_classifier:
 // every batch is split across devices, each device computes gradients on its shard, the gradients
-// are summed with psum, and every replica applies the same update to its copy of the parameters.
+// are summed with psum, and every replica applies the same update to the parameters, which are
+// held once (passed to pmap unmapped: in_axes None, out_axes None).
 // Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package.
 // --steps-per-call K runs K training steps as one lax::scan inside one pmap call (one dispatch
 // for K steps; the same parameters as K separate calls, bit for bit).
@@ -124,16 +125,23 @@ int run(const Options& opt) {
     return std::make_tuple(updated.first, updated.second, psum(value.first, "batch"),
                            psum(value.second, "batch"));
   };
-  // The step takes the parameters and optimiser state and returns their new values: donating
-  // them (JAX's donate_argnums) lets the new values take the old ones' buffers on every device
-  // instead of holding both at once.
+  // The parameters (and a replicated optimiser state) are the same on every device: they are
+  // held once and passed unmapped (in_axes None), and the step returns their new values unmapped
+  // (out_axes None) -- every replica computes the same update, and when the replicas run as one
+  // batched program (one process's emulated devices) it is computed once. A sharded state is
+  // stacked, one part per device (axis 0). Donating them (JAX's donate_argnums) lets the new
+  // values take the old ones' buffers instead of holding both at once.
+  const AxisSpec state_axis = opt.sharded_update ? AxisSpec(0) : AxisSpec(none);
   PmapOptions donate_state;
+  donate_state.in_axes = {none, state_axis, 0, 0};
+  donate_state.out_axes = {none, state_axis, 0, 0};
   donate_state.donate_argnums = {0, 1};
   auto train_step = pmap(step_on_device, "batch", donate_state);
   // K steps in one call: x (K, per_device, features) and y (K, per_device) on each device; the
   // losses and correct counts of every step come back stacked, (K,) per device.
   PmapOptions along_axis1;  // the batches come as (K, devices, ...)
-  along_axis1.in_axes = {0, 0, 1, 1};
+  along_axis1.in_axes = {none, state_axis, 1, 1};
+  along_axis1.out_axes = {none, state_axis, 0, 0};
   along_axis1.donate_argnums = {0, 1};
   auto train_steps = pmap(
       [&](const nn::MLP& p, const nn::OptState& s, const Array& xs, const Array& ys) {
@@ -160,8 +168,8 @@ int run(const Options& opt) {
     return nn::correct_count(nn::mlp_apply(p, x), y);
   });
 
-  nn::MLP rparams = nn::replicate(params, devs);
-  if (!rstate.count.valid()) rstate = nn::replicate(state, devs);
+  nn::MLP rparams = params;
+  if (!rstate.count.valid()) rstate = opt.sharded_update ? nn::replicate(state, devs) : state;
   if (leader)
     std::cout << "training " << features << "-1024-1024-10 MLP on " << n_train << " samples, "
               << ndev << " devices (" << process_count() << " process"
@@ -214,7 +222,7 @@ int run(const Options& opt) {
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (leader && opt.progress) mnist_data::clear_progress_bar();
-    nn::MLP host = nn::unreplicate(rparams);
+    const nn::MLP& host = rparams;
     int64_t test_correct = evaluate(host, test.images, test.labels).item<int64_t>();
     int64_t seen = steps_per_epoch * opt.batch_size;
     if (leader)
@@ -226,7 +234,7 @@ int run(const Options& opt) {
     std::fflush(stdout);
     if (!opt.checkpoint.empty()) {
       // Every process takes part in gathering a sharded state; the first one writes.
-      nn::OptState saved = opt.sharded_update ? gather_parts(rstate) : nn::unreplicate(rstate);
+      nn::OptState saved = opt.sharded_update ? gather_parts(rstate) : rstate;
       if (leader) {
         nn::Checkpoint c;
         nn::put_tree(c, "params", host);

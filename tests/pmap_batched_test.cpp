@@ -1,0 +1,277 @@
+// Replicas of a one-process pmap run as one batched program (PmapCall::Compiled::batched): the
+// results must be those of replicas on threads of their own (SPMD_PMAP_THREADS=1, the runtime
+// before) -- bit for bit where the sums are the same sums in the same order -- and of naive
+// per-replica loops; programs whose replicas must run apart (while loops, collectives under
+// cond, host callbacks) still behave as separate replicas.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "spmd/spmd.h"
+#include "test_util.h"
+
+namespace spmd {
+namespace {
+
+using test_util::uniform;
+
+Array floats(const std::vector<double>& v, const Shape& shape) {
+  return test_util::make(v, shape, DType::Float32);
+}
+
+// Runs `make_and_call` (which builds its pmap and calls it) with replicas batched and with a
+// thread per replica; the variable is read when the pmap compiles.
+template <class F>
+auto batched_and_threaded(F make_and_call) {
+  auto batched = make_and_call();
+  setenv("SPMD_PMAP_THREADS", "1", 1);
+  auto threaded = make_and_call();
+  unsetenv("SPMD_PMAP_THREADS");
+  return std::make_pair(batched, threaded);
+}
+
+void expect_same_bits(const Array& a, const Array& b) {
+  ASSERT_EQ(a.shape(), b.shape());
+  ASSERT_EQ(a.dtype(), b.dtype());
+  std::vector<double> u = a.to_vector<double>(), v = b.to_vector<double>();
+  for (size_t i = 0; i < u.size(); ++i) ASSERT_EQ(u[i], v[i]) << "element " << i;
+}
+
+nn::MLP sgd(const nn::MLP& p, const nn::MLP& g) {
+  nn::MLP out = p;
+  for (size_t l = 0; l < p.size(); ++l) {
+    out[l].w = p[l].w - 0.5f * g[l].w;
+    out[l].b = p[l].b - 0.5f * g[l].b;
+  }
+  return out;
+}
+
+class PmapBatched : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { set_cpu_device_count(8); }
+};
+
+TEST_P(PmapBatched, ReductionsOverReplicasMatchThreadsAndLoops) {
+  const int n = GetParam();
+  std::vector<double> xv = uniform(static_cast<size_t>(n) * 37, -2, 2, 1);
+  Array x = floats(xv, {n, 37});
+  auto [b, t] = batched_and_threaded([&] {
+    return pmap(
+        [](const Array& a) {
+          return std::make_tuple(psum(a, "i"), pmean(a * 3.0f, "i"), pmax(a, "i"), pmin(a, "i"),
+                                 psum(a > 0.0f, "i"), axis_index("i"), psum(2.5f * ones({3}), "i"));
+        },
+        "i")(x);
+  });
+  expect_same_bits(std::get<0>(b), std::get<0>(t));
+  expect_same_bits(std::get<2>(b), std::get<2>(t));
+  expect_same_bits(std::get<3>(b), std::get<3>(t));
+  expect_same_bits(std::get<4>(b), std::get<4>(t));
+  expect_same_bits(std::get<5>(b), std::get<5>(t));
+  std::vector<float> sum = std::get<0>(b).to_vector<float>(), mean = std::get<1>(b).to_vector<float>();
+  std::vector<float> mx = std::get<2>(b).to_vector<float>(), mn = std::get<3>(b).to_vector<float>();
+  std::vector<int32_t> pos = std::get<4>(b).to_vector<int32_t>(), idx = std::get<5>(b).to_vector<int32_t>();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(idx[static_cast<size_t>(r)], r);
+    for (int j = 0; j < 37; ++j) {
+      float s = 0, m = -1e30f, lo = 1e30f;
+      int32_t p = 0;
+      for (int k = 0; k < n; ++k) {  // replica order, as the replicas add
+        float v = static_cast<float>(xv[static_cast<size_t>(k * 37 + j)]);
+        s += v, m = std::max(m, v), lo = std::min(lo, v), p += v > 0;
+      }
+      const size_t at = static_cast<size_t>(r * 37 + j);
+      EXPECT_EQ(sum[at], s);
+      EXPECT_NEAR(mean[at], 3.0 * s / n, 1e-5);
+      EXPECT_EQ(mx[at], m);
+      EXPECT_EQ(mn[at], lo);
+      EXPECT_EQ(pos[at], p);
+    }
+  }
+  for (float v : std::get<6>(b).to_vector<float>()) EXPECT_NEAR(v, 2.5 * n, 1e-5);
+}
+
+TEST_P(PmapBatched, DataMovementMatchesThreadsAndLoops) {
+  const int n = GetParam();
+  std::vector<double> xv = uniform(static_cast<size_t>(n) * n * 3, -1, 1, 2);
+  Array x = floats(xv, {n, n, 3});
+  std::vector<std::pair<int, int>> ring;
+  for (int k = 0; k < n; ++k) ring.emplace_back(k, (k + 1) % n);
+  auto [b, t] = batched_and_threaded([&] {
+    return pmap(
+        [&](const Array& a) {
+          return std::make_tuple(all_gather(a, "i"), ppermute(a, "i", ring),
+                                 all_to_all(a, "i", 0, 0), psum_scatter(a, "i"),
+                                 all_gather(a, "i", 1, true));
+        },
+        "i")(x);
+  });
+  for (int k : {0, 1, 2, 3, 4}) {
+    const Array& u = k == 0 ? std::get<0>(b) : k == 1 ? std::get<1>(b) : k == 2 ? std::get<2>(b)
+                   : k == 3 ? std::get<3>(b) : std::get<4>(b);
+    const Array& v = k == 0 ? std::get<0>(t) : k == 1 ? std::get<1>(t) : k == 2 ? std::get<2>(t)
+                   : k == 3 ? std::get<3>(t) : std::get<4>(t);
+    SCOPED_TRACE(k);
+    expect_same_bits(u, v);
+  }
+  // Loops: replica r's all_gather is x; ppermute moves r to r+1; all_to_all(0, 0) gives replica
+  // r the pieces x[k][r] for every k; psum_scatter gives it sum over k of x[k][r].
+  auto at = [&](int r, int i, int c) {
+    return static_cast<float>(xv[static_cast<size_t>((r * n + i) * 3 + c)]);
+  };
+  std::vector<float> g = std::get<0>(b).to_vector<float>(), p = std::get<1>(b).to_vector<float>();
+  std::vector<float> a2a = std::get<2>(b).to_vector<float>(), ps = std::get<3>(b).to_vector<float>();
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_EQ(p[static_cast<size_t>((r * n + i) * 3 + c)], at((r + n - 1) % n, i, c));
+        EXPECT_EQ(a2a[static_cast<size_t>((r * n + i) * 3 + c)], at(i, r, c));
+        for (int k = 0; k < n; ++k)
+          EXPECT_EQ(g[static_cast<size_t>(((r * n + k) * n + i) * 3 + c)], at(k, i, c));
+      }
+  for (int r = 0; r < n; ++r)
+    for (int c = 0; c < 3; ++c) {
+      float s = 0;
+      for (int k = 0; k < n; ++k) s += at(k, r, c);
+      EXPECT_EQ(ps[static_cast<size_t>(r * 3 + c)], s);
+    }
+}
+
+TEST_P(PmapBatched, UnmappedOperandsAndResultsAndScans) {
+  const int n = GetParam();
+  std::vector<double> wv = uniform(12, -1, 1, 3), xv = uniform(static_cast<size_t>(n) * 5 * 4, -1, 1, 4);
+  Array w = floats(wv, {4, 3}), x = floats(xv, {n, 5, 4});
+  PmapOptions o;
+  o.in_axes = {none, 0};
+  o.out_axes = {none, 0};
+  // Five steps of w <- w - 0.1 * psum(x^T (x w)) by a scan: an unmapped carry updated by every
+  // replica alike, returned unmapped; the per-step losses mapped.
+  auto [b, t] = batched_and_threaded([&] {
+    return pmap(
+        [](const Array& w0, const Array& xs) {
+          auto step = [&](const Array& wc, const Array& k) {
+            Array y = matmul(xs, wc) * (k + 1.0f);
+            Array g = psum(matmul(transpose(xs), y), "i");
+            return std::make_pair(wc - 0.1f * g, sum(y * y));
+          };
+          auto [wf, losses] = lax::scan(step, w0, arange(5, DType::Float32));
+          return std::make_pair(wf, losses);
+        },
+        "i", o)(w, x);
+  });
+  expect_same_bits(b.first, t.first);
+  expect_same_bits(b.second, t.second);
+  ASSERT_EQ(b.first.shape(), (Shape{4, 3}));
+  ASSERT_EQ(b.second.shape(), (Shape{n, 5}));
+  // A naive loop in double.
+  std::vector<double> wc(wv);
+  for (int k = 0; k < 5; ++k) {
+    std::vector<double> g(12, 0.0);
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < 5; ++i) {
+        double y[3] = {0, 0, 0};
+        for (int c = 0; c < 3; ++c)
+          for (int f = 0; f < 4; ++f)
+            y[c] += xv[static_cast<size_t>((r * 5 + i) * 4 + f)] * wc[static_cast<size_t>(f * 3 + c)] * (k + 1);
+        for (int f = 0; f < 4; ++f)
+          for (int c = 0; c < 3; ++c) g[static_cast<size_t>(f * 3 + c)] += xv[static_cast<size_t>((r * 5 + i) * 4 + f)] * y[c];
+      }
+    for (int e = 0; e < 12; ++e) wc[static_cast<size_t>(e)] -= 0.1 * g[static_cast<size_t>(e)];
+  }
+  std::vector<float> got = b.first.to_vector<float>();
+  for (int e = 0; e < 12; ++e)
+    EXPECT_NEAR(got[static_cast<size_t>(e)], wc[static_cast<size_t>(e)], 1e-3 * std::max(1.0, std::abs(wc[static_cast<size_t>(e)])));
+}
+
+TEST_P(PmapBatched, TrainingStepEqualsOneDeviceAndThreadsBitForBit) {
+  // The MLP step of the examples: per-replica gradients summed by psum (batch_sum_dot when the
+  // replicas run batched), an SGD update of unmapped parameters; against threads (bit for bit)
+  // and one device on the whole batch (within float tolerance).
+  const int n = GetParam();
+  const int64_t batch = 48;
+  Array key = random::key(7);
+  nn::MLP params = nn::mlp_init(random::fold_in(key, 0), {20, 32, 16, 4});
+  Array x = random::normal(random::fold_in(key, 1), {batch, 20});
+  Array y = random::randint(random::fold_in(key, 2), {batch}, 0, 4);
+  auto loss = [batch](const nn::MLP& p, const Array& xb, const Array& yb) {
+    Array logp = log_softmax(nn::mlp_apply(p, xb), -1);
+    return -sum(logp * one_hot(yb, 4)) / static_cast<double>(batch);
+  };
+  auto step = [&](const nn::MLP& p, const Array& xb, const Array& yb) {
+    nn::MLP g = grad(loss)(p, xb, yb);
+    g = tree_map([](const Array& a) { return psum(a, "i"); }, g);
+    return sgd(p, g);
+  };
+  PmapOptions o;
+  o.in_axes = {none, 0, 0};
+  o.out_axes = none;
+  Array xs = x.reshape({n, batch / n, 20}), ys = y.reshape({n, batch / n});
+  auto [b, t] = batched_and_threaded([&] {
+    nn::MLP p = params;
+    auto f = pmap(step, "i", o);
+    for (int s = 0; s < 3; ++s) p = f(p, xs, ys);
+    return p;
+  });
+  nn::MLP one = params;
+  auto whole = jit([&](const nn::MLP& p) {
+    return sgd(p, grad(loss)(p, x, y));
+  });
+  for (int s = 0; s < 3; ++s) one = whole(one);
+  for (size_t l = 0; l < params.size(); ++l) {
+    expect_same_bits(b[l].w, t[l].w);
+    expect_same_bits(b[l].b, t[l].b);
+    std::vector<float> u = b[l].w.to_vector<float>(), v = one[l].w.to_vector<float>();
+    for (size_t i = 0; i < u.size(); ++i) ASSERT_NEAR(u[i], v[i], 1e-5) << "layer " << l;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, PmapBatched, ::testing::Values(1, 2, 8));
+
+TEST(PmapBatchedApart, WhileLoopsWithCollectivesStillReportMismatchedReplicas) {
+  // Replica r loops r + 1 times around a psum: separate replicas disagree on the collectives
+  // they call, a collective mismatch, not a batched result.
+  set_cpu_device_count(8);
+  auto f = pmap(
+      [](const Array& x) {
+        auto [i, acc] = lax::while_loop(
+            [&](const std::pair<Array, Array>& c) { return c.first < axis_index("i") + 1; },
+            [](const std::pair<Array, Array>& c) {
+              return std::make_pair(c.first + 1, c.second + psum(c.second, "i"));
+            },
+            std::make_pair(Array(0), x));
+        return acc;
+      },
+      "i");
+  std::string msg;
+  try {
+    (void)f(ones({4, 2}));
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("collective"), std::string::npos) << msg;
+}
+
+TEST(PmapBatchedApart, HostCallbacksSeeOneReplicaEach) {
+  set_cpu_device_count(8);
+  std::vector<Shape> seen;
+  std::mutex mu;
+  std::function<Array(const Array&)> host = [&](const Array& a) {
+    std::lock_guard lock(mu);
+    seen.push_back(a.shape());
+    return a * 2.0f;
+  };
+  auto f = pmap(
+      [&](const Array& x) {
+        return psum(pure_callback(host, ShapeDtype{x.shape(), x.dtype()}, x), "i");
+      },
+      "i");
+  Array y = f(ones({4, 3}));
+  for (float v : y.to_vector<float>()) EXPECT_EQ(v, 8.0f);
+  ASSERT_EQ(seen.size(), 4u);
+  for (const Shape& s : seen) EXPECT_EQ(s, (Shape{3}));
+}
+
+}  // namespace
+}  // namespace spmd
