@@ -3,7 +3,12 @@
 // examples/mnist_data_parallel.cpp builds it: pmap over n devices of value_and_grad, psum of the
 // gradients and nn::Optimizer::sgd's update, parameters replicated with nn::replicate. Measured
 // in the same run, interleaved round by round:
-//   - spmd, pmap over 1 device and over 8 emulated devices (the same global batch of 128);
+//   - spmd, pmap over 1 device and over 8 emulated devices (the same global batch of 128), the
+//     parameters held once (in_axes/out_axes None; the replicas run as one batched program);
+//     for information, stacked replicas (nn::replicate) and a thread per replica
+//     (SPMD_PMAP_THREADS=1);
+//   - in processes of their own: peak RSS of 1 and 8 devices, and under mpirun 2 processes x
+//     1 device (SPMD_CPU_THREADS=1: a core each) against one process with one device;
 //   - spmd::jit of the same step on one device without pmap, and the 8-device step with the
 //     example's --sharded-update (ZeRO-1: each device updates 1/8 of the parameters) (both for
 //     information);
@@ -12,8 +17,8 @@
 //     faster is the baseline;
 //   - OpenBLAS cblas_sgemm 2048^3 on 2 threads, the machine's sgemm peak.
 // Prints samples/s, GFLOP/s (6 * weights FLOPs per sample, forward + both backward products),
-// the fraction of the sgemm peak, and the targets: 1 device >= 1.0x PyTorch, 8 devices >= 0.8x
-// the 1-device throughput. SPMD_BENCH_VERBOSE=1 prints every run. Also the peak memory of one
+// the fraction of the sgemm peak, and the targets: 1 device >= 1.2x PyTorch, 8 devices >= 0.9x
+// the 1-device throughput, peak RSS of 8 devices <= 1.15x one's, 2 processes >= 0.85x one. SPMD_BENCH_VERBOSE=1 prints every run. Also the peak memory of one
 // step with and without donating the parameters and optimiser state (donate_argnums {0, 1});
 // bench_train --memory prints only that; bench_train --first-call only the first call of the
 // 1-device step (trace + compile + one step; run it several times: the kernels are cached per

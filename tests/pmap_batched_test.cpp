@@ -229,6 +229,38 @@ TEST_P(PmapBatched, TrainingStepEqualsOneDeviceAndThreadsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, PmapBatched, ::testing::Values(1, 2, 8));
 
+TEST(BatchSumDot, HasTheBitsOfSeparateProductsSummedInOrder) {
+  // jit compiles reduce_sum over axis 0 of a batched x^T dy into batch_sum_dot; eagerly the
+  // products are separate and then summed. Short contractions accumulate in BLAS, long ones
+  // (K > 256) and tiny ones go through a scratch product; f32 and f64.
+  for (DType t : {DType::Float32, DType::Float64})
+    for (int64_t k : {3, 16, 300})
+      for (int64_t b : {1, 3, 8}) {
+        SCOPED_TRACE(std::to_string(k) + " rows, " + std::to_string(b) + " products");
+        Array x = test_util::make(uniform(static_cast<size_t>(b * k * 70), -1, 1, 5), {b, k, 70}, t);
+        Array dy = test_util::make(uniform(static_cast<size_t>(b * k * 90), -1, 1, 6), {b, k, 90}, t);
+        auto f = [](const Array& u, const Array& v) {
+          return sum(lax::dot_general(u, v, {1}, {1}, {0}, {0}), 0);
+        };
+        Array eager = f(x, dy);
+        Array jitted = jit(f)(x, dy);
+        expect_same_bits(jitted, eager);
+        EXPECT_NE(compiled_text(f, x, dy).find("batch_sum_dot"), std::string::npos);
+        // And against a loop in double.
+        std::vector<double> xv = x.to_vector<double>(), yv = dy.to_vector<double>();
+        std::vector<double> got = jitted.to_vector<double>();
+        for (int64_t i = 0; i < 70; i += 7)
+          for (int64_t j = 0; j < 90; j += 11) {
+            double s = 0;
+            for (int64_t p = 0; p < b; ++p)
+              for (int64_t r = 0; r < k; ++r)
+                s += xv[static_cast<size_t>((p * k + r) * 70 + i)] *
+                     yv[static_cast<size_t>((p * k + r) * 90 + j)];
+            EXPECT_NEAR(got[static_cast<size_t>(i * 90 + j)], s, 1e-4 * std::max(1.0, std::abs(s)));
+          }
+      }
+}
+
 TEST(PmapBatchedApart, WhileLoopsWithCollectivesStillReportMismatchedReplicas) {
   // Replica r loops r + 1 times around a psum: separate replicas disagree on the collectives
   // they call, a collective mismatch, not a batched result.
