@@ -304,7 +304,7 @@ TEST(NpyHeader, MalformedDictsAreRefused) {
 }
 
 TEST(NpyHeader, UnsupportedDescriptorsAreRefused) {
-  for (const char* d : {"<c8", "<f2", "|u1", "<U3", "|O", "<i4x", "", "<", "f4<"}) {
+  for (const char* d : {"<c8", "|u1", "<U3", "|O", "<i4x", "", "<", "f4<"}) {
     SCOPED_TRACE(d);
     std::string msg = npy_error(
         npy(std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (2,)}", kF4));

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,6 +67,23 @@ inline std::string scratch_path(const std::string& test, const std::string& name
   };
   static ScratchDir dir(test);
   return (dir.path / name).string();
+}
+
+// Runs a Python script with numpy imported as np (an independent reference: numpy computes
+// what the test checks) under test `test`'s scratch directory; returns what it printed.
+inline std::string run_numpy(const std::string& test, const std::string& name,
+                             const std::string& body) {
+  std::string path = scratch_path(test, "script_" + name + ".py");
+  std::ofstream(path) << "import numpy as np\n" << body;
+  std::string cmd = std::string(SPMD_PYTHON) + " " + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "<popen failed>";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << "python failed:\n" << body << "\n" << out;
+  return out;
 }
 
 // The message of the spmd::Error that f throws, or "<no spmd::Error thrown>".

@@ -5,8 +5,8 @@
 
 namespace spmd {
 
-// Order matters only for printing; promotion uses the lattice in dtype.cpp.
-// Float16/BFloat16 are reserved: they have names and sizes but no kernels yet.
+// Order matters only for printing; promotion uses the lattice in dtype.cpp. Float16 and
+// BFloat16 are stored at 2 bytes and computed in float32, rounded once per op.
 enum class DType : uint8_t { Bool, Int32, Int64, UInt32, Float16, BFloat16, Float32, Float64 };
 
 inline constexpr DType bool_ = DType::Bool;
@@ -24,7 +24,7 @@ std::string dtype_short(DType t);  // "f32", as jaxprs print it
 bool is_floating(DType t);
 bool is_integer(DType t);  // signed or unsigned, not bool
 bool is_signed_integer(DType t);
-// Throws spmd::Error unless kernels exist for t (everything but float16/bfloat16 today).
+// Throws spmd::Error unless t is one of the dtypes above.
 void check_supported(DType t, const char* where);
 
 // jax.numpy's promotion (jnp.promote_types on JAX's lattice): the result of combining a and

@@ -61,7 +61,7 @@ std::vector<Array> execute_eager_on_cpu(const Primitive& p, const std::vector<Ar
   ctx.device = device;
   ctx.threads = cpu::hardware_threads();
   runtime::DeviceScope on_device(device);  // the kernel's scratch is the device's memory
-  find_kernel(p)(p, in, out, ctx);
+  kernel_for(p, in_types, out_types)(p, in, out, ctx);
   return outs;
 }
 

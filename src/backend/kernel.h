@@ -91,6 +91,10 @@ using Kernel = void (*)(const Primitive& p, std::span<const Buf> in, std::span<c
 void register_kernel(std::type_index primitive_type, Kernel k);
 // The kernel for p on the CPU backend; throws naming the primitive if none exists.
 Kernel find_kernel(const Primitive& p);
+// The kernel to run p on operands and results of these types: find_kernel(p), or, where a
+// 16-bit float is among them, one that computes in float32 and rounds (backend/widen.cpp).
+Kernel kernel_for(const Primitive& p, const std::vector<AbstractValue>& in,
+                  const std::vector<AbstractValue>& out);
 
 template <class P>
 const P& as(const Primitive& p) {

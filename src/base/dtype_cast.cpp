@@ -1,12 +1,71 @@
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/dtype_visit.h"
+#include "base/half.h"
 
 namespace spmd::cpu {
+namespace {
+
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+void to_float(const void* in, DType from, float* out, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(in);
+  if (from == DType::Float16)
+    for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(h[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(h[i]);
+}
+
+void from_float(const float* in, void* out, DType to, int64_t n) {
+  auto* h = static_cast<uint16_t*>(out);
+  if (to == DType::Float16)
+    for (int64_t i = 0; i < n; ++i) h[i] = float_to_f16(in[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) h[i] = float_to_bf16(in[i]);
+}
+
+// float64 -> float32 rounded to odd (inexact results take the neighbour with an odd
+// significand): rounding that to a 16-bit float then rounds the double once, correctly (the
+// float keeps more than two extra bits), where rounding to nearest twice could not.
+void to_float_odd(const double* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float f = static_cast<float>(in[i]);
+    if (static_cast<double>(f) != in[i] && f == f && (float_bits(f) & 1u) == 0 &&
+        (float_bits(f) & 0x7fffffffu) != 0x7f800000u)
+      f = std::nextafter(f, static_cast<double>(f) < in[i] ? INFINITY : -INFINITY);
+    out[i] = f;
+  }
+}
+
+}  // namespace
 
 void cast_buffer(const void* in, DType from, void* out, DType to, int64_t n) {
   if (from == to) {
     if (n > 0) std::memcpy(out, in, static_cast<size_t>(n) * itemsize(from));
+    return;
+  }
+  if (is_half(from) || is_half(to)) {
+    // Through float32, which holds every 16-bit float exactly, in blocks that stay in cache.
+    constexpr int64_t kBlock = 1024;
+    float block[kBlock];
+    const int64_t in_size = itemsize(from), out_size = itemsize(to);
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      const void* src = static_cast<const char*>(in) + b * in_size;
+      void* dst = static_cast<char*>(out) + b * out_size;
+      if (is_half(from))
+        to_float(src, from, block, m);
+      else if (from == DType::Float64)
+        to_float_odd(static_cast<const double*>(src), block, m);
+      else
+        cast_buffer(src, from, block, DType::Float32, m);
+      if (is_half(to))
+        from_float(block, dst, to, m);
+      else
+        cast_buffer(block, DType::Float32, dst, to, m);
+    }
     return;
   }
   visit(from, [&]<class S>() {

@@ -13,6 +13,9 @@
 namespace spmd::compile {
 namespace {
 
+// 16-bit floats run widened to float32 op by op (backend/widen.cpp), never in fused tiles.
+bool plain_dtype(DType t) { return t != DType::Float16 && t != DType::BFloat16; }
+
 bool elementwise(const codegen::Node& n) {
   return n.kind == codegen::NodeKind::Unary || n.kind == codegen::NodeKind::Binary ||
          n.kind == codegen::NodeKind::Select || n.kind == codegen::NodeKind::Convert;
@@ -179,9 +182,10 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
         if (absorbed[k] || loop_at[k] >= 0) return false;
         if (!eq.primitive->is_elementwise() || eq.outputs.size() != 1) return false;
         if (prog.var_types[eq.outputs[0]].size() != n) return false;
+        if (!plain_dtype(prog.var_types[eq.outputs[0]].dtype)) return false;  // (widened)
         for (auto& a : eq.inputs) {
           const AbstractValue& t = prog.type(a);
-          if (t.ndim() != 0 && t.size() != n) return false;
+          if ((t.ndim() != 0 && t.size() != n) || !plain_dtype(t.dtype)) return false;
         }
         return true;
       };
@@ -341,7 +345,11 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
         planner.release(static_cast<size_t>(slots_[v].index), prog.var_types[v].nbytes());
       continue;
     }
-    Step step{backend::find_kernel(*eq.primitive), eq.primitive.get(), {}, {}, -1, -1, nullptr, s};
+    std::vector<AbstractValue> eq_in, eq_out;
+    for (const Atom& a : eq.inputs) eq_in.push_back(prog.type(a));
+    for (int v : eq.outputs) eq_out.push_back(prog.var_types[v]);
+    Step step{backend::kernel_for(*eq.primitive, eq_in, eq_out), eq.primitive.get(), {}, {},
+              -1, -1, nullptr, s};
     const std::vector<Atom>& reads = loop_at[s] >= 0 ? loops[loop_at[s]].inputs : eq.inputs;
     for (auto& a : reads) step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     if (loop_at[s] >= 0) {

@@ -42,14 +42,33 @@ Decimal parse_scientific(const char* s) {  // "-1.25e+02"
   return d;
 }
 
-// NumPy's "unique" Dragon4 mode: the shortest digits that read back as v in its own type (f32
-// or f64); when more than max_sig significant digits would be needed, v rounded to max_sig.
-Decimal shortest(double v, bool f32, int max_sig) {
+// The value of v in a 16-bit float type, as its float32 bits (v is one of that type's values).
+float in_type(double v, DType t) {
+  float f = static_cast<float>(v);
+  uint16_t h = 0;
+  cpu::cast_buffer(&f, DType::Float32, &h, t, 1);
+  cpu::cast_buffer(&h, t, &f, DType::Float32, 1);
+  return f;
+}
+
+// NumPy's "unique" Dragon4 mode: the shortest digits that read back as v in its own type (f16,
+// bf16, f32 or f64); when more than max_sig significant digits would be needed, v rounded to
+// max_sig.
+Decimal shortest(double v, DType type, int max_sig) {
   char buf[64];
-  auto r = f32 ? std::to_chars(buf, buf + sizeof buf - 1, static_cast<float>(v),
-                               std::chars_format::scientific)
-               : std::to_chars(buf, buf + sizeof buf - 1, v, std::chars_format::scientific);
-  *r.ptr = '\0';
+  if (type == DType::Float16 || type == DType::BFloat16) {
+    // The fewest digits that round back to the same 16-bit value (at most 5 are needed).
+    for (int p = 1; p <= 9; ++p) {
+      std::snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+      if (in_type(std::strtod(buf, nullptr), type) == static_cast<float>(v)) break;
+    }
+  } else {
+    auto r = type == DType::Float32 ? std::to_chars(buf, buf + sizeof buf - 1, static_cast<float>(v),
+                                                    std::chars_format::scientific)
+                                    : std::to_chars(buf, buf + sizeof buf - 1, v,
+                                                    std::chars_format::scientific);
+    *r.ptr = '\0';
+  }
   Decimal d = parse_scientific(buf);
   if (static_cast<int>(d.digits.size()) <= max_sig) return d;
   std::snprintf(buf, sizeof buf, "%.*e", std::max(max_sig, 1) - 1, v);  // exact, half-even
@@ -59,7 +78,7 @@ Decimal shortest(double v, bool f32, int max_sig) {
 // numpy's FloatingFormat (floatmode 'maxprec', sign '-'), set up from the items shown.
 class FloatFormat {
  public:
-  FloatFormat(const std::vector<double>& shown, bool f32) : f32_(f32) {
+  FloatFormat(const std::vector<double>& shown, DType type) : type_(type) {
     std::vector<double> finite;
     for (double v : shown)
       if (std::isfinite(v)) finite.push_back(v);
@@ -123,14 +142,14 @@ class FloatFormat {
   }
   // At most kPrecision digits after the point.
   Parts scientific(double v) const {
-    Decimal d = shortest(v, f32_, 1 + kPrecision);
+    Decimal d = shortest(v, type_, 1 + kPrecision);
     return {(d.negative ? "-" : "") + d.digits.substr(0, 1), d.digits.substr(1), d.exp};
   }
   // At most kPrecision digits after the point.
   Parts positional(double v) const {
-    Decimal d = shortest(v, f32_, 17);
+    Decimal d = shortest(v, type_, 17);
     if (static_cast<int>(d.digits.size()) - 1 - d.exp > kPrecision)
-      d = shortest(v, f32_, std::max(1, d.exp + 1 + kPrecision));
+      d = shortest(v, type_, std::max(1, d.exp + 1 + kPrecision));
     std::string sign = d.negative ? "-" : "";
     if (d.exp < 0) return {sign + "0", std::string(-d.exp - 1, '0') + d.digits, 0};
     std::string digits = d.digits;
@@ -138,7 +157,7 @@ class FloatFormat {
     return {sign + digits.substr(0, d.exp + 1), digits.substr(d.exp + 1), 0};
   }
 
-  bool f32_;
+  DType type_;
   bool exp_format_ = false;
   int pad_left_ = 0, pad_right_ = 0, precision_ = 0, exp_digits_ = 2;
 };
@@ -146,7 +165,12 @@ class FloatFormat {
 // numpy's _formatArray with separator ", ".
 struct Printer {
   Printer(const Shape& shape, const char* data, DType dtype, bool summarize)
-      : shape(shape), data(data), dtype(dtype), strides(strides_of(shape)), summarize(summarize) {}
+      : shape(shape),
+        data(data),
+        dtype(dtype),
+        strides(strides_of(shape)),
+        summarize(summarize),
+        shown_as(dtype) {}
 
   const Shape& shape;
   const char* data;
@@ -154,6 +178,7 @@ struct Printer {
   std::vector<int64_t> strides;
   bool summarize;
   std::unique_ptr<FloatFormat> float_format;
+  DType shown_as;  // the digits' type (the data of a 16-bit float is float32)
   size_t item_width = 0;  // non-float items are right-aligned to the widest one shown
 
   // Calls fn(offset) for each item shown, in order.
@@ -187,7 +212,7 @@ struct Printer {
       cpu::visit(dtype, [&]<class T>() {
         each_shown(0, 0, [&](int64_t i) { shown.push_back(reinterpret_cast<const T*>(data)[i]); });
       });
-      float_format = std::make_unique<FloatFormat>(shown, dtype == DType::Float32);
+      float_format = std::make_unique<FloatFormat>(shown, shown_as);
     } else if (dtype == DType::Bool) {
       item_width = shape.empty() ? 0 : 5;  // " True" lines up with "False", except in 0-d
     } else {
@@ -264,7 +289,14 @@ std::string Array::str() const {
   if (size() == 0) {
     body = "[], shape=" + shape_str(shape());
   } else {
-    Printer p(shape(), static_cast<const char*>(data()), dtype(), size() > kThreshold);
+    // 16-bit floats print as the float32 values they are (every one is exactly a float32).
+    const bool half = dtype() == DType::Float16 || dtype() == DType::BFloat16;
+    std::vector<float> wide(half ? static_cast<size_t>(size()) : 0);
+    if (half) cpu::cast_buffer(data(), dtype(), wide.data(), DType::Float32, size());
+    Printer p(shape(),
+              half ? reinterpret_cast<const char*>(wide.data()) : static_cast<const char*>(data()),
+              half ? DType::Float32 : dtype(), size() > kThreshold);
+    p.shown_as = dtype();
     p.prepare();
     const int64_t suffix_len = 1;  // the "," after the array
     body = p.format(0, 0, std::string(1 + prefix.size(), ' '), kLineWidth - suffix_len);

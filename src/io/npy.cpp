@@ -31,12 +31,15 @@ std::string descr_of(DType t) {
       return "<i8";
     case DType::UInt32:
       return "<u4";
+    case DType::Float16:
+      return "<f2";
     case DType::Float32:
       return "<f4";
     case DType::Float64:
       return "<f8";
     default:
-      fail("save_npy: dtype ", dtype_name(t), " cannot be saved");
+      fail("save_npy: dtype ", dtype_name(t),
+           " cannot be saved (numpy has no bfloat16; convert it to float32 first)");
   }
 }
 
@@ -240,13 +243,15 @@ DType dtype_of_descr(const std::string& d, bool& swap, const std::string& name) 
     t = DType::Int64;
   } else if (kind == "u4") {
     t = DType::UInt32;
+  } else if (kind == "f2") {
+    t = DType::Float16;
   } else if (kind == "f4") {
     t = DType::Float32;
   } else if (kind == "f8") {
     t = DType::Float64;
   } else {
     fail("load_npy(", name, "): unsupported dtype '", printable(d),
-         "'; expected one of bool, int32, int64, uint32, float32, float64");
+         "'; expected one of bool, int32, int64, uint32, float16, float32, float64");
   }
   if (itemsize(t) == 1) swap = false;
   return t;
