@@ -379,22 +379,6 @@ TEST(ArrayPrint, ThousandItemsAreNotElided) {
 
 // ---- printing compared with NumPy's array2string, as jax.Array.__repr__ uses it ----------------
 
-std::string run_python(const std::string& script) {
-  std::string path =
-      std::string(SPMD_TEST_TMP) + "/array_test_print." + std::to_string(getpid()) + ".py";
-  std::ofstream(path) << script;
-  std::string cmd = std::string(SPMD_PYTHON) + " " + path;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << "python failed on:\n" << script;
-  std::remove(path.c_str());
-  return out;
-}
-
 struct PrintCase {
   Array array;
   std::string numpy;  // a NumPy expression for the same array
@@ -410,6 +394,8 @@ const char* numpy_dtype(DType t) {
       return "np.int64";
     case DType::UInt32:
       return "np.uint32";
+    case DType::Float16:
+      return "np.float16";
     case DType::Float32:
       return "np.float32";
     default:
@@ -459,6 +445,8 @@ TEST(ArrayPrint, MatchesNumpyArray2String) {
       Array({1e10, 1.0}),                            // scientific: huge value
       Array({-1.25e-7, 3.5e3, 1.0}, DType::Float64),
       Array({nan, 1.0, -inf}),
+      Array({0.1, 1.0 / 3, -2.5}, DType::Float32).astype(DType::Float16),
+      Array({1e-5, 1.0, 6e4}, DType::Float32).astype(DType::Float16),
       Array({nan, inf}),
       Array({-0.0, 0.0}),
       Array({0.0, 0.0}),
@@ -508,7 +496,7 @@ TEST(ArrayPrint, MatchesNumpyArray2String) {
   for (size_t i = 0; i < cases.size(); ++i)
     script += "print(jax_repr(" + cases[i].numpy + (cases[i].array.weak_type() ? ", True" : "") +
               "), end='\\0')\n";
-  std::string out = run_python(script);
+  std::string out = spmd::test_util::run_numpy("array_test", "print", script);
   std::vector<std::string> expected;
   std::stringstream ss(out);
   for (std::string item; std::getline(ss, item, '\0');) expected.push_back(item);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -243,6 +244,39 @@ TEST(BFloat16, TransformationsWork) {
       double t = 0;
       for (int k = 0; k < 4; ++k) t += wv[static_cast<size_t>(k * 6 + c)];
       EXPECT_NEAR(sv[static_cast<size_t>(r * 6 + c)], t, 0.01 * std::abs(t) + 1e-2);
+    }
+}
+
+TEST(BFloat16, CollectivesMoveSixteenBitsAndSumInFloat32) {
+  // psum of bfloat16 over 4 devices: the float32 sum of the 4 values, rounded once -- replicas
+  // on threads (the communicator combines in float32) and batched (a reduction over the batch)
+  // alike; all_gather and ppermute move the bits.
+  ASSERT_TRUE(four_devices);
+  Array x = random::normal(random::key(9), {4, 300}).astype(bfloat16);
+  auto body = [](const Array& r) {
+    return std::make_tuple(psum(r, "i"), pmax(r, "i"), all_gather(r, "i"),
+                           ppermute(r, "i", {{0, 1}, {1, 2}, {2, 3}, {3, 0}}));
+  };
+  auto batched = pmap(body, "i")(x);
+  setenv("SPMD_PMAP_THREADS", "1", 1);
+  auto threaded = pmap(body, "i")(x);
+  unsetenv("SPMD_PMAP_THREADS");
+  EXPECT_EQ(bits16(std::get<0>(batched)), bits16(std::get<0>(threaded)));
+  EXPECT_EQ(bits16(std::get<1>(batched)), bits16(std::get<1>(threaded)));
+  EXPECT_EQ(bits16(std::get<2>(batched)), bits16(std::get<2>(threaded)));
+  EXPECT_EQ(bits16(std::get<3>(batched)), bits16(std::get<3>(threaded)));
+  EXPECT_EQ(std::get<0>(threaded).dtype(), bfloat16);
+  std::vector<float> xv = x.astype(float32).to_vector<float>();
+  std::vector<uint16_t> sum_bits = bits16(std::get<0>(threaded)), xb = bits16(x);
+  std::vector<uint16_t> gathered = bits16(std::get<2>(threaded)), moved = bits16(std::get<3>(threaded));
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 300; ++c) {
+      float s = 0;
+      for (int k = 0; k < 4; ++k) s += xv[static_cast<size_t>(k * 300 + c)];
+      ASSERT_EQ(sum_bits[static_cast<size_t>(r * 300 + c)], bf16_reference(s));
+      ASSERT_EQ(moved[static_cast<size_t>(r * 300 + c)], xb[static_cast<size_t>(((r + 3) % 4) * 300 + c)]);
+      for (int k = 0; k < 4; ++k)
+        ASSERT_EQ(gathered[static_cast<size_t>((r * 4 + k) * 300 + c)], xb[static_cast<size_t>(k * 300 + c)]);
     }
 }
 

@@ -5,8 +5,11 @@
 // reductions and products accumulate in float32 and round once, and elementwise ops give the
 // correctly rounded 16-bit result of the float32 op (exact for +, -, *, / and sqrt: float32
 // has more than twice the bits). Conversions (convert_element_type) have their own 16-bit
-// kernel; programs with sub-programs (loops, conds, pmap) and host callbacks run as they are:
-// their bodies' ops are widened one by one.
+// kernel, and so do data movement (broadcast, transpose, slices: bytes); collectives move
+// 16-bit floats at their size (a bfloat16 psum moves half the bytes of
+// a float32 one; the communicators combine in float32, runtime/reduce_buffers.cpp); programs
+// with sub-programs (loops, conds, pmap) and host callbacks run as they are: their bodies' ops
+// are widened one by one.
 #include <memory>
 #include <vector>
 
@@ -22,6 +25,13 @@ namespace spmd::backend {
 namespace {
 
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// Kernels that copy elements as bytes (backend/cpu/kernels_shape.cpp): they run at 16 bits.
+bool moves_bytes(const Primitive& p) {
+  return dynamic_cast<const prim::BroadcastInDim*>(&p) || dynamic_cast<const prim::Reshape*>(&p) ||
+         dynamic_cast<const prim::Transpose*>(&p) || dynamic_cast<const prim::Slice*>(&p) ||
+         dynamic_cast<const prim::Rev*>(&p) || dynamic_cast<const prim::Concatenate*>(&p);
+}
 
 void widened_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                     ExecContext& ctx) {
@@ -71,7 +81,8 @@ Kernel kernel_for(const Primitive& p, const std::vector<AbstractValue>& in,
   for (const auto* types : {&in, &out})
     for (const AbstractValue& t : *types) half = half || is_half(t.dtype);
   if (!half || dynamic_cast<const prim::Convert*>(&p) || !p.subprograms().empty() ||
-      dynamic_cast<const prim::PmapCall*>(&p) || dynamic_cast<const prim::PureCallback*>(&p))
+      dynamic_cast<const prim::PmapCall*>(&p) || dynamic_cast<const prim::PureCallback*>(&p) ||
+      !p.axis_names().empty() || moves_bytes(p))
     return find_kernel(p);
   return widened_kernel;
 }

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "base/copy.h"
 #include "primitives/primitives.h"
 
 namespace spmd::compile {
@@ -88,6 +89,31 @@ std::optional<Node> node_of(const Program& p, const Equation& eq) {
 bool data_movement(NodeKind k) {
   return k == NodeKind::Slice || k == NodeKind::Rev || k == NodeKind::Pad ||
          k == NodeKind::Concat || k == NodeKind::Transpose || k == NodeKind::Broadcast;
+}
+
+// A broadcast that writes whole copies of its operand (new or size-1 leading axes) into a large
+// output: the interpreter's kernel streams them past the cache (a psum's result for every
+// replica of a batched pmap), which a generated loop does not.
+bool streams_copies(const Program& p, const Equation& eq) {
+  auto* b = dynamic_cast<const prim::BroadcastInDim*>(eq.primitive.get());
+  if (!b || eq.inputs[0].is_literal()) return false;
+  const AbstractValue& x = p.type(eq.inputs[0]);
+  const AbstractValue& out = p.var_types[eq.outputs[0]];
+  if (out.nbytes() < static_cast<size_t>(cpu::kStreamCopyBytes)) return false;
+  // The operand's stride along each output axis (0 where it broadcasts), as the kernel reads.
+  std::vector<int64_t> src(b->shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = x.shape.size(); i-- > 0;) {
+    if (x.shape[i] != 1) src[static_cast<size_t>(b->dims[i])] = stride;
+    stride *= x.shape[i];
+  }
+  int64_t inner = 1;
+  size_t k = b->shape.size();
+  while (k > 0 && src[k - 1] == inner) inner *= b->shape[--k];
+  for (size_t d = 0; d < k; ++d)
+    if (src[d] != 0) return false;
+  if (inner != x.size()) return false;
+  return true;
 }
 
 }  // namespace
@@ -223,6 +249,7 @@ std::vector<LoopGroup> plan_loop_fusion(const Program& p) {
                                           : p.var_types[p.equations[roots[g]].outputs[0]];
     if (space.size() < kMinElements) continue;
     if (ms.size() == 1 && !data_movement(root.kind)) continue;
+    if (ms.size() == 1 && streams_copies(p, p.equations[roots[g]])) continue;
     // A reduction of an input, with nothing fused before or after it: the interpreter's kernel.
     if (red >= 0 && ms.size() == 1) continue;
     kept[g] = true;

@@ -1,5 +1,7 @@
 #include "runtime/reduce_buffers.h"
 
+#include <algorithm>
+
 #include "base/dtype_visit.h"
 #include "spmd/error.h"
 
@@ -39,6 +41,23 @@ void check_collective_op(ReduceOp op, const char* collective) {
 
 void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst, int64_t begin,
                   int64_t end, DType dtype, ReduceOp op) {
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    // 16-bit floats travel at their size and are combined in float32, member after member,
+    // rounded once: the bits of the same reduction over the batch of a batched program.
+    constexpr int64_t kBlock = 512;
+    float acc[kBlock], next[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(kBlock, end - b);
+      auto at = [&](const void* p) { return static_cast<const uint16_t*>(p) + offset + b; };
+      cpu::cast_buffer(at(src[0]), dtype, acc, DType::Float32, n);
+      for (size_t m = 1; m < src.size(); ++m) {
+        cpu::cast_buffer(at(src[m]), dtype, next, DType::Float32, n);
+        for (int64_t i = 0; i < n; ++i) acc[i] = combine(acc[i], next[i], op);
+      }
+      cpu::cast_buffer(acc, DType::Float32, static_cast<uint16_t*>(dst) + b, dtype, n);
+    }
+    return;
+  }
   cpu::visit(dtype, [&]<class T>() {
     T* d = static_cast<T*>(dst);
     const T* s0 = static_cast<const T*>(src[0]) + offset;

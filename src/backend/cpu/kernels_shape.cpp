@@ -1,10 +1,12 @@
 // CPU kernels of the layout primitives.
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "base/copy.h"
 #include "base/dtype_visit.h"
+#include "base/parallel.h"
 #include "primitives/primitives.h"
 
 namespace spmd::cpu {
@@ -27,6 +29,30 @@ void broadcast_kernel(const Primitive& p, std::span<const Buf> in, std::span<con
   auto xst = strides_of(xs);
   std::vector<int64_t> src(b.shape.size(), 0);
   for (size_t i = 0; i < b.dims.size(); ++i) src[b.dims[i]] = xs[i] == 1 ? 0 : xst[i];
+  // Whole copies of the operand (new leading axes: a psum's result for every replica of a
+  // batched pmap): copied block by block in parallel, large outputs with streaming stores.
+  // That is: the output's trailing axes read the operand contiguously, the leading ones not.
+  bool whole = true;
+  int64_t inner = 1;
+  size_t k = b.shape.size();
+  while (k > 0 && src[k - 1] == inner) inner *= b.shape[--k];
+  for (size_t d = 0; d < k; ++d) whole = whole && src[d] == 0;
+  whole = whole && inner == in[0].aval->size();
+  const size_t bytes = in[0].aval->nbytes(), total = out[0].aval->nbytes();
+  if (whole && bytes >= (size_t{1} << 16) && total >= static_cast<size_t>(kStreamCopyBytes)) {
+    const auto copies = static_cast<int64_t>(total / bytes);
+    constexpr size_t kPiece = size_t{1} << 20;
+    const auto pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+    parallel_for(copies * pieces, ctx.threads, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const size_t at = static_cast<size_t>(t % pieces) * kPiece;
+        const size_t n = std::min(kPiece, bytes - at);
+        stream_copy(static_cast<char*>(out[0].data) + static_cast<size_t>(t / pieces) * bytes + at,
+                    static_cast<const char*>(in[0].data) + at, n);
+      }
+    });
+    return;
+  }
   strided_copy(in[0].data, 0, src, b.shape, out[0].data, isize(in[0]), ctx.threads);
 }
 
