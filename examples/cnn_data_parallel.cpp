@@ -39,6 +39,7 @@ struct Options : mnist_data::TrainOptions {
   double bn_momentum = 0.9;
   int64_t step_losses = 0;
   int64_t eval_batch = 500;
+  std::string dtype = "f32";  // the compute dtype: f32, bf16 or f16 (mixed precision)
 };
 
 // A convolution (OIHW, no bias: batch norm's bias takes its place) and its batch norm's scale and
@@ -88,20 +89,32 @@ struct Forward {
 };
 
 // x (n, rows * cols) in [0, 1]. training: batch statistics (pmean'ed over axis_name when given)
-// and updated running statistics; otherwise the running statistics normalise.
+// and updated running statistics; otherwise the running statistics normalise. Computed in the
+// dtype of p (mixed precision: p and x cast to bfloat16 or float16, the master weights float32)
+// except batch norm, which normalises in float32 (its statistics need float32's precision, as
+// flax's mixed-precision BatchNorm computes them), and the logits, returned in float32.
 Forward apply(const CNN& p, const BatchStats& s, const Array& x, int64_t rows, int64_t cols,
               bool training, double bn_momentum, const std::optional<std::string>& axis_name) {
   const int64_t n = x.shape()[0];
+  const DType compute = p.conv1.w.dtype();
   auto block = [&](const Array& h, const ConvBlock& c, const nn::BatchNormState& st) {
-    Array z = lax::conv(h, c.w, {1, 1}, "SAME");
-    nn::BatchNormOutput bn =
-        nn::batch_norm(z, c.scale, c.bias, st, training, bn_momentum, 1e-5, axis_name, 1);
-    return std::pair(max_pool_nchw(nn::relu(bn.y)), bn.state);
+    Array z = lax::conv(h, c.w, {1, 1}, "SAME").astype(DType::Float32);
+    nn::BatchNormOutput bn = nn::batch_norm(z, c.scale.astype(DType::Float32),
+                                            c.bias.astype(DType::Float32), st, training,
+                                            bn_momentum, 1e-5, axis_name, 1);
+    return std::pair(max_pool_nchw(nn::relu(bn.y.astype(compute))), bn.state);
   };
-  auto [h1, st1] = block(x.reshape({n, 1, rows, cols}), p.conv1, s.bn1);
+  auto [h1, st1] = block(x.astype(compute).reshape({n, 1, rows, cols}), p.conv1, s.bn1);
   auto [h2, st2] = block(h1, p.conv2, s.bn2);
   Array h = nn::relu(nn::dense(p.fc1, h2.reshape({n, -1})));
-  return {nn::dense(p.fc2, h), {st1, st2}};
+  return {nn::dense(p.fc2, h).astype(DType::Float32), {st1, st2}};
+}
+
+DType compute_dtype(const std::string& name) {
+  if (name == "f32") return DType::Float32;
+  if (name == "bf16") return DType::BFloat16;
+  if (name == "f16") return DType::Float16;
+  fail("--dtype: expected f32, bf16 or f16, got '", name, "'");
 }
 
 int run(const Options& opt) {
@@ -140,6 +153,11 @@ int run(const Options& opt) {
   CNN params = cnn_init(random::fold_in(key, 0), rows, cols);
   BatchStats stats = stats_init();
   nn::OptState state = optimizer.init(params);
+  const DType compute = compute_dtype(opt.dtype);
+  // float16 needs loss scaling (its smallest normal, 6e-5, would flush small gradients); bfloat16
+  // has float32's range and needs none (jmp's default policies).
+  const bool scaled = compute == DType::Float16;
+  nn::LossScale loss_scale = nn::dynamic_loss_scale(scaled ? 32768.0 : 1.0);
   int start_epoch = 0;
   int64_t step = 0;
   if (!opt.checkpoint.empty() && std::filesystem::exists(opt.checkpoint)) {
@@ -160,27 +178,51 @@ int run(const Options& opt) {
   // over its shard; the gradients of the mean over the global batch are the devices' gradients
   // pmean'ed (the transpose of batch norm's pmean carries every device's share back to the
   // devices whose activations made the statistics).
+  //
+  // Mixed precision (--dtype bf16 / f16): the loss casts the float32 parameters and the images to
+  // the compute dtype, so the passes run in it and the gradients come back float32 (the cast's
+  // transpose); with float16 the loss is scaled before differentiation and the gradients
+  // unscaled, and a step whose gradients are not finite is skipped (dynamic loss scaling).
   auto step_on_device = [&](const CNN& p, const nn::OptState& s, const BatchStats& bs,
-                            const Array& x, const Array& y) {
+                            const nn::LossScale& ls, const Array& x, const Array& y) {
     auto [value, grads] = value_and_grad(
         [&](const CNN& q, const BatchStats& st, const Array& xb, const Array& yb) {
-          Forward f = apply(q, st, xb, rows, cols, true, opt.bn_momentum, "batch");
-          return std::pair(nn::cross_entropy(f.logits, yb),
-                           std::pair(nn::correct_count(f.logits, yb), f.stats));
+          Forward f = apply(nn::cast_floating(q, compute), st, xb, rows, cols, true,
+                            opt.bn_momentum, "batch");
+          Array loss = nn::cross_entropy(f.logits, yb);
+          return std::pair(scaled ? nn::scale_loss(ls, loss) : loss,
+                           std::pair(std::pair(loss, nn::correct_count(f.logits, yb)), f.stats));
         },
         argnums<0>, has_aux)(p, bs, x, y);
     grads = tree_map([](const Array& g) { return pmean(g, "batch"); }, grads);
+    const auto& [loss, corr] = value.second.first;
+    if (!scaled) {
+      auto [np, ns] = optimizer.update(p, grads, s);
+      return std::make_tuple(np, ns, value.second.second, ls, pmean(loss, "batch"),
+                             psum(corr, "batch"));
+    }
+    grads = nn::unscale(ls, grads);
+    Array finite = nn::all_finite(grads);  // (the same on every device: pmean'ed gradients)
     auto [np, ns] = optimizer.update(p, grads, s);
-    return std::make_tuple(np, ns, value.second.second, pmean(value.first, "batch"),
-                           psum(value.second.first, "batch"));
+    return std::make_tuple(nn::select_tree(finite, np, p), nn::select_tree(finite, ns, s),
+                           nn::select_tree(finite, value.second.second, bs),
+                           nn::adjust_loss_scale(ls, finite), pmean(loss, "batch"),
+                           psum(corr, "batch"));
   };
-  PmapOptions donate_state;  // the new parameters, state and statistics take the old buffers
-  donate_state.donate_argnums = {0, 1, 2};
+  // The parameters, optimiser state, running statistics and loss scale are the same on every
+  // device: held once (in_axes / out_axes None), and computed once when the replicas run as
+  // one batched program. Donated: the new values take the old buffers.
+  PmapOptions donate_state;
+  donate_state.in_axes = {none, none, none, none, 0, 0};
+  donate_state.out_axes = {none, none, none, none, 0, 0};
+  donate_state.donate_argnums = {0, 1, 2, 3};
   auto train_step = pmap(step_on_device, "batch", donate_state);
   // Evaluation with the running statistics, in chunks (a whole test set's activations at once
   // would take gigabytes).
   auto evaluate = jit([&](const CNN& p, const BatchStats& s, const Array& x, const Array& y) {
-    return nn::correct_count(apply(p, s, x, rows, cols, false, 0.0, std::nullopt).logits, y);
+    return nn::correct_count(
+        apply(nn::cast_floating(p, compute), s, x, rows, cols, false, 0.0, std::nullopt).logits,
+        y);
   });
   auto test_accuracy = [&](const CNN& p, const BatchStats& s) {
     int64_t correct = 0;
@@ -191,16 +233,20 @@ int run(const Options& opt) {
     return static_cast<double>(correct) / static_cast<double>(n_test);
   };
 
-  CNN rparams = nn::replicate(params, devs);
-  nn::OptState rstate = nn::replicate(state, devs);
-  BatchStats rstats = nn::replicate(stats, devs);
+  CNN rparams = params;
+  nn::OptState rstate = state;
+  BatchStats rstats = stats;
   if (leader)
     std::cout << "training CNN (conv3x3x" << kChannels1 << "+bn+pool, conv3x3x" << kChannels2
               << "+bn+pool, dense " << kHidden << ", dense " << kClasses << "; NCHW) on " << n_train
               << " samples, " << ndev << " devices (" << process_count() << " process"
               << (process_count() > 1 ? "es" : "") << "), batch " << opt.batch_size << " ("
               << per_device << " per device), " << optimizer.name() << " lr=" << opt.learning_rate
-              << ", synchronised batch norm" << std::endl;
+              << ", synchronised batch norm"
+              << (compute == DType::Float32 ? std::string()
+                                            : ", mixed precision " + dtype_name(compute) +
+                                                  (scaled ? " with loss scaling" : ""))
+              << std::endl;
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
     Array perm =
@@ -215,10 +261,12 @@ int run(const Options& opt) {
       int64_t e = b + nlocal * per_device;
       Array xb = slice(xs, {Range{b, e}}).reshape({nlocal, per_device, features});
       Array yb = slice(ys, {Range{b, e}}).reshape({nlocal, per_device});
-      auto [np, ns, nstats, loss, corr] = train_step(rparams, rstate, rstats, xb, yb);
+      auto [np, ns, nstats, nscale, loss, corr] =
+          train_step(rparams, rstate, rstats, loss_scale, xb, yb);
       rparams = np;
       rstate = ns;
       rstats = nstats;
+      loss_scale = nscale;
       const double l = loss[0].item<double>();
       loss_sum += l;
       correct += corr[0].item<int64_t>();
@@ -231,8 +279,8 @@ int run(const Options& opt) {
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (leader && opt.progress) mnist_data::clear_progress_bar();
-    CNN host = nn::unreplicate(rparams);
-    BatchStats host_stats = nn::unreplicate(rstats);
+    const CNN& host = rparams;
+    const BatchStats& host_stats = rstats;
     double test_acc = test_accuracy(host, host_stats);
     int64_t seen = steps_per_epoch * opt.batch_size;
     if (leader)
@@ -243,7 +291,7 @@ int run(const Options& opt) {
       nn::Checkpoint c;
       nn::put_tree(c, "params", host);
       nn::put_tree(c, "batch_stats", host_stats);
-      nn::put_tree(c, "opt_state", nn::unreplicate(rstate));
+      nn::put_tree(c, "opt_state", rstate);
       c.arrays["key"] = key;
       c.ints["epoch"] = epoch + 1;
       c.ints["step"] = step;
@@ -268,6 +316,11 @@ int main(int argc, char** argv) {
   app.add_option("--eval-batch", opt.eval_batch, "test samples per evaluation call")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--dtype", opt.dtype,
+                 "compute dtype: f32, or bf16 / f16 for mixed precision (float32 master weights; "
+                 "f16 with dynamic loss scaling)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--step-losses", opt.step_losses,
                  "print the global batch's loss of each of the first N training steps")
       ->check(CLI::NonNegativeNumber);

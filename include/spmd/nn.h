@@ -220,6 +220,51 @@ P clip_by_global_norm(const P& tree, double max_norm) {
   return tree_unflatten<P>(def, clip_by_global_norm_leaves(leaves, max_norm));
 }
 
+// ---- mixed precision (as the jmp library: a compute dtype, float32 master weights) -----------
+// Every floating leaf cast to dtype, the others unchanged. Casting float32 parameters to
+// bfloat16 inside the loss computes the forward and backward passes in bfloat16 while the
+// gradients come back in float32 (the cast's transpose): the master weights stay float32.
+std::vector<Array> cast_floating_leaves(const std::vector<Array>& leaves, DType dtype);
+template <class P>
+P cast_floating(const P& tree, DType dtype) {
+  auto [leaves, def] = tree_flatten(tree);
+  return tree_unflatten<P>(def, cast_floating_leaves(leaves, dtype));
+}
+// Whether every element of every leaf is finite (a bool scalar).
+Array all_finite_leaves(const std::vector<Array>& leaves);
+template <class P>
+Array all_finite(const P& tree) {
+  return all_finite_leaves(tree_flatten(tree).first);
+}
+// Leaf by leaf where(pred, a, b) for a scalar predicate: keep a step's new values or the old.
+std::vector<Array> select_leaves(const Array& pred, const std::vector<Array>& a,
+                                 const std::vector<Array>& b);
+template <class P>
+P select_tree(const Array& pred, const P& a, const P& b) {
+  auto [la, def] = tree_flatten(a);
+  return tree_unflatten<P>(def, select_leaves(pred, la, tree_flatten(b).first));
+}
+// jmp.DynamicLossScale, for float16 (whose range underflows small gradients): the loss is
+// multiplied by `scale` before differentiation and the gradients divided by it; a step whose
+// gradients are not all finite is skipped and halves the scale (not below 1), and `period`
+// finite steps in a row double it. A pytree (scale float32, counter int32): carry it through
+// pmap / scan as state.
+struct LossScale {
+  Array scale;
+  Array counter;
+};
+SPMD_PYTREE(LossScale, scale, counter)
+LossScale dynamic_loss_scale(double initial = 32768.0);
+Array scale_loss(const LossScale& s, const Array& loss);
+std::vector<Array> unscale_leaves(const LossScale& s, const std::vector<Array>& grads);
+template <class P>
+P unscale(const LossScale& s, const P& grads) {
+  auto [leaves, def] = tree_flatten(grads);
+  return tree_unflatten<P>(def, unscale_leaves(s, leaves));
+}
+LossScale adjust_loss_scale(const LossScale& s, const Array& grads_finite, int64_t period = 2000,
+                            double factor = 2.0);
+
 // ---- optimisers ------------------------------------------------------------------------------
 // The optimiser's state for a pytree of parameters, flattened: first and second moments
 // (empty when unused) and the step count.

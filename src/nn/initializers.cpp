@@ -32,8 +32,8 @@ double size_of(const Shape& shape, const std::vector<int>& axes) {
 }
 
 void check_float(DType dtype, const char* what) {
-  if (dtype != DType::Float32 && dtype != DType::Float64)
-    fail("initializers.", what, ": expected a floating dtype (float32 or float64), got ",
+  if (!is_floating(dtype))
+    fail("initializers.", what, ": expected a floating dtype (float16, bfloat16, float32, float64), got ",
          dtype_name(dtype));
 }
 

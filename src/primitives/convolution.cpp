@@ -114,8 +114,9 @@ std::vector<AbstractValue> ConvGeneralDilated::abstract_eval(
     const std::vector<AbstractValue>& in) const {
   const AbstractValue &l = in.at(0), &r = in.at(1);
   const char* op = "conv_general_dilated";
-  if (l.dtype != DType::Float32 && l.dtype != DType::Float64)
-    fail(op, ": expected float32 or float64 operands, got lhs ", l.str());
+  if (!is_floating(l.dtype))
+    fail(op, ": expected floating operands (float16, bfloat16, float32, float64), got lhs ",
+         l.str());
   if (l.dtype != r.dtype)
     fail(op, ": expected lhs and rhs of one dtype, got ", l.str(), " and ", r.str());
   if (l.ndim() != r.ndim())

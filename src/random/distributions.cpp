@@ -22,8 +22,8 @@ void check_key(const Array& key, const char* op) {
 }
 
 void check_float(DType dtype, const char* op) {
-  if (dtype != DType::Float32 && dtype != DType::Float64)
-    fail("random.", op, ": expected a floating dtype (float32 or float64), got ",
+  if (!is_floating(dtype))
+    fail("random.", op, ": expected a floating dtype (float16, bfloat16, float32, float64), got ",
          dtype_name(dtype));
 }
 

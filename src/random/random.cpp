@@ -53,8 +53,17 @@ Array unit_uniform(const Array& key, const Shape& shape, DType dtype) {
     Array b = bits(key, shape);
     return astype(lax::shift_right_logical(b, Array(9)), DType::Float32) * std::ldexp(1.0, -23);
   }
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    // The type's own significand bits (10 or 7): m * 2^-bits is exact in either, below 1.
+    const int bits_kept = dtype == DType::Float16 ? 10 : 7;
+    Array b = bits(key, shape);
+    return astype(astype(lax::shift_right_logical(b, Array(32 - bits_kept)), DType::Float32) *
+                      std::ldexp(1.0, -bits_kept),
+                  dtype);
+  }
   if (dtype != DType::Float64)
-    fail("random.uniform: expected a floating dtype (float32 or float64), got ", dtype_name(dtype));
+    fail("random.uniform: expected a floating dtype (float16, bfloat16, float32 or float64), got ",
+         dtype_name(dtype));
   Array w = two_words(key, shape);
   Shape start(shape.size() + 1, 0), limit = w.shape();
   limit.back() = 1;
