@@ -9,11 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 subset=(hostile_inputs_test io_test device_test pmap_nested_test pmap_stress_test jit_cache_test
         scan_test while_loop_test cond_test collective_mismatch_test checkpoint_test
-        codegen_test fusion_test)  # generated loop kernels run under the sanitizers too
+        codegen_test fusion_test  # generated loop kernels run under the sanitizers too
+        pmap_batched_test float16_test)  # batched replicas, 16-bit floats
 scripts/fuzz-build.sh fuzz_targets "${subset[@]}"
 export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Only the subset's executables are built: the rest of the suite shows up as *_NOT_BUILT entries.
-(cd build-fuzz && ctest --output-on-failure -j "${SPMD_JOBS:-2}" --timeout 600 -E "_NOT_BUILT$")
+(cd build-fuzz && ctest --output-on-failure -j "${SPMD_JOBS:-2}" --timeout 600 -LE long -E "_NOT_BUILT$")
 scripts/fuzz.sh "${1:-60}"

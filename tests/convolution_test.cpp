@@ -303,16 +303,22 @@ TEST(ConvGrad, SecondOrderAndVmapOfGrad) {
 
 // ---- reduce_window and pooling --------------------------------------------------------------
 
-// Naive reduce_window over a 4-D operand, window padded with init (skipped elements).
+// Naive reduce_window, window padded with init (skipped elements); base dilation puts init
+// between the operand's elements, window dilation spreads the window (empty: all 1).
 std::vector<double> reduce_window_reference(const Array& x, double init, lax::WindowComputation c,
                                             const Shape& win, const Shape& st, const Pairs& pads,
-                                            Shape* out_shape) {
+                                            Shape* out_shape, const Shape& base_dil = {},
+                                            const Shape& win_dil = {}) {
   auto xv = x.to_vector<double>();
   const Shape& xs = x.shape();
   const size_t r = xs.size();
+  const Shape base = base_dil.empty() ? Shape(r, 1) : base_dil;
+  const Shape wd = win_dil.empty() ? Shape(r, 1) : win_dil;
   Shape os;
-  for (size_t d = 0; d < r; ++d)
-    os.push_back((xs[d] + pads[d].first + pads[d].second - win[d]) / st[d] + 1);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t dilated = (xs[d] - 1) * base[d] + 1, span = (win[d] - 1) * wd[d] + 1;
+    os.push_back((dilated + pads[d].first + pads[d].second - span) / st[d] + 1);
+  }
   *out_shape = os;
   std::vector<double> out;
   for (int64_t k = 0; k < numel(os); ++k) {
@@ -323,9 +329,9 @@ std::vector<double> reduce_window_reference(const Array& x, double init, lax::Wi
       int64_t off = 0;
       bool ok = true;
       for (size_t d = 0; d < r; ++d) {
-        int64_t xd = o[d] * st[d] - pads[d].first + wi[d];
-        if (xd < 0 || xd >= xs[d]) ok = false;
-        off = off * xs[d] + xd;
+        int64_t pos = o[d] * st[d] - pads[d].first + wi[d] * wd[d];
+        if (pos < 0 || pos % base[d] != 0 || pos / base[d] >= xs[d]) ok = false;
+        off = off * xs[d] + pos / base[d];
       }
       double v = ok ? xv[static_cast<size_t>(off)] : init;
       acc = c == lax::WindowComputation::Sum   ? acc + v
@@ -371,6 +377,53 @@ TEST(ReduceWindow, MatchesNaiveLoops) {
   Array got = lax::reduce_window(xi, -inf, C::Max, {2, 3}, {2, 1}, Pairs{{0, 0}, {1, 1}});
   EXPECT_EQ(got.dtype(), DType::Int32);
   expect_allclose(got, want, 0, 0, "int32 max");
+}
+
+TEST(ReduceWindow, DilationsMatchNaiveLoops) {
+  // lax.reduce_window's base_dilation and window_dilation, with explicit and SAME padding (on
+  // the dilated shapes, as lax.padtype_to_pads), against the naive loop; grad of the sum and of
+  // max against finite differences; vmap against a loop.
+  const double inf = std::numeric_limits<double>::infinity();
+  Array x = values({2, 7, 6}, 0.7);
+  using C = lax::WindowComputation;
+  struct D {
+    Shape win, st, base, wdil;
+    Pairs pads;
+  };
+  std::vector<D> ds = {{{1, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 2, 2}, {{0, 0}, {0, 0}, {0, 0}}},
+                       {{1, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 2, 3}, {{0, 0}, {1, 2}, {0, 1}}},
+                       {{2, 2, 2}, {1, 1, 2}, {1, 2, 2}, {1, 1, 1}, {{0, 0}, {0, 1}, {1, 0}}},
+                       {{1, 3, 3}, {1, 2, 1}, {1, 2, 1}, {1, 1, 2}, {{0, 0}, {1, 1}, {2, 2}}}};
+  for (const D& d : ds)
+    for (const auto& ci : std::vector<std::pair<C, double>>{
+             {C::Sum, 0.0}, {C::Max, -inf}, {C::Min, inf}, {C::Sum, 0.5}}) {
+      const C c = ci.first;
+      const double init = ci.second;
+      Shape os;
+      auto want = reduce_window_reference(x, init, c, d.win, d.st, d.pads, &os, d.base, d.wdil);
+      auto f = [&](const Array& a) {
+        return lax::reduce_window(a, init, c, d.win, d.st, d.pads, d.base, d.wdil);
+      };
+      Array got = f(x);
+      ASSERT_EQ(got.shape(), os) << shape_str(d.win);
+      expect_allclose(got, want, 1e-12, 1e-12, "dilated reduce_window");
+      expect_allclose(jit(f)(x), got, 1e-14, 1e-14, "jit dilated reduce_window");
+      if (c == C::Max && init != -inf) continue;
+      // (Sum, and max/min with distinct values: differentiable.)
+      auto loss = [&](const Array& a) { return sum(f(a) * f(a)); };
+      expect_allclose(grad(loss)(x), fd_grad(loss, x), 1e-6, 1e-6, "grad dilated");
+      Array xs = stack({x, x * 2.0 - 1.0});
+      Array vm = vmap(f)(xs);
+      expect_allclose(vm[1], f(x * 2.0 - 1.0), 1e-14, 1e-14, "vmap dilated");
+    }
+  // SAME counts the dilated window: output ceil(dilated operand / stride).
+  Array same = lax::reduce_window(x, 0.0, C::Sum, {1, 3, 2}, {1, 2, 2}, "SAME", {1, 2, 1}, {1, 2, 2});
+  EXPECT_EQ(same.shape(), (Shape{2, 7, 3}));  // (7 - 1) * 2 + 1 = 13 -> ceil(13 / 2) = 7; 6 -> 3
+  auto pads = lax::padtype_to_pads({2, 13, 6}, {1, 5, 3}, {1, 2, 2}, "SAME");
+  Shape os;
+  auto want = reduce_window_reference(x, 0.0, C::Sum, {1, 3, 2}, {1, 2, 2}, pads, &os, {1, 2, 1},
+                                      {1, 2, 2});
+  expect_allclose(same, want, 1e-12, 1e-12, "SAME dilated");
 }
 
 // flax's pools over NHWC against naive loops.
@@ -538,7 +591,7 @@ TEST(ConvErrors, NameWhatWasExpectedAndWhatWasGiven) {
   EXPECT_THAT(error_of([&] {
                 lax::conv(astype(x, DType::Int32), astype(w, DType::Int32), {1, 1}, "SAME");
               }),
-              HasSubstr("expected float32 or float64"));
+              HasSubstr("expected floating operands"));
   EXPECT_THAT(error_of([&] {
                 lax::conv_general_dilated(x, w, {1, 1}, "SAME", {}, {}, {"NHWC", "HWIO", "NHC"});
               }),
@@ -589,6 +642,19 @@ TEST(ReduceWindowErrors, NameWhatWasExpectedAndWhatWasGiven) {
                 nn::max_pool(x, {9, 2}, {}, "VALID");
               }),
               HasSubstr("larger than the padded operand"));
+  // Bad dilations are errors naming them.
+  {
+    Array x3 = values({2, 7, 6}, 0.7);
+    using C = lax::WindowComputation;
+    EXPECT_THAT(error_of([&] {
+                  lax::reduce_window(x3, 0.0, C::Sum, {1, 2, 2}, {}, "VALID", {1, 0, 1});
+                }),
+                HasSubstr("base_dilation entries >= 1"));
+    EXPECT_THAT(error_of([&] {
+                  lax::reduce_window(x3, 0.0, C::Sum, {1, 2, 2}, {}, "VALID", {}, {1, 2});
+                }),
+                HasSubstr("expected 3 window_dilation entries"));
+  }
 }
 
 }  // namespace

@@ -48,9 +48,12 @@ nn::MLP sgd(const nn::MLP& p, const nn::MLP& g) {
   return out;
 }
 
+// Eight devices, set before any array exists (the first use fixes the count).
+const bool eight_devices = (set_cpu_device_count(8), true);
+
 class PmapBatched : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override { set_cpu_device_count(8); }
+  void SetUp() override { ASSERT_TRUE(eight_devices); }
 };
 
 TEST_P(PmapBatched, ReductionsOverReplicasMatchThreadsAndLoops) {
@@ -264,7 +267,7 @@ TEST(BatchSumDot, HasTheBitsOfSeparateProductsSummedInOrder) {
 TEST(PmapBatchedApart, WhileLoopsWithCollectivesStillReportMismatchedReplicas) {
   // Replica r loops r + 1 times around a psum: separate replicas disagree on the collectives
   // they call, a collective mismatch, not a batched result.
-  set_cpu_device_count(8);
+  ASSERT_TRUE(eight_devices);
   auto f = pmap(
       [](const Array& x) {
         auto [i, acc] = lax::while_loop(
@@ -286,7 +289,7 @@ TEST(PmapBatchedApart, WhileLoopsWithCollectivesStillReportMismatchedReplicas) {
 }
 
 TEST(PmapBatchedApart, HostCallbacksSeeOneReplicaEach) {
-  set_cpu_device_count(8);
+  ASSERT_TRUE(eight_devices);
   std::vector<Shape> seen;
   std::mutex mu;
   std::function<Array(const Array&)> host = [&](const Array& a) {

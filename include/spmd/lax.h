@@ -115,11 +115,17 @@ Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides, cons
 // jax.lax.reduce_window with computation add, max or min: each window of window_dimensions
 // (one per axis) at window_strides (empty: all 1) over operand padded with init_value, reduced
 // starting from init_value. Windows must fit in the padded operand. Differentiable (max/min
-// route the cotangent to each window's first extreme element, as JAX).
+// route the cotangent to each window's first extreme element, as JAX). base_dilation (empty:
+// all 1) spreads the operand's elements apart with init_value between them; window_dilation
+// spreads a window's elements apart (a window of w with dilation d spans (w - 1) d + 1); SAME
+// padding counts both, as lax.padtype_to_pads on the dilated shapes. A dilated window is
+// reduced as the elementwise combination of its w strided slices (ties of max/min share the
+// cotangent as maximum/minimum do).
 enum class WindowComputation { Sum, Max, Min };
 Array reduce_window(const Array& operand, double init_value, WindowComputation computation,
                     const Shape& window_dimensions, const Shape& window_strides = {},
-                    const Padding& padding = "VALID");
+                    const Padding& padding = "VALID", const Shape& base_dilation = {},
+                    const Shape& window_dilation = {});
 // jax.lax.padtype_to_pads: the explicit padding of `padding` for a window over in_shape.
 std::vector<std::pair<int64_t, int64_t>> padtype_to_pads(const Shape& in_shape,
                                                          const Shape& window_shape,

@@ -158,20 +158,99 @@ Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides,
   return conv_general_dilated(lhs, rhs, window_strides, padding);
 }
 
-Array reduce_window(const Array& operand, double init_value, WindowComputation computation,
-                    const Shape& window_dimensions, const Shape& window_strides,
-                    const Padding& padding) {
+// A reduce_window whose windows are dilated: each of the window's prod(w) elements is a strided
+// slice of the padded operand (start k d, step stride, one per output element), combined
+// elementwise, then init folded in once.
+Array reduce_dilated_window(const Array& operand, double init_value, WindowComputation computation,
+                     const Shape& window, const Shape& strides, const Shape& dilation,
+                     const std::vector<std::pair<int64_t, int64_t>>& pads) {
   const char* op = "reduce_window";
-  if (!operand.valid()) fail(op, ": expected an array, got an empty (default-constructed) Array");
-  const size_t r = static_cast<size_t>(operand.ndim());
+  const size_t r = window.size();
+  Shape lo, hi;
+  for (auto [l, h] : pads) {
+    if (l < 0 || h < 0)
+      fail(op, ": expected non-negative padding with window_dilation, got (", l, ", ", h, ")");
+    lo.push_back(l);
+    hi.push_back(h);
+  }
+  Array x = pad(operand, ops::convert(Array(init_value), operand.dtype(), true), lo, hi,
+                Shape(r, 0));
+  Shape out;
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t span = (window[i] - 1) * dilation[i] + 1;
+    if (span > x.shape()[i])
+      fail(op, ": the dilated window spans ", span, " elements along axis ", i,
+           " but the padded operand has ", x.shape()[i]);
+    out.push_back((x.shape()[i] - span) / strides[i] + 1);
+  }
+  Array acc;
+  std::vector<int64_t> k(r, 0);
+  for (int64_t n = 0, total = shape_size(window); n < total; ++n) {
+    int64_t rest = n;
+    for (size_t i = r; i-- > 0;) {
+      k[i] = rest % window[i];
+      rest /= window[i];
+    }
+    Shape start, limit;
+    for (size_t i = 0; i < r; ++i) {
+      start.push_back(k[i] * dilation[i]);
+      limit.push_back(start.back() + (out[i] - 1) * strides[i] + 1);
+    }
+    Array s = slice(x, start, limit, strides);
+    acc = !acc.valid()                            ? s
+          : computation == WindowComputation::Sum ? acc + s
+          : computation == WindowComputation::Max ? maximum(acc, s)
+                                                  : minimum(acc, s);
+  }
+  if (is_identity_init(init_value, computation)) return acc;
+  Array init = ops::convert(Array(init_value), acc.dtype(), true);
+  return computation == WindowComputation::Sum   ? acc + init
+         : computation == WindowComputation::Max ? maximum(acc, init)
+                                                 : minimum(acc, init);
+}
+
+Array reduce_window(const Array& operand_in, double init_value, WindowComputation computation,
+                    const Shape& window_dimensions, const Shape& window_strides,
+                    const Padding& padding, const Shape& base_dilation,
+                    const Shape& window_dilation) {
+  const char* op = "reduce_window";
+  if (!operand_in.valid())
+    fail(op, ": expected an array, got an empty (default-constructed) Array");
+  const size_t r = static_cast<size_t>(operand_in.ndim());
   if (window_dimensions.size() != r)
-    fail(op, ": expected ", r, " window dimensions (one per axis of operand ", operand.aval().str(),
-         "), got ", shape_str(window_dimensions));
+    fail(op, ": expected ", r, " window dimensions (one per axis of operand ",
+         operand_in.aval().str(), "), got ", shape_str(window_dimensions));
   Shape strides = window_strides.empty() ? Shape(r, 1) : window_strides;
   if (strides.size() != r)
-    fail(op, ": expected ", r, " window strides (one per axis of operand ", operand.aval().str(),
-         "), got ", shape_str(window_strides));
-  auto pads = padtype_to_pads(operand.shape(), window_dimensions, strides, padding, op);
+    fail(op, ": expected ", r, " window strides (one per axis of operand ",
+         operand_in.aval().str(), "), got ", shape_str(window_strides));
+  Shape base = base_dilation.empty() ? Shape(r, 1) : base_dilation;
+  Shape wdil = window_dilation.empty() ? Shape(r, 1) : window_dilation;
+  auto check_dilation = [&](const Shape& v, const char* name) {
+    if (v.size() != r)
+      fail(op, ": expected ", r, " ", name, " entries (one per axis of operand ",
+           operand_in.aval().str(), "), got ", shape_str(v));
+    for (int64_t d : v)
+      if (d < 1) fail(op, ": expected ", name, " entries >= 1, got ", shape_str(v));
+  };
+  check_dilation(base, "base_dilation");
+  check_dilation(wdil, "window_dilation");
+  // Base dilation: the operand's elements spread apart, init_value between them.
+  Array operand = operand_in;
+  if (base != Shape(r, 1)) {
+    Shape interior;
+    for (int64_t d : base) interior.push_back(d - 1);
+    operand = pad(operand_in, ops::convert(Array(init_value), operand_in.dtype(), true),
+                  Shape(r, 0), Shape(r, 0), interior);
+  }
+  Shape spans = window_dimensions;
+  for (size_t i = 0; i < r; ++i)
+    spans[i] = window_dimensions[i] < 1 ? window_dimensions[i]
+                                                 : (window_dimensions[i] - 1) * wdil[i] + 1;
+  auto pads = padtype_to_pads(operand.shape(), spans, strides, padding, op);
+  if (wdil != Shape(r, 1))
+    return reduce_dilated_window(operand, init_value, computation, window_dimensions, strides, wdil,
+                                 pads);
   prim::WindowDims d{window_dimensions, strides, {}, {}};
   for (auto [lo, hi] : pads) {
     d.lo.push_back(lo);

@@ -268,22 +268,32 @@ void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
   });
 }
 
-// C (M x N) += op(A) op(B) by BLAS with beta = 1, row blocks on up to `threads` threads.
+// C (M x N) = sum over i < B of op(A_i) op(B_i), product after product by BLAS (beta = 0 for the
+// first, 1 for the others), each thread on its block of rows through all B products (one fork
+// and join, and the block stays in the thread's cache between products).
 template <class T>
-void gemm_add(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K,
-              int threads) {
-  const int t = static_cast<int>(std::clamp<int64_t>(M * N * K / (kBlasMinWork * 4), 1, threads));
+void gemm_accumulate(const T* a, bool ta, const T* b, bool tb, T* c, int64_t B, int64_t M,
+                     int64_t N, int64_t K, int threads) {
+  static std::once_flag single;
+  std::call_once(single, [] { openblas_set_num_threads(1); });
+  const int t =
+      static_cast<int>(std::clamp<int64_t>(B * M * N * K / (kBlasMinWork * 4), 1, threads));
   parallel_for(M, t, 1, [&](int64_t lo, int64_t hi) {
-    const T* ab = ta ? a + lo : a + lo * K;
     const auto rows = static_cast<int>(hi - lo);
     const auto lda = static_cast<int>(ta ? M : K), ldb = static_cast<int>(tb ? K : N);
     const auto ta_ = ta ? CblasTrans : CblasNoTrans, tb_ = tb ? CblasTrans : CblasNoTrans;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta_, tb_, rows, static_cast<int>(N), static_cast<int>(K), 1.0f,
-                  ab, lda, b, ldb, 1.0f, c + lo * N, static_cast<int>(N));
-    else
-      cblas_dgemm(CblasRowMajor, ta_, tb_, rows, static_cast<int>(N), static_cast<int>(K), 1.0,
-                  ab, lda, b, ldb, 1.0, c + lo * N, static_cast<int>(N));
+    for (int64_t i = 0; i < B; ++i) {
+      const T* ai = a + i * M * K;
+      const T* ab = ta ? ai + lo : ai + lo * K;
+      const T* bi = b + i * K * N;
+      const T beta = i == 0 ? T(0) : T(1);
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ta_, tb_, rows, static_cast<int>(N), static_cast<int>(K), 1.0f,
+                    ab, lda, bi, ldb, beta, c + lo * N, static_cast<int>(N));
+      else
+        cblas_dgemm(CblasRowMajor, ta_, tb_, rows, static_cast<int>(N), static_cast<int>(K), 1.0,
+                    ab, lda, bi, ldb, beta, c + lo * N, static_cast<int>(N));
+    }
   });
 }
 
@@ -327,17 +337,15 @@ void batch_sum_dot_kernel(const Primitive& p, std::span<const Buf> in, std::span
       std::fill(c, c + M * N, T(0));
       return;
     }
+    if constexpr (std::is_floating_point_v<T>) {
+      if (work >= kBlasMinWork && K <= kExactAccumulateK) {
+        gemm_accumulate(a, A.transposed, b, Bm.transposed, c, B, M, N, K, ctx.threads);
+        return;
+      }
+    }
     multiply(0, c);
-    bool accumulate = work >= kBlasMinWork && K <= kExactAccumulateK;
     std::shared_ptr<runtime::Buffer> scratch;
     for (int64_t i = 1; i < B; ++i) {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (accumulate) {
-          gemm_add(a + i * M * K, A.transposed, b + i * K * N, Bm.transposed, c, M, N, K,
-                   ctx.threads);
-          continue;
-        }
-      }
       if (!scratch) scratch = runtime::allocate(static_cast<size_t>(M * N) * sizeof(T));
       T* s = static_cast<T*>(scratch->data);
       multiply(i, s);
