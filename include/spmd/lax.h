@@ -54,6 +54,9 @@ Array scatter_max(const Array& x, const Array& indices, const Array& updates, in
                   int batch_dims = 0);
 Array select(const Array& pred, const Array& on_true, const Array& on_false);
 Array shift_right_logical(const Array& x, const Array& bits);
+// lax.random_gamma_grad: d x / d a of a Gamma(a, 1) sample x held at its quantile (what
+// random::gamma's gradient in a is made of); elementwise, floating; not differentiable itself.
+Array random_gamma_grad(const Array& a, const Array& x);
 Array shift_left(const Array& x, const Array& bits);
 Array argsort(const Array& x, int axis = -1);
 // lax.linalg.triangular_solve: x with op(a) x = b (left_side) or x op(a) = b, op(a) = a or

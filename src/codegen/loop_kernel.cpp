@@ -113,6 +113,7 @@ bool supported(const Node& node, const std::vector<DType>& operand_dtypes) {
     }
     case NodeKind::Binary: {
       auto op = static_cast<BinaryOp>(node.code);
+      if (op == BinaryOp::RandomGammaGrad) return false;  // (a series loop: the interpreter's)
       if (in == DType::Bool)
         return op != BinaryOp::Sub && op != BinaryOp::Div && op != BinaryOp::Rem &&
                op != BinaryOp::Pow && op != BinaryOp::Atan2 && op != BinaryOp::ShiftLeft &&

@@ -185,6 +185,9 @@ Array shift_left(const Array& x, const Array& bits) {
   return apply<prim::Binary>({x, ops::convert(bits, x.dtype())}, BinaryOp::ShiftLeft);
 }
 Array convert_element_type(const Array& x, DType dtype) { return ops::convert(x, dtype, false); }
+Array random_gamma_grad(const Array& a, const Array& x) {
+  return binary_float(BinaryOp::RandomGammaGrad, a, x, "random_gamma_grad");
+}
 }  // namespace lax
 
 }  // namespace spmd

@@ -132,7 +132,8 @@ bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::G
 std::string Binary::name() const {
   static const char* names[] = {
       "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2",      "eq",
-      "ne",  "lt",  "le",  "gt",  "ge",  "and", "or",  "xor", "shift_left", "shift_right_logical"};
+      "ne",  "lt",  "le",  "gt",  "ge",  "and", "or",  "xor", "shift_left", "shift_right_logical",
+      "random_gamma_grad"};
   return names[static_cast<int>(op)];
 }
 
@@ -152,8 +153,8 @@ std::vector<AbstractValue> Binary::abstract_eval(const std::vector<AbstractValue
   if (!logic && !is_comparison(op) && a.dtype == DType::Bool && op != BinaryOp::Add &&
       op != BinaryOp::Mul && op != BinaryOp::Max && op != BinaryOp::Min)
     fail(name(), ": expected numeric operands, got ", a.str());
-  if (op == BinaryOp::Atan2 && !is_floating(a.dtype))
-    fail("atan2: expected floating-point operands, got ", a.str());
+  if ((op == BinaryOp::Atan2 || op == BinaryOp::RandomGammaGrad) && !is_floating(a.dtype))
+    fail(name(), ": expected floating-point operands, got ", a.str());
   const Shape& shape = a.ndim() == 0 ? b.shape : a.shape;
   DType dt = is_comparison(op) ? DType::Bool : a.dtype;
   return {AbstractValue{shape, dt, !is_comparison(op) && a.weak && b.weak}};
@@ -199,6 +200,8 @@ std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Ar
     }
     case BinaryOp::Rem:
       return pair(g, -(g * round(stop_gradient((x - z) / y))));
+    case BinaryOp::RandomGammaGrad:
+      fail("random_gamma_grad is not differentiable (nor is it in JAX)");
     default:
       return {zeros_like(x), zeros_like(y)};
   }
@@ -248,6 +251,10 @@ Primitive::Jvp Binary::jvp(const std::vector<Array>& p, const std::vector<Array>
     case BinaryOp::Rem:
       return with(
           tx, term(ty, [&](const Array& t) { return -(t * round(stop_gradient((x - z) / y))); }));
+    case BinaryOp::RandomGammaGrad:
+      if (tx.valid() || ty.valid())
+        fail("random_gamma_grad is not differentiable (nor is it in JAX)");
+      return {{z}, {Array()}};
     default:
       return {{z}, {Array()}};  // comparisons, logic and shifts have no tangent space
   }

@@ -75,7 +75,8 @@ enum class BinaryOp {
   Or,
   Xor,
   ShiftLeft,
-  ShiftRightLogical
+  ShiftRightLogical,
+  RandomGammaGrad  // lax.random_gamma_grad(a, x): d x / d a of a Gamma(a, 1) sample x
 };
 bool is_comparison(BinaryOp op);
 // Operands have one dtype and equal shapes, or one of them is a rank-0 scalar.

@@ -1,6 +1,7 @@
 // jax.random's distributions beyond uniform/normal, built from them and ordinary ops as JAX
 // builds them: truncated_normal, bernoulli with array probabilities, gumbel, categorical, gamma
-// (Marsaglia–Tsang rejection in one while_loop over the whole draw), loggamma, beta, dirichlet,
+// (Marsaglia–Tsang rejection in one while_loop over the whole draw; differentiable in a by
+// implicit reparameterisation, as JAX), loggamma, beta, dirichlet,
 // exponential and choice. Every function is an ordinary composition, so jit, vmap and pmap work.
 #include <cfloat>
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "ops/common.h"
 #include "spmd/control_flow.h"
+#include "spmd/custom_derivatives.h"
 #include "spmd/error.h"
 #include "spmd/random.h"
 
@@ -89,6 +91,24 @@ Array log_gamma_impl(const Array& key, const Array& a, const Shape& shape, DType
   Array safe_a = where(valid, a, ones_like(a));
   log_sample = log_sample + where(a >= 1.0, zeros_like(a), log(u_boost) / safe_a);
   return where(valid, log_sample, full_like(log_sample, std::nan("")));
+}
+
+// log_gamma_impl with jax.random.gamma's gradient in a (implicit reparameterisation): the
+// sample held at its quantile moves by d x / d a = random_gamma_grad(a, x), so d log x / d a is
+// that over x. The key is not differentiated.
+Array log_gamma_diff(const Array& key, const Array& a, const Shape& shape, DType dtype) {
+  auto f = custom_jvp(
+      [shape, dtype](const Array& k, const Array& alpha) {
+        return log_gamma_impl(k, alpha, shape, dtype);
+      },
+      [shape, dtype](const Array& k, const std::tuple<Array>& p, const std::tuple<Array>& t) {
+        const Array& alpha = std::get<0>(p);
+        Array out = log_gamma_impl(k, alpha, shape, dtype);
+        Array x = exp(out);
+        return std::pair(out, std::get<0>(t) * (lax::random_gamma_grad(alpha, x) / x));
+      },
+      nondiff_argnums<0>);
+  return f(key, a);
 }
 
 Shape draw_shape(const std::optional<Shape>& shape, const Shape& param_shape) {
@@ -175,7 +195,7 @@ Array loggamma(const Array& k, const Array& a, std::optional<Shape> shape, DType
   check_float(dtype, "loggamma");
   check_param(a, "loggamma", "a");
   Shape s = draw_shape(shape, a.shape());
-  return log_gamma_impl(k, param_to(a, s, dtype, "loggamma", "a"), s, dtype);
+  return log_gamma_diff(k, param_to(a, s, dtype, "loggamma", "a"), s, dtype);
 }
 
 Array gamma(const Array& k, const Array& a, std::optional<Shape> shape, DType dtype) {
@@ -183,7 +203,7 @@ Array gamma(const Array& k, const Array& a, std::optional<Shape> shape, DType dt
   check_float(dtype, "gamma");
   check_param(a, "gamma", "a");
   Shape s = draw_shape(shape, a.shape());
-  return exp(log_gamma_impl(k, param_to(a, s, dtype, "gamma", "a"), s, dtype));
+  return exp(log_gamma_diff(k, param_to(a, s, dtype, "gamma", "a"), s, dtype));
 }
 
 Array beta(const Array& k, const Array& a, const Array& b, std::optional<Shape> shape,
@@ -194,8 +214,8 @@ Array beta(const Array& k, const Array& a, const Array& b, std::optional<Shape> 
   check_param(b, "beta", "b");
   Shape s = draw_shape(shape, broadcast_shapes(a.shape(), b.shape()));
   Array keys = random::split(k, 2);
-  Array la = log_gamma_impl(keys[0], param_to(a, s, dtype, "beta", "a"), s, dtype);
-  Array lb = log_gamma_impl(keys[1], param_to(b, s, dtype, "beta", "b"), s, dtype);
+  Array la = log_gamma_diff(keys[0], param_to(a, s, dtype, "beta", "a"), s, dtype);
+  Array lb = log_gamma_diff(keys[1], param_to(b, s, dtype, "beta", "b"), s, dtype);
   Array m = maximum(la, lb);
   Array ga = exp(la - m), gb = exp(lb - m);
   return ga / (ga + gb);
@@ -209,7 +229,7 @@ Array dirichlet(const Array& k, const Array& alpha, std::optional<Shape> shape, 
   Shape batch(alpha.shape().begin(), alpha.shape().end() - 1);
   Shape s = draw_shape(shape, batch);
   s.push_back(alpha.shape().back());
-  Array lg = log_gamma_impl(k, param_to(alpha, s, dtype, "dirichlet", "alpha"), s, dtype);
+  Array lg = log_gamma_diff(k, param_to(alpha, s, dtype, "dirichlet", "alpha"), s, dtype);
   return softmax(lg, -1);
 }
 

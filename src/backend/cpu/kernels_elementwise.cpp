@@ -1,6 +1,7 @@
 // CPU kernels of the elementwise primitives.
 #include <cmath>
 
+#include "backend/cpu/gamma_grad.h"
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
 #include "base/dtype_visit.h"
@@ -270,6 +271,11 @@ auto binary_value(BinaryOp op, T a, T b) {
         } else {
           return T(0);
         }
+      case BinaryOp::RandomGammaGrad:
+        if constexpr (std::is_floating_point_v<T>)
+          return static_cast<T>(random_gamma_grad_value(static_cast<double>(a), static_cast<double>(b)));
+        else
+          return T(0);
       default:
         return T(0);
     }
