@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CNN example's accuracy bar: on the full Fashion-MNIST, float32 reaches >= 91% test accuracy
-# within 10 epochs, and mixed precision (--dtype bf16) ends within 0.5 points of float32. About
+# within 10 epochs, and mixed precision (--dtype bf16) reaches within 0.5 points of float32's best
+# (the epoch lines print three decimals: 0.5 points is 0.005 of them). About
 # 30 minutes on 2 cores; ctest runs it under the label "long" (ctest -L long), which the README's
 # test command leaves out.
 #   scripts/check_cnn.sh [build/examples/cnn_data_parallel]
@@ -20,6 +21,6 @@ read -r f32_best f32_last < <(accuracies)
 read -r bf16_best bf16_last < <(accuracies --dtype bf16)
 echo "float32: best test accuracy ${f32_best}, last ${f32_last}; bfloat16: best ${bf16_best}, last ${bf16_last}"
 awk -v b="$f32_best" 'BEGIN { exit !(b >= 0.91) }' || { echo "FAIL: float32 below 91%"; exit 1; }
-awk -v a="$f32_last" -v b="$bf16_last" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.005) }' ||
+awk -v a="$f32_best" -v b="$bf16_best" 'BEGIN { exit !(a - b <= 0.005 + 1e-9) }' ||
   { echo "FAIL: bfloat16 more than 0.5 points from float32"; exit 1; }
 echo "PASS"
