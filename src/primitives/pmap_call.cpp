@@ -508,7 +508,8 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     c->loops = has_loop(c->executable->program());
-    if (c->mesh_sizes.size() == 1 && global_size == size && mesh_devices.empty() &&
+    // (One replica gains nothing from batching: it runs its own program.)
+    if (c->mesh_sizes.size() == 1 && size > 1 && global_size == size && mesh_devices.empty() &&
         runtime::env_int("SPMD_PMAP_THREADS", 0, 1).value_or(0) == 0)
       c->batched = batch_replicas(*this, c->executable->program(), c->batched_constants);
     compiled_ = std::move(c);

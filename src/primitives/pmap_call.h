@@ -80,7 +80,8 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
     // computed once instead of once per replica. Null where the program's replicas must run
     // apart: a while loop or a cond that holds collectives (replicas that leave them at different
     // times are a collective mismatch), a host callback (called per replica), nested meshes,
-    // replicas in other processes, or SPMD_PMAP_THREADS=1 (one thread per replica, as before).
+    // replicas in other processes, a single replica (nothing to batch), or SPMD_PMAP_THREADS=1
+    // (one thread per replica, as before).
     std::unique_ptr<compile::Executable> batched;
     std::vector<Array> batched_constants;  // inputs of `batched` after the call's operands
     bool communicates = false;  // the program has collectives (replicas depend on each other)
