@@ -51,6 +51,7 @@ thread_local int t_track = -1;
 bool Timeline::enabled() { return recorder() != nullptr; }
 
 void Timeline::set_track(int device) { t_track = device; }
+int Timeline::track() { return t_track; }
 
 Timeline::Span::Span(const char* name) : name_(name), on_(recorder() != nullptr) {
   if (on_) start_ = std::chrono::steady_clock::now();

@@ -12,8 +12,19 @@ namespace spmd::runtime {
 class Timeline {
  public:
   static bool enabled();
-  // The track (device) that spans recorded on this thread belong to.
+  // The track (device) that spans recorded on this thread belong to (-1: the host).
   static void set_track(int device);
+  static int track();
+  // This thread's track set to `device` for a scope, and given back after it.
+  class OnTrack {
+   public:
+    explicit OnTrack(int device) : saved_(track()) { set_track(device); }
+    ~OnTrack() { set_track(saved_); }
+    OnTrack(const OnTrack&) = delete;
+
+   private:
+    int saved_;
+  };
   // Writes every event recorded so far to the SPMD_TRACE file (the whole file, valid JSON).
   static void flush();
 

@@ -124,8 +124,8 @@ constexpr size_t kIdleLaunches = 4;  // calls of one pmap at once from several t
 // (PmapCall::Compiled::batched); its operands and results are the call's, in place.
 void run_batched(const prim::PmapCall::Compiled& compiled, std::span<const Buf> in,
                  std::span<const Buf> out, int device) {
-  runtime::Timeline::set_track(device);
   {
+    runtime::Timeline::OnTrack on_track(device);
     runtime::Timeline::Span span("compute");
     std::vector<void*> ins, outs;
     for (const Buf& b : in) ins.push_back(b.data);
