@@ -274,46 +274,13 @@ double max_param_diff(const nn::MLP& a, const nn::MLP& b, bool a_replicated) {
 
 // ---- baselines ---------------------------------------------------------------------------------
 
-struct TorchRun {
-  bool ok = false;
-  double step_ms = 0, first_loss = 0;
-  int threads = 0;
-  std::string version, error;
-};
-
-// One process: warm-up, then one timed block of `steps` steps.
-TorchRun run_torch(int threads, bool passive, int steps) {
-  TorchRun r;
+// One process: warm-up, then one timed block of `steps` steps (its "ms" line: per step).
+spmd::bench::TorchTimes run_torch(int threads, bool passive, int steps) {
   std::string cmd = std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") +
                     (passive ? "OMP_WAIT_POLICY=passive " : "") + SPMD_PYTHON + " " +
                     SPMD_TRAIN_TORCH + " --threads " + std::to_string(threads) + " --batch " +
-                    std::to_string(kBatch) + " --steps " + std::to_string(steps) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    r.error = "popen failed";
-    return r;
-  }
-  char line[512];
-  bool got = false;
-  while (std::fgets(line, sizeof line, p)) {
-    char text[128];
-    double v = 0;
-    int t = 0;
-    if (std::sscanf(line, "step_ms %lf", &v) == 1)
-      r.step_ms = v, got = true;
-    else if (std::sscanf(line, "first_loss %lf", &v) == 1)
-      r.first_loss = v;
-    else if (std::sscanf(line, "threads %d", &t) == 1)
-      r.threads = t;
-    else if (std::sscanf(line, "torch_version %127s", text) == 1)
-      r.version = text;
-    else
-      r.error += line;
-  }
-  int status = pclose(p);
-  r.ok = status == 0 && got;
-  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
-  return r;
+                    std::to_string(kBatch) + " --steps " + std::to_string(steps);
+  return spmd::bench::run_torch_script(cmd, "first_loss");
 }
 
 // cblas_sgemm of n x n row-major matrices on `threads` OpenBLAS threads (the library keeps
@@ -532,7 +499,7 @@ int main(int argc, char** argv) {
   std::string torch_error;
   auto torch_impl = [&](int threads, bool passive) {
     return [&, threads, passive]() -> double {
-      TorchRun r = run_torch(threads, passive, steps);
+      spmd::bench::TorchTimes r = run_torch(threads, passive, steps);
       if (!r.ok) {
         torch_ok = false;
         torch_error = r.error;
@@ -544,7 +511,7 @@ int main(int argc, char** argv) {
         torch_error =
             "asked for " + std::to_string(threads) + " threads, got " + std::to_string(r.threads);
       }
-      return r.step_ms * 1e-3;
+      return r.ms.front() * 1e-3;
     };
   };
   auto spmd_impl = [&](Trainer& t) {

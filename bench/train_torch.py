@@ -3,7 +3,8 @@
 0.9, lr 0.05, cross-entropy, float32) on random data of MNIST's shape.
 
 Prints "torch_version <v>", "threads <intra-op threads>", "first_loss <loss of the first step>"
-and "step_ms <milliseconds per step>" for every timed block, for the C++ benchmark to parse. Run
+and "ms <milliseconds per step>" for every timed block, the report bench/bench_util.h's
+run_torch_script reads. Run
 it with Debian's interpreter (/usr/bin/python3), without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in
 the environment, and with OMP_WAIT_POLICY set by the caller when wanted (it is read when the
 OpenMP runtime starts, before this script runs).
@@ -57,7 +58,7 @@ def main():
         t0 = time.perf_counter()
         for i in range(args.steps):
             step(i)
-        print(f"step_ms {(time.perf_counter() - t0) * 1e3 / args.steps:.4f}", flush=True)
+        print(f"ms {(time.perf_counter() - t0) * 1e3 / args.steps:.4f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -165,12 +165,8 @@ int run(const Options& opt) {
     params = nn::get_tree(c, "params", params);
     stats = nn::get_tree(c, "batch_stats", stats);
     state = nn::get_tree(c, "opt_state", state);
-    key = c.arrays.at("key");
-    start_epoch = static_cast<int>(c.ints.at("epoch"));
-    step = c.ints.at("step");
-    if (leader)
-      std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step "
-                << step << ")\n";
+    mnist_data::Progress p = mnist_data::resumed_progress(c, opt.checkpoint, leader);
+    key = p.key, start_epoch = p.epoch, step = p.step;
   }
 
   // One step on this device's shard: (params, optimiser state, running statistics, mean loss
@@ -288,13 +284,10 @@ int run(const Options& opt) {
                               static_cast<double>(correct) / static_cast<double>(seen), test_acc,
                               static_cast<double>(seen) / seconds, seconds);
     if (!opt.checkpoint.empty() && leader) {
-      nn::Checkpoint c;
+      nn::Checkpoint c = mnist_data::checkpoint_of({key, epoch + 1, step});
       nn::put_tree(c, "params", host);
       nn::put_tree(c, "batch_stats", host_stats);
       nn::put_tree(c, "opt_state", rstate);
-      c.arrays["key"] = key;
-      c.ints["epoch"] = epoch + 1;
-      c.ints["step"] = step;
       nn::save_checkpoint(opt.checkpoint, c);
     }
   }

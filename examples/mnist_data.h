@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <string>
 
 namespace mnist_data {
@@ -108,6 +109,31 @@ inline Dataset load(const std::string& dir, const std::string& prefix, int64_t l
   static auto to_unit =
       spmd::jit([](const Array& x) { return spmd::astype(x, spmd::float32) / 255.0; });
   return {to_unit(images.reshape({n, -1})), labels, images.shape()[1], images.shape()[2]};
+}
+
+// Where a run stands, kept in its checkpoint beside the trees: the data-order key, the epochs
+// done and the steps taken.
+struct Progress {
+  spmd::Array key;
+  int epoch = 0;
+  int64_t step = 0;
+};
+// A checkpoint holding only the progress (the caller adds its trees).
+inline spmd::nn::Checkpoint checkpoint_of(const Progress& p) {
+  spmd::nn::Checkpoint c;
+  c.arrays["key"] = p.key;
+  c.ints["epoch"] = p.epoch;
+  c.ints["step"] = p.step;
+  return c;
+}
+// The progress a checkpoint read from `path` holds, announced by the leader.
+inline Progress resumed_progress(const spmd::nn::Checkpoint& c, const std::string& path,
+                                 bool leader) {
+  Progress p{c.arrays.at("key"), static_cast<int>(c.ints.at("epoch")), c.ints.at("step")};
+  if (leader)
+    std::cout << "resumed from " << path << " after epoch " << p.epoch << " (step " << p.step
+              << ")\n";
+  return p;
 }
 
 inline void progress_bar(int epoch, int64_t step, int64_t steps, double loss) {

@@ -99,12 +99,8 @@ int run(const Options& opt) {
           nn::get_tree(c, "opt_state", stacked(state)));
     else
       state = nn::get_tree(c, "opt_state", state);
-    key = c.arrays.at("key");
-    start_epoch = static_cast<int>(c.ints.at("epoch"));
-    step = c.ints.at("step");
-    if (leader)
-      std::cout << "resumed from " << opt.checkpoint << " after epoch " << start_epoch << " (step "
-                << step << ")\n";
+    mnist_data::Progress p = mnist_data::resumed_progress(c, opt.checkpoint, leader);
+    key = p.key, start_epoch = p.epoch, step = p.step;
   }
 
   const double global_batch = static_cast<double>(opt.batch_size);
@@ -236,12 +232,9 @@ int run(const Options& opt) {
       // Every process takes part in gathering a sharded state; the first one writes.
       nn::OptState saved = opt.sharded_update ? gather_parts(rstate) : rstate;
       if (leader) {
-        nn::Checkpoint c;
+        nn::Checkpoint c = mnist_data::checkpoint_of({key, epoch + 1, step});
         nn::put_tree(c, "params", host);
         nn::put_tree(c, "opt_state", saved);
-        c.arrays["key"] = key;
-        c.ints["epoch"] = epoch + 1;
-        c.ints["step"] = step;
         nn::save_checkpoint(opt.checkpoint, c);
       }
     }

@@ -127,6 +127,21 @@ TEST_F(MemoryStatsPerDevice, DevicePutCopiesToTheOtherDevice) {
   EXPECT_EQ(delta[0] + delta[1] + delta[3], 0);
 }
 
+// pmap of each replica's 500 x 500 float32 outer product (1,000,000 bytes), summed: called once,
+// then again between `before` and `after` (every device's stats, peaks reset before the call).
+Array outer_sums_measured(const Array& x, std::vector<MemoryStats>& before,
+                          std::vector<MemoryStats>& after) {
+  auto outer_sum = pmap([](const Array& a) {
+    return sum(matmul(reshape(a, {500, 1}), reshape(a, {1, 500})) * 0.5f);
+  });
+  (void)outer_sum(x);
+  reset_peak_memory_stats();
+  before = all_stats();
+  Array s = outer_sum(x);
+  after = all_stats();
+  return s;
+}
+
 TEST_F(MemoryStatsPerDevice, ReplicasIntermediatesCountOnTheirOwnDevicesAndPeaksResetPerDevice) {
   // Each replica forms a 500 x 500 float32 outer product (1,000,000 bytes) before summing it:
   // every device's peak grows by at least that much, while in use it ends where it began but
@@ -134,14 +149,8 @@ TEST_F(MemoryStatsPerDevice, ReplicasIntermediatesCountOnTheirOwnDevicesAndPeaks
   // program on the first device, below.)
   setenv("SPMD_PMAP_THREADS", "1", 1);
   Array x = host_floats({N, 500});
-  auto outer_sum = pmap([](const Array& a) {
-    return sum(matmul(reshape(a, {500, 1}), reshape(a, {1, 500})) * 0.5f);
-  });
-  (void)outer_sum(x);
-  reset_peak_memory_stats();
-  std::vector<MemoryStats> before = all_stats();
-  Array s = outer_sum(x);
-  std::vector<MemoryStats> after = all_stats();
+  std::vector<MemoryStats> before, after;
+  Array s = outer_sums_measured(x, before, after);
   for (int d = 0; d < N; ++d) {
     EXPECT_GE(after[d].peak_bytes_in_use - before[d].bytes_in_use, 1000000) << "device " << d;
     EXPECT_GE(after[d].peak_bytes_in_use, after[d].bytes_in_use);
@@ -161,14 +170,8 @@ TEST_F(MemoryStatsPerDevice, BatchedReplicasChargeTheirIntermediatesToTheFirstDe
   // The replicas of one process run as one batched program (PmapCall::Compiled::batched): its
   // N outer products, N x 1,000,000 bytes, are intermediates of the first device.
   Array x = host_floats({N, 500});
-  auto outer_sum = pmap([](const Array& a) {
-    return sum(matmul(reshape(a, {500, 1}), reshape(a, {1, 500})) * 0.5f);
-  });
-  (void)outer_sum(x);
-  reset_peak_memory_stats();
-  std::vector<MemoryStats> before = all_stats();
-  Array s = outer_sum(x);
-  std::vector<MemoryStats> after = all_stats();
+  std::vector<MemoryStats> before, after;
+  Array s = outer_sums_measured(x, before, after);
   EXPECT_GE(after[0].peak_bytes_in_use - before[0].bytes_in_use, N * 1000000);
   for (int d = 1; d < N; ++d)
     EXPECT_LT(after[d].peak_bytes_in_use - before[d].bytes_in_use, 1000000) << "device " << d;

@@ -16,6 +16,7 @@
 #include "backend/kernel.h"
 #include "base/allocator.h"
 #include "base/dtype_visit.h"
+#include "base/half.h"
 #include "primitives/callback.h"
 #include "primitives/pmap_call.h"
 #include "primitives/primitives.h"
@@ -24,7 +25,8 @@
 namespace spmd::backend {
 namespace {
 
-bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+using cpu::is_half;
+
 
 // Kernels that copy elements as bytes (backend/cpu/kernels_shape.cpp): they run at 16 bits.
 bool moves_bytes(const Primitive& p) {

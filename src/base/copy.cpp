@@ -141,4 +141,25 @@ void for_each_block_run(const Shape& global, const std::vector<std::pair<int64_t
   }
 }
 
+bool streams_broadcast_copies(const Shape& operand, const Shape& out, const std::vector<int>& dims,
+                              size_t itemsize) {
+  const size_t bytes = static_cast<size_t>(shape_size(operand)) * itemsize;
+  const size_t total = static_cast<size_t>(shape_size(out)) * itemsize;
+  if (bytes < (size_t{1} << 16) || total < static_cast<size_t>(kStreamCopyBytes)) return false;
+  // The operand's stride along each output axis (0 where it broadcasts): the trailing axes
+  // must read it contiguously, whole, and the leading ones not at all.
+  std::vector<int64_t> src(out.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = operand.size(); i-- > 0;) {
+    if (operand[i] != 1) src[static_cast<size_t>(dims[i])] = stride;
+    stride *= operand[i];
+  }
+  int64_t inner = 1;
+  size_t k = out.size();
+  while (k > 0 && src[k - 1] == inner) inner *= out[--k];
+  for (size_t d = 0; d < k; ++d)
+    if (src[d] != 0) return false;
+  return inner == shape_size(operand);
+}
+
 }  // namespace spmd::cpu

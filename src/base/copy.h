@@ -21,6 +21,14 @@ void strided_copy(const void* in, int64_t offset, const std::vector<int64_t>& sr
 void transpose_copy(const void* in, const Shape& in_shape, const std::vector<int>& perm, void* out,
                     int itemsize, int threads = 1);
 
+// Whether broadcasting an operand of shape `operand` into `out` (operand axis i is output axis
+// dims[i]) writes whole copies of the operand, one after the other (only new or size-1 leading
+// axes), large enough to stream: copies of at least 64 KiB into at least kStreamCopyBytes.
+// The broadcast kernel then copies them with streaming stores, and the fusion planner leaves
+// such a broadcast to it (a psum's result for every replica of a batched pmap).
+bool streams_broadcast_copies(const Shape& operand, const Shape& out, const std::vector<int>& dims,
+                              size_t itemsize);
+
 // The block [start, stop) per dimension (spmd::Index) of a row-major array of shape `global`,
 // run by run: f(byte offset in the whole array, bytes) for each contiguous run, in row-major
 // order. Packs a device's block of a mesh-sharded array and places it back.

@@ -8,8 +8,6 @@
 namespace spmd::cpu {
 namespace {
 
-bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
-
 void to_float(const void* in, DType from, float* out, int64_t n) {
   const auto* h = static_cast<const uint16_t*>(in);
   if (from == DType::Float16)

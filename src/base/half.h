@@ -6,7 +6,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "spmd/dtype.h"
+
 namespace spmd::cpu {
+
+// float16 or bfloat16: the dtypes stored at 16 bits and computed in float32.
+inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 inline uint32_t float_bits(float f) {
   uint32_t u;

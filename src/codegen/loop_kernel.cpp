@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/env.h"
+#include "base/half.h"
 #include "primitives/primitives.h"
 
 namespace spmd::codegen {
@@ -46,7 +47,7 @@ std::string op_name(const Node& n) {
   }
 }
 
-bool plain_dtype(DType t) { return t != DType::Float16 && t != DType::BFloat16; }
+bool plain_dtype(DType t) { return !cpu::is_half(t); }
 
 }  // namespace
 

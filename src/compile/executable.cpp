@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "base/half.h"
 #include "base/parallel.h"
 #include "compile/loop_fusion.h"
 #include "core/array_impl.h"
@@ -12,9 +13,6 @@
 
 namespace spmd::compile {
 namespace {
-
-// 16-bit floats run widened to float32 op by op (backend/widen.cpp), never in fused tiles.
-bool plain_dtype(DType t) { return t != DType::Float16 && t != DType::BFloat16; }
 
 bool elementwise(const codegen::Node& n) {
   return n.kind == codegen::NodeKind::Unary || n.kind == codegen::NodeKind::Binary ||
@@ -182,10 +180,11 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
         if (absorbed[k] || loop_at[k] >= 0) return false;
         if (!eq.primitive->is_elementwise() || eq.outputs.size() != 1) return false;
         if (prog.var_types[eq.outputs[0]].size() != n) return false;
-        if (!plain_dtype(prog.var_types[eq.outputs[0]].dtype)) return false;  // (widened)
+        // (16-bit floats run widened to float32 op by op, backend/widen.cpp: never in tiles.)
+        if (cpu::is_half(prog.var_types[eq.outputs[0]].dtype)) return false;
         for (auto& a : eq.inputs) {
           const AbstractValue& t = prog.type(a);
-          if ((t.ndim() != 0 && t.size() != n) || !plain_dtype(t.dtype)) return false;
+          if ((t.ndim() != 0 && t.size() != n) || cpu::is_half(t.dtype)) return false;
         }
         return true;
       };

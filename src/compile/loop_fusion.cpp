@@ -91,29 +91,14 @@ bool data_movement(NodeKind k) {
          k == NodeKind::Concat || k == NodeKind::Transpose || k == NodeKind::Broadcast;
 }
 
-// A broadcast that writes whole copies of its operand (new or size-1 leading axes) into a large
-// output: the interpreter's kernel streams them past the cache (a psum's result for every
-// replica of a batched pmap), which a generated loop does not.
+// A broadcast into large whole copies of its operand: the interpreter's kernel streams them
+// past the cache, which a generated loop does not (base/copy.h).
 bool streams_copies(const Program& p, const Equation& eq) {
   auto* b = dynamic_cast<const prim::BroadcastInDim*>(eq.primitive.get());
   if (!b || eq.inputs[0].is_literal()) return false;
   const AbstractValue& x = p.type(eq.inputs[0]);
-  const AbstractValue& out = p.var_types[eq.outputs[0]];
-  if (out.nbytes() < static_cast<size_t>(cpu::kStreamCopyBytes)) return false;
-  // The operand's stride along each output axis (0 where it broadcasts), as the kernel reads.
-  std::vector<int64_t> src(b->shape.size(), 0);
-  int64_t stride = 1;
-  for (size_t i = x.shape.size(); i-- > 0;) {
-    if (x.shape[i] != 1) src[static_cast<size_t>(b->dims[i])] = stride;
-    stride *= x.shape[i];
-  }
-  int64_t inner = 1;
-  size_t k = b->shape.size();
-  while (k > 0 && src[k - 1] == inner) inner *= b->shape[--k];
-  for (size_t d = 0; d < k; ++d)
-    if (src[d] != 0) return false;
-  if (inner != x.size()) return false;
-  return true;
+  return cpu::streams_broadcast_copies(x.shape, b->shape, b->dims,
+                                       static_cast<size_t>(itemsize(x.dtype)));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "base/dtype_visit.h"
+#include "base/half.h"
 #include "core/array_impl.h"
 #include "spmd/program.h"
 
@@ -56,7 +57,7 @@ float in_type(double v, DType t) {
 // max_sig.
 Decimal shortest(double v, DType type, int max_sig) {
   char buf[64];
-  if (type == DType::Float16 || type == DType::BFloat16) {
+  if (cpu::is_half(type)) {
     // The fewest digits that round back to the same 16-bit value (at most 5 are needed).
     for (int p = 1; p <= 9; ++p) {
       std::snprintf(buf, sizeof buf, "%.*e", p - 1, v);
@@ -290,7 +291,7 @@ std::string Array::str() const {
     body = "[], shape=" + shape_str(shape());
   } else {
     // 16-bit floats print as the float32 values they are (every one is exactly a float32).
-    const bool half = dtype() == DType::Float16 || dtype() == DType::BFloat16;
+    const bool half = cpu::is_half(dtype());
     std::vector<float> wide(half ? static_cast<size_t>(size()) : 0);
     if (half) cpu::cast_buffer(data(), dtype(), wide.data(), DType::Float32, size());
     Printer p(shape(),

@@ -291,14 +291,23 @@ std::shared_ptr<const Primitive> renamed(const std::shared_ptr<const Primitive>&
   return changed ? c->with_names(std::move(names)) : p;
 }
 
-bool needs_lowering(const Program& p, const Renames& renames) {
-  for (auto& eq : p.equations) {
-    if (dynamic_cast<const PmapCall*>(eq.primitive.get())) return true;
-    if (renamed(eq.primitive, renames) != eq.primitive) return true;
+// Whether any equation of p or of its sub-programs (loop bodies, branches), at any depth,
+// satisfies pred.
+template <class Pred>
+bool any_equation(const Program& p, const Pred& pred) {
+  for (const Equation& eq : p.equations) {
+    if (pred(eq)) return true;
     for (auto& sub : eq.primitive->subprograms())
-      if (needs_lowering(*sub, renames)) return true;
+      if (any_equation(*sub, pred)) return true;
   }
   return false;
+}
+
+bool needs_lowering(const Program& p, const Renames& renames) {
+  return any_equation(p, [&](const Equation& eq) {
+    return dynamic_cast<const PmapCall*>(eq.primitive.get()) ||
+           renamed(eq.primitive, renames) != eq.primitive;
+  });
 }
 
 Program lower_nested(const Program& p, MeshLayout& mesh, const Renames& renames, int depth);
@@ -372,38 +381,29 @@ const PmapCall* pass_through(const Program& p) {
 }
 
 bool has_loop(const Program& p) {
-  for (const Equation& eq : p.equations) {
-    if (dynamic_cast<const Scan*>(eq.primitive.get()) ||
-        dynamic_cast<const While*>(eq.primitive.get()))
-      return true;
-    for (auto& sub : eq.primitive->subprograms())
-      if (has_loop(*sub)) return true;
-  }
-  return false;
+  return any_equation(p, [](const Equation& eq) {
+    return dynamic_cast<const Scan*>(eq.primitive.get()) ||
+           dynamic_cast<const While*>(eq.primitive.get());
+  });
 }
 
 bool has_collective(const Program& p) {
-  for (const Equation& eq : p.equations) {
-    if (!eq.primitive->axis_names().empty()) return true;
-    for (auto& sub : eq.primitive->subprograms())
-      if (has_collective(*sub)) return true;
-  }
-  return false;
+  return any_equation(p, [](const Equation& eq) { return !eq.primitive->axis_names().empty(); });
 }
 
 // Whether the replicas of `p` may run as the rows of one batched program with the same results
 // and errors as separate replicas (see Compiled::batched).
 bool batchable_replicas(const Program& p) {
-  for (const Equation& eq : p.equations) {
+  return !any_equation(p, [](const Equation& eq) {
     const Primitive* q = eq.primitive.get();
     if (dynamic_cast<const While*>(q) || dynamic_cast<const PureCallback*>(q) ||
         dynamic_cast<const PmapCall*>(q))
-      return false;
-    for (auto& sub : q->subprograms())
-      if ((dynamic_cast<const Cond*>(q) && has_collective(*sub)) || !batchable_replicas(*sub))
-        return false;
-  }
-  return true;
+      return true;
+    if (!dynamic_cast<const Cond*>(q)) return false;
+    for (auto& branch : q->subprograms())
+      if (has_collective(*branch)) return true;
+    return false;
+  });
 }
 
 // The per-replica program vmapped over the call's replicas: operands and results in the call's

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "base/half.h"
 #include "ops/common.h"
 #include "spmd/error.h"
 
@@ -53,7 +54,7 @@ Array unit_uniform(const Array& key, const Shape& shape, DType dtype) {
     Array b = bits(key, shape);
     return astype(lax::shift_right_logical(b, Array(9)), DType::Float32) * std::ldexp(1.0, -23);
   }
-  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+  if (cpu::is_half(dtype)) {
     // The type's own significand bits (10 or 7): m * 2^-bits is exact in either, below 1.
     const int bits_kept = dtype == DType::Float16 ? 10 : 7;
     Array b = bits(key, shape);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/dtype_visit.h"
+#include "base/half.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {
@@ -41,7 +42,7 @@ void check_collective_op(ReduceOp op, const char* collective) {
 
 void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst, int64_t begin,
                   int64_t end, DType dtype, ReduceOp op) {
-  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+  if (cpu::is_half(dtype)) {
     // 16-bit floats travel at their size and are combined in float32, member after member,
     // rounded once: the bits of the same reduction over the batch of a batched program.
     constexpr int64_t kBlock = 512;

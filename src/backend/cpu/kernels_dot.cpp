@@ -100,19 +100,25 @@ void inner_products(const T* a, const T* b, T* c, int64_t K, int64_t lo, int64_t
   }
 }
 
-void gemm_blas(const float* a, bool ta, const float* b, bool tb, float* c, int64_t M, int64_t N,
-               int64_t K) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a,
-              static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0f, c,
-              static_cast<int>(N));
+// One row-major BLAS call: C (m x n, leading dimension ldc) = op(A) op(B) + beta C, op(A)
+// m x k (A stored transposed when ta), op(B) k x n.
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const auto ta_ = ta ? CblasTrans : CblasNoTrans, tb_ = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta_, tb_, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta_, tb_, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+                c, static_cast<int>(ldc));
 }
-void gemm_blas(const double* a, bool ta, const double* b, bool tb, double* c, int64_t M, int64_t N,
-               int64_t K) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a,
-              static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0, c,
-              static_cast<int>(N));
+
+template <class T>
+void gemm_blas(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64_t N, int64_t K) {
+  blas_gemm(ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, T(0), c, N);
 }
 
 // C (M x N, row-major) = op(A) op(B), split into row or column blocks computed by single-threaded
@@ -148,21 +154,7 @@ bool gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
     parallel_for(M, t, 1, [&](int64_t lo, int64_t hi) {
       // Rows lo..hi of op(A): row offset in A, or column offset when A is stored transposed.
       const T* ab = ta ? a + lo : a + lo * K;
-      int64_t rows = hi - lo;
-      if (ta) {
-        if constexpr (std::is_same_v<T, float>)
-          cblas_sgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans,
-                      static_cast<int>(rows), static_cast<int>(N), static_cast<int>(K), 1.0f, ab,
-                      static_cast<int>(M), b, static_cast<int>(tb ? K : N), 0.0f, c + lo * N,
-                      static_cast<int>(N));
-        else
-          cblas_dgemm(CblasRowMajor, CblasTrans, tb ? CblasTrans : CblasNoTrans,
-                      static_cast<int>(rows), static_cast<int>(N), static_cast<int>(K), 1.0, ab,
-                      static_cast<int>(M), b, static_cast<int>(tb ? K : N), 0.0, c + lo * N,
-                      static_cast<int>(N));
-      } else {
-        gemm_blas(ab, false, b, tb, c + lo * N, rows, N, K);
-      }
+      blas_gemm(ta, tb, hi - lo, N, K, ab, ta ? M : K, b, tb ? K : N, T(0), c + lo * N, N);
       if (on_block) (*on_block)(lo, hi, 0, N);
     });
     return on_block != nullptr;
@@ -170,17 +162,7 @@ bool gemm_split(const T* a, bool ta, const T* b, bool tb, T* c, int64_t M, int64
   parallel_for(N, t, 1, [&](int64_t lo, int64_t hi) {
     // Columns lo..hi of op(B) and of C.
     const T* bb = tb ? b + lo * K : b + lo;
-    int64_t cols = hi - lo;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), 1.0f, a,
-                  static_cast<int>(ta ? M : K), bb, static_cast<int>(tb ? K : N), 0.0f, c + lo,
-                  static_cast<int>(N));
-    else
-      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), 1.0, a,
-                  static_cast<int>(ta ? M : K), bb, static_cast<int>(tb ? K : N), 0.0, c + lo,
-                  static_cast<int>(N));
+    blas_gemm(ta, tb, M, hi - lo, K, a, ta ? M : K, bb, tb ? K : N, T(0), c + lo, N);
     if (on_block && on_block->columns) (*on_block)(0, M, lo, hi);
   });
   return on_block && on_block->columns;
@@ -202,16 +184,29 @@ int64_t product(const Shape& s, const std::vector<int>& dims) {
   return n;
 }
 
-void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
-                ExecContext& ctx) {
-  const auto& d = backend::as<prim::DotGeneral>(p).dims;
+// A dot_general's operands as stacks of B products of op(A) (M x K) by op(B) (K x N).
+struct Stacks {
+  int64_t B, M, N, K;
+  MatrixStack A, Bm;
+};
+Stacks stacks_of(const prim::DotDims& d, std::span<const Buf> in, int threads) {
   const Shape &as = in[0].aval->shape, &bs = in[1].aval->shape;
   auto af = free_dims(static_cast<int>(as.size()), d.lhs_contract, d.lhs_batch);
   auto bf = free_dims(static_cast<int>(bs.size()), d.rhs_contract, d.rhs_batch);
-  int64_t B = product(as, d.lhs_batch), M = product(as, af), N = product(bs, bf),
-          K = product(as, d.lhs_contract);
-  MatrixStack A = arrange(in[0], d.lhs_batch, af, d.lhs_contract, ctx.threads);
-  MatrixStack Bm = arrange(in[1], d.rhs_batch, d.rhs_contract, bf, ctx.threads);
+  return {product(as, d.lhs_batch),
+          product(as, af),
+          product(bs, bf),
+          product(as, d.lhs_contract),
+          arrange(in[0], d.lhs_batch, af, d.lhs_contract, threads),
+          arrange(in[1], d.rhs_batch, d.rhs_contract, bf, threads)};
+}
+
+void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
+                ExecContext& ctx) {
+  // (Named, not bound: clang 14 lets no lambda capture a structured binding.)
+  const Stacks st = stacks_of(backend::as<prim::DotGeneral>(p).dims, in, ctx.threads);
+  const int64_t B = st.B, M = st.M, N = st.N, K = st.K;
+  const MatrixStack &A = st.A, &Bm = st.Bm;
   visit(out[0].aval->dtype, [&]<class T>() {
     const T* a = static_cast<const T*>(A.data);
     const T* b = static_cast<const T*>(Bm.data);
@@ -279,20 +274,10 @@ void gemm_accumulate(const T* a, bool ta, const T* b, bool tb, T* c, int64_t B, 
   const int t =
       static_cast<int>(std::clamp<int64_t>(B * M * N * K / (kBlasMinWork * 4), 1, threads));
   parallel_for(M, t, 1, [&](int64_t lo, int64_t hi) {
-    const auto rows = static_cast<int>(hi - lo);
-    const auto lda = static_cast<int>(ta ? M : K), ldb = static_cast<int>(tb ? K : N);
-    const auto ta_ = ta ? CblasTrans : CblasNoTrans, tb_ = tb ? CblasTrans : CblasNoTrans;
     for (int64_t i = 0; i < B; ++i) {
       const T* ai = a + i * M * K;
-      const T* ab = ta ? ai + lo : ai + lo * K;
-      const T* bi = b + i * K * N;
-      const T beta = i == 0 ? T(0) : T(1);
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta_, tb_, rows, static_cast<int>(N), static_cast<int>(K), 1.0f,
-                    ab, lda, bi, ldb, beta, c + lo * N, static_cast<int>(N));
-      else
-        cblas_dgemm(CblasRowMajor, ta_, tb_, rows, static_cast<int>(N), static_cast<int>(K), 1.0,
-                    ab, lda, bi, ldb, beta, c + lo * N, static_cast<int>(N));
+      blas_gemm(ta, tb, hi - lo, N, K, ta ? ai + lo : ai + lo * K, ta ? M : K, b + i * K * N,
+                tb ? K : N, i == 0 ? T(0) : T(1), c + lo * N, N);
     }
   });
 }
@@ -309,14 +294,10 @@ constexpr int64_t kExactAccumulateK = 256;
 
 void batch_sum_dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                           ExecContext& ctx) {
-  const auto& d = backend::as<prim::BatchSumDot>(p).dims;
-  const Shape &as = in[0].aval->shape, &bs = in[1].aval->shape;
-  auto af = free_dims(static_cast<int>(as.size()), d.lhs_contract, d.lhs_batch);
-  auto bf = free_dims(static_cast<int>(bs.size()), d.rhs_contract, d.rhs_batch);
-  int64_t B = product(as, d.lhs_batch), M = product(as, af), N = product(bs, bf),
-          K = product(as, d.lhs_contract);
-  MatrixStack A = arrange(in[0], d.lhs_batch, af, d.lhs_contract, ctx.threads);
-  MatrixStack Bm = arrange(in[1], d.rhs_batch, d.rhs_contract, bf, ctx.threads);
+  // (Named, not bound: clang 14 lets no lambda capture a structured binding.)
+  const Stacks st = stacks_of(backend::as<prim::BatchSumDot>(p).dims, in, ctx.threads);
+  const int64_t B = st.B, M = st.M, N = st.N, K = st.K;
+  const MatrixStack &A = st.A, &Bm = st.Bm;
   visit(out[0].aval->dtype, [&]<class T>() {
     const T* a = static_cast<const T*>(A.data);
     const T* b = static_cast<const T*>(Bm.data);

@@ -26,20 +26,10 @@ void broadcast_kernel(const Primitive& p, std::span<const Buf> in, std::span<con
                       ExecContext& ctx) {
   const auto& b = backend::as<prim::BroadcastInDim>(p);
   const Shape& xs = in[0].aval->shape;
-  auto xst = strides_of(xs);
-  std::vector<int64_t> src(b.shape.size(), 0);
-  for (size_t i = 0; i < b.dims.size(); ++i) src[b.dims[i]] = xs[i] == 1 ? 0 : xst[i];
-  // Whole copies of the operand (new leading axes: a psum's result for every replica of a
-  // batched pmap): copied block by block in parallel, large outputs with streaming stores.
-  // That is: the output's trailing axes read the operand contiguously, the leading ones not.
-  bool whole = true;
-  int64_t inner = 1;
-  size_t k = b.shape.size();
-  while (k > 0 && src[k - 1] == inner) inner *= b.shape[--k];
-  for (size_t d = 0; d < k; ++d) whole = whole && src[d] == 0;
-  whole = whole && inner == in[0].aval->size();
-  const size_t bytes = in[0].aval->nbytes(), total = out[0].aval->nbytes();
-  if (whole && bytes >= (size_t{1} << 16) && total >= static_cast<size_t>(kStreamCopyBytes)) {
+  // Large whole copies of the operand (a psum's result for every replica of a batched pmap):
+  // copied piece by piece in parallel with streaming stores.
+  if (streams_broadcast_copies(xs, b.shape, b.dims, static_cast<size_t>(isize(in[0])))) {
+    const size_t bytes = in[0].aval->nbytes(), total = out[0].aval->nbytes();
     const auto copies = static_cast<int64_t>(total / bytes);
     constexpr size_t kPiece = size_t{1} << 20;
     const auto pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
@@ -53,6 +43,9 @@ void broadcast_kernel(const Primitive& p, std::span<const Buf> in, std::span<con
     });
     return;
   }
+  auto xst = strides_of(xs);
+  std::vector<int64_t> src(b.shape.size(), 0);
+  for (size_t i = 0; i < b.dims.size(); ++i) src[b.dims[i]] = xs[i] == 1 ? 0 : xst[i];
   strided_copy(in[0].data, 0, src, b.shape, out[0].data, isize(in[0]), ctx.threads);
 }
 
