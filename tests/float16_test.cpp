@@ -280,6 +280,21 @@ TEST(BFloat16, CollectivesMoveSixteenBitsAndSumInFloat32) {
     }
 }
 
+TEST(BFloat16, CheckpointsKeepSixteenBitArrays) {
+  // Mixed-precision state (bfloat16 and float16 arrays) saves and loads bit for bit.
+  nn::Checkpoint c;
+  Array b = random::normal(random::key(40), {3, 5}).astype(bfloat16);
+  Array h = random::normal(random::key(41), {7}).astype(float16);
+  c.arrays["b"] = b;
+  c.arrays["h"] = h;
+  nn::save_checkpoint(tmp("mixed.ckpt"), c);
+  nn::Checkpoint back = nn::load_checkpoint(tmp("mixed.ckpt"));
+  ASSERT_EQ(back.arrays.at("b").dtype(), bfloat16);
+  ASSERT_EQ(back.arrays.at("h").dtype(), float16);
+  EXPECT_EQ(bits16(back.arrays.at("b")), bits16(b));
+  EXPECT_EQ(bits16(back.arrays.at("h")), bits16(h));
+}
+
 TEST(Float16, SavesAsNumpyFloat16AndPrintsItsShortestDigits) {
   Array h = Array(std::vector<double>{0.1, 1.5, -3.0, 65504.0}, {4}).astype(float16);
   save_npy(tmp("h.npy"), h);
