@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libeigen3-dev libopenblas-dev zlib1g-dev libcli11-dev python3-numpy dataset-fashion-mnist
+          libkissfft-dev  # FFT (src/backend/cpu/kernels_fft.cpp)
           python3-matplotlib  # scripts/scaling.py's plot
           python3-scipy  # a test reference: random_gamma_grad against scipy.special.gammaincinv
           nlohmann-json3-dev  # sharded checkpoints' manifest (src/io/sharded_checkpoint.cpp)

@@ -204,7 +204,8 @@ class NumpyFiles : public ::testing::Test {
             "np.save(d + 'empty.npy', np.zeros((3, 0), np.float32))\n"
             "with open(d + 'v2.npy', 'wb') as f:\n"
             "    np.lib.format.write_array(f, n.astype(np.int32).reshape(3, 8), version=(2, 0))\n"
-            "np.save(d + 'c8.npy', np.zeros(3, np.complex64))\n"
+            "np.save(d + 'c8.npy', np.array([1 + 2j, -0.5j, 3], np.complex64))\n"
+            "np.save(d + 'i1.npy', np.zeros(3, np.int8))\n"
             "np.save(d + 'f2.npy', np.zeros(3, np.float16))\n"
             "np.save(d + 'u1.npy', np.zeros(3, np.uint8))\n");
   }
@@ -300,12 +301,19 @@ TEST_F(NumpyFiles, FormatVersion2) {
 }
 
 TEST_F(NumpyFiles, UnsupportedDtypesNameTheDescriptor) {
-  for (const char* name : {"c8", "u1"}) {
+  for (const char* name : {"i1", "u1"}) {
     std::string msg = error_of([&] { spmd::load_npy(file(std::string(name) + ".npy")); });
     expect_contains(msg, name);
     expect_contains(msg, "unsupported dtype");
     expect_contains(msg, "expected one of");
   }
+}
+
+TEST_F(NumpyFiles, ComplexArraysLoad) {
+  spmd::Array c = spmd::load_npy(file("c8.npy"));
+  EXPECT_EQ(c.dtype(), spmd::complex64);
+  EXPECT_EQ(c.to_vector<std::complex<float>>(),
+            (std::vector<std::complex<float>>{{1, 2}, {0, -0.5f}, {3, 0}}));
 }
 
 TEST_F(NumpyFiles, TruncatedDataNamesExpectedAndGivenBytes) {

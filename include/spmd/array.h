@@ -46,6 +46,7 @@ class Array {
   Array(float value);    // float32
   Array(int64_t value);  // int64
   Array(bool value);     // bool
+  Array(std::complex<double> value);  // weak complex (complex64 unless a float64 meets it)
   Array(std::initializer_list<double> values, DType dtype = DType::Float32);
   Array(std::initializer_list<int> values, DType dtype = DType::Int32);
   template <class T>

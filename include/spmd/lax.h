@@ -11,6 +11,8 @@ namespace spmd::lax {
 
 Array broadcast_in_dim(const Array& x, const Shape& shape, const std::vector<int>& dims);
 Array convert_element_type(const Array& x, DType dtype);
+// re + i im: float32 operands give complex64, float64 complex128 (integers go through float32).
+Array complex(const Array& re, const Array& im);
 // Contracting and batch dimensions of each operand; output = batch, lhs free, rhs free.
 Array dot_general(const Array& a, const Array& b, const std::vector<int>& lhs_contract,
                   const std::vector<int>& rhs_contract, const std::vector<int>& lhs_batch = {},

@@ -70,6 +70,13 @@ Array round(const Array& x);  // half to even
 Array erf(const Array& x);
 Array erf_inv(const Array& x);
 Array isfinite(const Array& x);
+// Complex parts (jnp.real, imag, conj, angle): a real operand is its own real part and
+// conjugate, with a zero imaginary part; abs of a complex array is its modulus (a real array).
+Array real(const Array& x);
+Array imag(const Array& x);
+Array conj(const Array& x);
+Array conjugate(const Array& x);
+Array angle(const Array& x);  // arctan2(imag, real), in radians
 Array square(const Array& x);
 Array reciprocal(const Array& x);
 Array clip(const Array& x, const Array& lo, const Array& hi);

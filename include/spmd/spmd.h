@@ -10,6 +10,7 @@
 #include "spmd/distributed.h"
 #include "spmd/dtype.h"
 #include "spmd/error.h"
+#include "spmd/fft.h"
 #include "spmd/io.h"
 #include "spmd/jacobians.h"
 #include "spmd/lax.h"

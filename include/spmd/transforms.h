@@ -423,8 +423,8 @@ class GradFn {
     FlatFn fn = make_flat_fn(f_, call.in_tree, args...);
     std::vector<bool> mask = leaf_mask(call.in_tree, {I...});
     for (size_t k = 0; k < mask.size(); ++k)
-      if (mask[k] && !is_floating(call.leaves[k].dtype()))
-        fail("grad requires floating-point inputs for the arguments it differentiates, got ",
+      if (mask[k] && !is_inexact(call.leaves[k].dtype()))
+        fail("grad requires floating-point or complex inputs for the arguments it differentiates, got ",
              call.leaves[k].aval().str(), "; cast it with astype or leave it out of argnums");
     TreeDef out_tree;
     std::vector<Array> outs;

@@ -89,10 +89,15 @@ using Kernel = void (*)(const Primitive& p, std::span<const Buf> in, std::span<c
                         ExecContext& ctx);
 
 void register_kernel(std::type_index primitive_type, Kernel k);
+// The kernel of p's arithmetic on complex operands or results (backend/cpu/kernels_complex.cpp).
+void register_complex_kernel(std::type_index primitive_type, Kernel k);
 // The kernel for p on the CPU backend; throws naming the primitive if none exists.
 Kernel find_kernel(const Primitive& p);
+// p's complex kernel, or nullptr where p has none (its kernel serves complex arrays or refuses).
+Kernel find_complex_kernel(const Primitive& p);
 // The kernel to run p on operands and results of these types: find_kernel(p), or, where a
-// 16-bit float is among them, one that computes in float32 and rounds (backend/widen.cpp).
+// 16-bit float is among them, one that computes in float32 and rounds, or where a complex
+// value is, the complex kernel (backend/widen.cpp).
 Kernel kernel_for(const Primitive& p, const std::vector<AbstractValue>& in,
                   const std::vector<AbstractValue>& out);
 

@@ -12,6 +12,10 @@ std::unordered_map<std::type_index, Kernel>& kernels() {
   static auto* table = new std::unordered_map<std::type_index, Kernel>();
   return *table;
 }
+std::unordered_map<std::type_index, Kernel>& complex_kernels() {
+  static auto* table = new std::unordered_map<std::type_index, Kernel>();
+  return *table;
+}
 
 void ensure_cpu_kernels() {
   static std::once_flag once;
@@ -21,6 +25,16 @@ void ensure_cpu_kernels() {
 }  // namespace
 
 void register_kernel(std::type_index primitive_type, Kernel k) { kernels()[primitive_type] = k; }
+
+void register_complex_kernel(std::type_index primitive_type, Kernel k) {
+  complex_kernels()[primitive_type] = k;
+}
+
+Kernel find_complex_kernel(const Primitive& p) {
+  ensure_cpu_kernels();
+  auto it = complex_kernels().find(std::type_index(typeid(p)));
+  return it == complex_kernels().end() ? nullptr : it->second;
+}
 
 Kernel find_kernel(const Primitive& p) {
   ensure_cpu_kernels();

@@ -79,9 +79,16 @@ void widened_kernel(const Primitive& p, std::span<const Buf> in, std::span<const
 
 Kernel kernel_for(const Primitive& p, const std::vector<AbstractValue>& in,
                   const std::vector<AbstractValue>& out) {
-  bool half = false;
+  bool half = false, complex = false;
   for (const auto* types : {&in, &out})
-    for (const AbstractValue& t : *types) half = half || is_half(t.dtype);
+    for (const AbstractValue& t : *types) {
+      half = half || is_half(t.dtype);
+      complex = complex || is_complex(t.dtype);
+    }
+  // Complex arithmetic has kernels of its own (backend/cpu/kernels_complex.cpp); the other
+  // kernels serve complex arrays as they are (bytes moved) or refuse them by name.
+  if (complex && !dynamic_cast<const prim::Convert*>(&p))
+    if (Kernel k = find_complex_kernel(p)) return k;
   if (!half || dynamic_cast<const prim::Convert*>(&p) || !p.subprograms().empty() ||
       dynamic_cast<const prim::PmapCall*>(&p) || dynamic_cast<const prim::PureCallback*>(&p) ||
       !p.axis_names().empty() || moves_bytes(p))

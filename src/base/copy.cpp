@@ -7,6 +7,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "base/dtype_visit.h"
 #include "base/parallel.h"
 
 namespace spmd::cpu {
@@ -65,9 +66,12 @@ void strided_copy(const void* in, int64_t offset, const std::vector<int64_t>& sr
     case 4:
       return strided_typed(reinterpret_cast<const uint32_t*>(base), src_strides, out_shape,
                            static_cast<uint32_t*>(out), threads);
-    default:
+    case 8:
       return strided_typed(reinterpret_cast<const uint64_t*>(base), src_strides, out_shape,
                            static_cast<uint64_t*>(out), threads);
+    default:
+      return strided_typed(reinterpret_cast<const Bytes16*>(base), src_strides, out_shape,
+                           static_cast<Bytes16*>(out), threads);
   }
 }
 

@@ -37,6 +37,35 @@ void to_float_odd(const double* in, float* out, int64_t n) {
   }
 }
 
+// Conversions to and from complex types, as numpy's astype: a real value becomes (x, 0); a
+// complex one becomes its real part in a real type (numpy warns, JAX too) and "!= 0" in bool.
+void cast_complex(const void* in, DType from, void* out, DType to, int64_t n) {
+  constexpr int64_t kBlock = 512;
+  double block[2 * kBlock];
+  const int64_t in_size = itemsize(from), out_size = itemsize(to);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    const void* src = static_cast<const char*>(in) + b * in_size;
+    void* dst = static_cast<char*>(out) + b * out_size;
+    // The block as (re, im) pairs of doubles, which hold every value of every type exactly.
+    if (is_complex(from)) {
+      cast_buffer(src, real_dtype(from), block, DType::Float64, 2 * m);
+    } else {
+      cast_buffer(src, from, block + kBlock, DType::Float64, m);
+      for (int64_t i = 0; i < m; ++i) block[2 * i] = block[kBlock + i], block[2 * i + 1] = 0.0;
+    }
+    if (is_complex(to)) {
+      cast_buffer(block, DType::Float64, dst, real_dtype(to), 2 * m);
+    } else if (to == DType::Bool) {
+      auto* d = static_cast<bool*>(dst);
+      for (int64_t i = 0; i < m; ++i) d[i] = block[2 * i] != 0.0 || block[2 * i + 1] != 0.0;
+    } else {
+      for (int64_t i = 0; i < m; ++i) block[i] = block[2 * i];
+      cast_buffer(block, DType::Float64, dst, to, m);
+    }
+  }
+}
+
 }  // namespace
 
 void cast_buffer(const void* in, DType from, void* out, DType to, int64_t n) {
@@ -44,6 +73,7 @@ void cast_buffer(const void* in, DType from, void* out, DType to, int64_t n) {
     if (n > 0) std::memcpy(out, in, static_cast<size_t>(n) * itemsize(from));
     return;
   }
+  if (is_complex(from) || is_complex(to)) return cast_complex(in, from, out, to, n);
   if (is_half(from) || is_half(to)) {
     // Through float32, which holds every 16-bit float exactly, in blocks that stay in cache.
     constexpr int64_t kBlock = 1024;

@@ -36,6 +36,23 @@ decltype(auto) visit(DType dt, F&& f) {
        "uint32, float32, float64");
 }
 
+// A complex128 element as moved, not computed on (complex64 moves as uint64_t).
+struct Bytes16 {
+  uint64_t lo, hi;
+  bool operator==(const Bytes16&) const = default;
+};
+
+// Calls f with the C++ type of a dtype's elements for kernels that only move or compare them
+// for equality (select, pad, gather, dynamic slices): every dtype of visit() and the complex
+// types as same-size bit patterns, so those kernels serve complex arrays unchanged.
+template <class F>
+decltype(auto) visit_elements(DType dt, F&& f) {
+  if (dt == DType::Complex64) return f.template operator()<uint64_t>();
+  if (dt == DType::Complex128) return f.template operator()<Bytes16>();
+  if (dt == DType::Float16 || dt == DType::BFloat16) return f.template operator()<uint16_t>();
+  return visit(dt, std::forward<F>(f));
+}
+
 // Only the numeric (non-bool) types.
 template <class F>
 decltype(auto) visit_numeric(DType dt, const char* op, F&& f) {

@@ -47,7 +47,7 @@ std::string op_name(const Node& n) {
   }
 }
 
-bool plain_dtype(DType t) { return !cpu::is_half(t); }
+bool plain_dtype(DType t) { return !cpu::is_half(t) && !is_complex(t); }
 
 }  // namespace
 

@@ -122,6 +122,7 @@ Array::Array(bool value) {
   uint8_t v = value;
   *this = scalar(&v, DType::Bool, false);
 }
+Array::Array(std::complex<double> value) { *this = scalar(&value, DType::Complex128, true); }
 Array::Array(std::initializer_list<double> values, DType dtype) {
   *this = from_list(values, dtype);
 }

@@ -76,10 +76,12 @@ Decimal shortest(double v, DType type, int max_sig) {
   return parse_scientific(buf);
 }
 
-// numpy's FloatingFormat (floatmode 'maxprec', sign '-'), set up from the items shown.
+// numpy's FloatingFormat (floatmode 'maxprec', sign '-', or '+' for the imaginary parts of
+// complex numbers: plus), set up from the items shown.
 class FloatFormat {
  public:
-  FloatFormat(const std::vector<double>& shown, DType type) : type_(type) {
+  FloatFormat(const std::vector<double>& shown, DType type, bool plus = false)
+      : type_(type), plus_(plus) {
     std::vector<double> finite;
     for (double v : shown)
       if (std::isfinite(v)) finite.push_back(v);
@@ -102,8 +104,8 @@ class FloatFormat {
     }
     if (exp_format_) pad_right_ = exp_digits_ + 2 + precision_;
     if (finite.size() != shown.size()) {
-      bool neg_inf =
-          std::any_of(shown.begin(), shown.end(), [](double v) { return v == -INFINITY; });
+      bool neg_inf = plus_ || std::any_of(shown.begin(), shown.end(),
+                                          [](double v) { return v == -INFINITY; });
       int offset = pad_right_ + 1;
       pad_left_ = std::max({pad_left_, 3 - offset, 3 + (neg_inf ? 1 : 0) - offset});
     }
@@ -112,6 +114,7 @@ class FloatFormat {
   std::string operator()(double v) const {
     if (!std::isfinite(v)) {
       std::string s = std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+      if (plus_ && s[0] != '-') s = "+" + s;
       return pad(s, pad_left_ + pad_right_ + 1);
     }
     if (exp_format_) {
@@ -120,7 +123,7 @@ class FloatFormat {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.*e", precision_, v);
       Decimal d = parse_scientific(buf);
-      std::string int_part = (d.negative ? "-" : "") + d.digits.substr(0, 1);
+      std::string int_part = sign_of(d.negative) + d.digits.substr(0, 1);
       std::string frac = d.digits.substr(1);
       int exp = d.exp;
       if (static_cast<int>(frac.size()) < precision_) frac.append(precision_ - frac.size(), '0');
@@ -138,20 +141,21 @@ class FloatFormat {
     std::string int_part, frac;
     int exp = 0;
   };
+  std::string sign_of(bool negative) const { return negative ? "-" : plus_ ? "+" : ""; }
   static std::string pad(const std::string& s, int width) {
     return std::string(std::max<int>(0, width - static_cast<int>(s.size())), ' ') + s;
   }
   // At most kPrecision digits after the point.
   Parts scientific(double v) const {
     Decimal d = shortest(v, type_, 1 + kPrecision);
-    return {(d.negative ? "-" : "") + d.digits.substr(0, 1), d.digits.substr(1), d.exp};
+    return {sign_of(d.negative) + d.digits.substr(0, 1), d.digits.substr(1), d.exp};
   }
   // At most kPrecision digits after the point.
   Parts positional(double v) const {
     Decimal d = shortest(v, type_, 17);
     if (static_cast<int>(d.digits.size()) - 1 - d.exp > kPrecision)
       d = shortest(v, type_, std::max(1, d.exp + 1 + kPrecision));
-    std::string sign = d.negative ? "-" : "";
+    std::string sign = sign_of(d.negative);
     if (d.exp < 0) return {sign + "0", std::string(-d.exp - 1, '0') + d.digits, 0};
     std::string digits = d.digits;
     if (static_cast<int>(digits.size()) < d.exp + 1) digits.append(d.exp + 1 - digits.size(), '0');
@@ -159,6 +163,7 @@ class FloatFormat {
   }
 
   DType type_;
+  bool plus_;
   bool exp_format_ = false;
   int pad_left_ = 0, pad_right_ = 0, precision_ = 0, exp_digits_ = 2;
 };
@@ -179,6 +184,7 @@ struct Printer {
   std::vector<int64_t> strides;
   bool summarize;
   std::unique_ptr<FloatFormat> float_format;
+  std::unique_ptr<FloatFormat> imag_format;  // complex numbers: float_format formats real parts
   DType shown_as;  // the digits' type (the data of a 16-bit float is float32)
   size_t item_width = 0;  // non-float items are right-aligned to the widest one shown
 
@@ -195,6 +201,14 @@ struct Printer {
 
   std::string raw_item(int64_t i) const {
     std::string out;
+    if (imag_format) {
+      // numpy's ComplexFloatingFormat: the real part, then the signed imaginary part with the
+      // "j" before its padding.
+      const double re = part(i, 0), im = part(i, 1);
+      std::string b = (*imag_format)(im);
+      size_t end = b.find_last_not_of(' ') + 1;
+      return (*float_format)(re) + b.substr(0, end) + "j" + b.substr(end);
+    }
     cpu::visit(dtype, [&]<class T>() {
       T v = reinterpret_cast<const T*>(data)[i];
       if constexpr (std::is_same_v<T, bool>)
@@ -207,8 +221,22 @@ struct Printer {
     return out;
   }
 
+  // Part k (0 real, 1 imaginary) of complex item i.
+  double part(int64_t i, int k) const {
+    if (dtype == DType::Complex64) return reinterpret_cast<const float*>(data)[2 * i + k];
+    return reinterpret_cast<const double*>(data)[2 * i + k];
+  }
+
   void prepare() {
-    if (is_floating(dtype)) {
+    if (is_complex(dtype)) {
+      std::vector<double> re, im;
+      each_shown(0, 0, [&](int64_t i) {
+        re.push_back(part(i, 0));
+        im.push_back(part(i, 1));
+      });
+      float_format = std::make_unique<FloatFormat>(re, real_dtype(dtype));
+      imag_format = std::make_unique<FloatFormat>(im, real_dtype(dtype), true);
+    } else if (is_floating(dtype)) {
       std::vector<double> shown;
       cpu::visit(dtype, [&]<class T>() {
         each_shown(0, 0, [&](int64_t i) { shown.push_back(reinterpret_cast<const T*>(data)[i]); });

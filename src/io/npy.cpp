@@ -37,6 +37,10 @@ std::string descr_of(DType t) {
       return "<f4";
     case DType::Float64:
       return "<f8";
+    case DType::Complex64:
+      return "<c8";
+    case DType::Complex128:
+      return "<c16";
     default:
       fail("save_npy: dtype ", dtype_name(t),
            " cannot be saved (numpy has no bfloat16; convert it to float32 first)");
@@ -249,9 +253,14 @@ DType dtype_of_descr(const std::string& d, bool& swap, const std::string& name) 
     t = DType::Float32;
   } else if (kind == "f8") {
     t = DType::Float64;
+  } else if (kind == "c8") {
+    t = DType::Complex64;
+  } else if (kind == "c16") {
+    t = DType::Complex128;
   } else {
     fail("load_npy(", name, "): unsupported dtype '", printable(d),
-         "'; expected one of bool, int32, int64, uint32, float16, float32, float64");
+         "'; expected one of bool, int32, int64, uint32, float16, float32, float64, complex64, "
+         "complex128");
   }
   if (itemsize(t) == 1) swap = false;
   return t;
@@ -345,7 +354,8 @@ Array io::parse_npy(std::string_view bytes, const std::string& name) {
   Array a;
   if (h.swap) {
     std::string copy(data);
-    int w = itemsize(h.dtype);
+    // Each number's bytes reversed; a complex number's two parts each on their own.
+    int w = is_complex(h.dtype) ? itemsize(h.dtype) / 2 : itemsize(h.dtype);
     for (size_t i = 0; i < copy.size(); i += w) std::reverse(&copy[i], &copy[i] + w);
     a = Array(copy.data(), stored, h.dtype);
   } else {

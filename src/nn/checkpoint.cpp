@@ -156,7 +156,7 @@ Checkpoint parse(std::string_view data, const std::string& path) {
     };
     if (c.arrays.count(k)) bad("it appears twice");
     uint64_t dt = r.u64(where + " dtype");
-    if (dt > static_cast<uint64_t>(DType::Float64))
+    if (dt > static_cast<uint64_t>(DType::Complex128))
       bad("dtype code ", dt, " is not one of the saved dtypes");
     DType dtype = static_cast<DType>(dt);
     uint64_t nd = r.u64(where + " rank");

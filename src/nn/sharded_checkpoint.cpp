@@ -52,7 +52,7 @@ std::vector<Block> blocks_of(const spmd::detail::ArrayImpl& impl) {
 
 DType dtype_from_name(const std::string& name) {
   for (DType t : {DType::Bool, DType::Int32, DType::Int64, DType::UInt32, DType::Float16,
-                  DType::BFloat16, DType::Float32, DType::Float64})
+                  DType::BFloat16, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128})
     if (dtype_name(t) == name) return t;
   fail("load_sharded_checkpoint: unknown dtype '", name, "' in the manifest");
 }

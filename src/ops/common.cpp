@@ -73,7 +73,7 @@ std::vector<Array> promote_and_broadcast(const std::vector<Array>& xs, const cha
 }
 
 Array to_inexact(const Array& x) {
-  return is_floating(x.dtype()) ? x : convert(x, DType::Float32, x.weak_type());
+  return is_inexact(x.dtype()) ? x : convert(x, DType::Float32, x.weak_type());
 }
 
 std::vector<int> all_axes(int ndim) {

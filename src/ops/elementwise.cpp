@@ -28,7 +28,7 @@ Array unary_float(UnaryOp op, const Array& x) {
 
 Array binary_float(BinaryOp op, const Array& a, const Array& b, const char* name) {
   auto xs = ops::promote_and_broadcast({a, b}, name);
-  if (!is_floating(xs[0].dtype())) {
+  if (!is_inexact(xs[0].dtype())) {
     xs[0] = ops::to_inexact(xs[0]);
     xs[1] = ops::to_inexact(xs[1]);
   }
@@ -115,9 +115,24 @@ Array abs(const Array& x) {
 Array sign(const Array& x) { return unary(UnaryOp::Sign, x); }
 Array sin(const Array& x) { return unary_float(UnaryOp::Sin, x); }
 Array cos(const Array& x) { return unary_float(UnaryOp::Cos, x); }
-Array floor(const Array& x) { return is_floating(x.dtype()) ? unary(UnaryOp::Floor, x) : x; }
-Array ceil(const Array& x) { return is_floating(x.dtype()) ? unary(UnaryOp::Ceil, x) : x; }
-Array round(const Array& x) { return is_floating(x.dtype()) ? unary(UnaryOp::Round, x) : x; }
+// Integers and bools are their own floor; complex operands reach the primitive, which refuses
+// them (jnp.floor of a complex array is an error too).
+Array floor(const Array& x) { return is_inexact(x.dtype()) ? unary(UnaryOp::Floor, x) : x; }
+Array ceil(const Array& x) { return is_inexact(x.dtype()) ? unary(UnaryOp::Ceil, x) : x; }
+Array round(const Array& x) {
+  if (is_complex(x.dtype())) return lax::complex(round(real(x)), round(imag(x)));  // jnp.round
+  return is_floating(x.dtype()) ? unary(UnaryOp::Round, x) : x;
+}
+Array real(const Array& x) { return is_complex(x.dtype()) ? unary(UnaryOp::Real, x) : x; }
+Array imag(const Array& x) {
+  return is_complex(x.dtype()) ? unary(UnaryOp::Imag, x) : zeros_like(x);
+}
+Array conj(const Array& x) { return is_complex(x.dtype()) ? unary(UnaryOp::Conj, x) : x; }
+Array conjugate(const Array& x) { return conj(x); }
+Array angle(const Array& x) {
+  Array z = ops::to_inexact(x);
+  return arctan2(imag(z), real(z));
+}
 Array erf(const Array& x) { return unary_float(UnaryOp::Erf, x); }
 Array erf_inv(const Array& x) { return unary_float(UnaryOp::ErfInv, x); }
 Array isfinite(const Array& x) { return unary(UnaryOp::IsFinite, x); }
@@ -185,6 +200,13 @@ Array shift_left(const Array& x, const Array& bits) {
   return apply<prim::Binary>({x, ops::convert(bits, x.dtype())}, BinaryOp::ShiftLeft);
 }
 Array convert_element_type(const Array& x, DType dtype) { return ops::convert(x, dtype, false); }
+Array complex(const Array& re, const Array& im) {
+  auto xs = ops::promote_and_broadcast({re, im}, "complex");
+  if (!is_complex(xs[0].dtype()) && xs[0].dtype() != DType::Float32 &&
+      xs[0].dtype() != DType::Float64)
+    for (Array& x : xs) x = ops::convert(x, DType::Float32, x.weak_type());
+  return apply<prim::Binary>(xs, BinaryOp::Complex);
+}
 Array random_gamma_grad(const Array& a, const Array& x) {
   return binary_float(BinaryOp::RandomGammaGrad, a, x, "random_gamma_grad");
 }

@@ -78,6 +78,7 @@ Array mean(const Array& x, const Axes& axes, bool keepdims) {
 Array var(const Array& x, const Axes& axes, bool keepdims) {
   Array xf = ops::to_inexact(x);
   Array d = xf - mean(xf, axes, true);
+  if (is_complex(d.dtype())) return mean(real(d * conj(d)), axes, keepdims);  // |d|^2, as jnp
   return mean(d * d, axes, keepdims);
 }
 

@@ -27,7 +27,7 @@ Array unbroadcast(const Array& ct, const AbstractValue& primal) {
   return ct;
 }
 
-bool differentiable(const AbstractValue& a) { return is_floating(a.dtype); }
+bool differentiable(const AbstractValue& a) { return is_inexact(a.dtype); }
 
 Array tangent_or_zeros(const Array& t, const Array& primal) {
   return t.valid() ? t : zeros_like(primal);

@@ -181,7 +181,7 @@ Primitive::Jvp While::jvp(const std::vector<Array>& primals,
   // A while over (carry, carry tangents): the body carries tangents forward with the carry.
   const size_t ncc = static_cast<size_t>(cond_consts), nbc = static_cast<size_t>(body_consts);
   const size_t nk = primals.size() - ncc - nbc;
-  auto has = [&](size_t i) { return tangents[i].valid() && is_floating(primals[i].dtype()); };
+  auto has = [&](size_t i) { return tangents[i].valid() && is_inexact(primals[i].dtype()); };
   std::vector<bool> flags;  // body inputs with a tangent: body consts, carry
   for (size_t i = ncc; i < primals.size(); ++i) flags.push_back(has(i));
   for (;;) {
@@ -321,7 +321,7 @@ std::vector<Array> Cond::vjp(const std::vector<Array>& primals, const std::vecto
   std::vector<bool> wrt;
   std::vector<AbstractValue> types;
   for (size_t i = 0; i < nops; ++i) {
-    wrt.push_back(is_floating(primals[i + 1].dtype()));
+    wrt.push_back(is_inexact(primals[i + 1].dtype()));
     types.push_back(primals[i + 1].aval());
   }
   std::vector<Array> cts;
@@ -362,7 +362,7 @@ Primitive::Jvp Cond::jvp(const std::vector<Array>& primals,
   std::vector<AbstractValue> types;
   std::vector<Array> args{primals[0]};
   for (size_t i = 0; i < nops; ++i) {
-    has[i] = tangents[i + 1].valid() && is_floating(primals[i + 1].dtype());
+    has[i] = tangents[i + 1].valid() && is_inexact(primals[i + 1].dtype());
     types.push_back(primals[i + 1].aval());
     args.push_back(primals[i + 1]);
   }

@@ -69,6 +69,8 @@ std::vector<AbstractValue> AllReduce::abstract_eval(const std::vector<AbstractVa
   if (op != ReduceOp::Sum && op != ReduceOp::Max && op != ReduceOp::Min)
     fail("all_reduce: expected the reduction of psum, pmax or pmin (sum, max or min), got ",
          reduce_op_name(op));
+  if (op != ReduceOp::Sum && is_complex(in.at(0).dtype))
+    fail(name(), ": expected a real operand (complex numbers have no order), got ", in[0].str());
   return {in.at(0)};
 }
 

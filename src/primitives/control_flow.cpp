@@ -269,11 +269,11 @@ std::vector<bool> used_variables(const Program& p) {
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& in) {
   std::vector<bool> d(p.var_types.size(), false);
   for (size_t i = 0; i < p.inputs.size(); ++i)
-    d[p.inputs[i]] = in[i] && is_floating(p.var_types[p.inputs[i]].dtype);
+    d[p.inputs[i]] = in[i] && is_inexact(p.var_types[p.inputs[i]].dtype);
   for (auto& eq : p.equations) {
     bool any = false;
     for (auto& a : eq.inputs) any = any || (!a.is_literal() && d[a.var]);
-    for (int v : eq.outputs) d[v] = any && is_floating(p.var_types[v].dtype);
+    for (int v : eq.outputs) d[v] = any && is_inexact(p.var_types[v].dtype);
   }
   std::vector<bool> out;
   for (auto& a : p.outputs) out.push_back(!a.is_literal() && d[a.var]);

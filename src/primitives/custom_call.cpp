@@ -177,7 +177,7 @@ std::vector<Array> CustomVjpCall::backward(const std::vector<Array>& primals,
   std::vector<Array> r = (*bwd)(std::move(args));
   std::vector<Array> result(primals.size());
   for (size_t i = 0; i < static_cast<size_t>(num_args); ++i)
-    if (i < wrt.size() && wrt[i] && is_floating(primals[i].dtype()))
+    if (i < wrt.size() && wrt[i] && is_inexact(primals[i].dtype()))
       result[i] = astype(r[i], primals[i].dtype());
   return result;
 }
@@ -261,7 +261,7 @@ Primitive::Jvp CustomJvpCall::jvp(const std::vector<Array>& primals,
   const size_t n = static_cast<size_t>(num_args);
   std::vector<Array> args(primals.begin(), primals.begin() + static_cast<long>(n));
   for (size_t i = 0; i < n; ++i)
-    args.push_back(tangents[i].valid() && is_floating(primals[i].dtype())
+    args.push_back(tangents[i].valid() && is_inexact(primals[i].dtype())
                        ? astype(tangents[i], primals[i].dtype())
                        : zeros_like(primals[i]));
   args.insert(args.end(), primals.begin() + static_cast<long>(n), primals.end());
@@ -290,7 +290,7 @@ std::vector<Array> CustomJvpCall::vjp(const std::vector<Array>& primals, const s
   std::vector<bool> wrt;
   for (size_t i = 0; i < n; ++i) {
     args.push_back(zeros_like(primals[i]));
-    wrt.push_back(is_floating(primals[i].dtype()));
+    wrt.push_back(is_inexact(primals[i].dtype()));
   }
   args.insert(args.end(), g.captured.begin(), g.captured.end());
   wrt.resize(args.size(), false);

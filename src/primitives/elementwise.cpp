@@ -24,12 +24,49 @@ std::string tuple_str(const std::vector<int>& v) {
 std::string Unary::name() const {
   static const char* names[] = {"neg",  "exp",      "log", "log1p", "expm1",   "sqrt",     "rsqrt",
                                 "tanh", "logistic", "abs", "sign",  "sin",     "cos",      "floor",
-                                "ceil", "round",    "not", "erf",   "erf_inv", "is_finite"};
+                                "ceil", "round",    "not", "erf",   "erf_inv", "is_finite",
+                                "real", "imag",     "conj"};
   return names[static_cast<int>(op)];
 }
 
+namespace {
+// The unary ops defined on complex numbers (those of lax that take them).
+bool takes_complex(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Exp:
+    case UnaryOp::Log:
+    case UnaryOp::Log1p:
+    case UnaryOp::Expm1:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Tanh:
+    case UnaryOp::Logistic:
+    case UnaryOp::Abs:
+    case UnaryOp::Sign:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Real:
+    case UnaryOp::Imag:
+    case UnaryOp::Conj:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 std::vector<AbstractValue> Unary::abstract_eval(const std::vector<AbstractValue>& in) const {
   const AbstractValue& x = in.at(0);
+  const bool parts = op == UnaryOp::Real || op == UnaryOp::Imag || op == UnaryOp::Conj;
+  if (is_complex(x.dtype)) {
+    if (!takes_complex(op))
+      fail(name(), ": expected a real operand (", name(), " is not defined on complex numbers), got ",
+           x.str());
+    bool real_result = op == UnaryOp::Abs || op == UnaryOp::Real || op == UnaryOp::Imag;
+    return {AbstractValue{x.shape, real_result ? real_dtype(x.dtype) : x.dtype, x.weak}};
+  }
+  if (parts) fail(name(), ": expected a complex operand, got ", x.str());
   bool float_only = op != UnaryOp::Neg && op != UnaryOp::Abs && op != UnaryOp::Sign &&
                     op != UnaryOp::Not && op != UnaryOp::IsFinite;
   if (float_only && !is_floating(x.dtype))
@@ -46,6 +83,15 @@ Batched Unary::batch(const BatchContext&, const std::vector<Array>& in,
                      const std::vector<int>& dims) const {
   return {{bind1(std::make_shared<Unary>(op), {in[0]})}, {dims[0]}};
 }
+
+namespace {
+// conj(x) / |x| (0 where x is 0): d|x| = real(dx * conj(x) / |x|), as JAX's abs rule with its
+// _replace_zero.
+Array abs_direction(const Array& x, const Array& abs_x) {
+  Array r = where(equal(abs_x, 0.0), ones_like(abs_x), abs_x);
+  return conj(x) / astype(r, x.dtype());
+}
+}  // namespace
 
 std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Array>& out,
                               const std::vector<Array>& ct) const {
@@ -73,7 +119,14 @@ std::vector<Array> Unary::vjp(const std::vector<Array>& p, const std::vector<Arr
     case UnaryOp::Logistic:
       return {g * y * (1.0 - y)};
     case UnaryOp::Abs:
+      if (is_complex(x.dtype())) return {astype(g, x.dtype()) * abs_direction(x, y)};
       return {where(x >= 0.0, g, -g)};  // 1 at 0, as JAX's select(x >= 0, g, -g)
+    case UnaryOp::Real:
+      return {astype(g, x.dtype())};
+    case UnaryOp::Imag:
+      return {lax::complex(zeros_like(g), -g)};
+    case UnaryOp::Conj:
+      return {conj(g)};
     case UnaryOp::Sin:
       return {g * cos(x)};
     case UnaryOp::Cos:
@@ -112,7 +165,12 @@ Primitive::Jvp Unary::jvp(const std::vector<Array>& p, const std::vector<Array>&
     case UnaryOp::Logistic:
       return with(t * y * (1.0 - y));
     case UnaryOp::Abs:
+      if (is_complex(x.dtype())) return with(real(t * abs_direction(x, y)));
       return with(where(x >= 0.0, t, -t));
+    case UnaryOp::Real:
+    case UnaryOp::Imag:
+    case UnaryOp::Conj:
+      return with(bind1(std::make_shared<Unary>(op), {t}));
     case UnaryOp::Sin:
       return with(t * cos(x));
     case UnaryOp::Cos:
@@ -133,7 +191,7 @@ std::string Binary::name() const {
   static const char* names[] = {
       "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2",      "eq",
       "ne",  "lt",  "le",  "gt",  "ge",  "and", "or",  "xor", "shift_left", "shift_right_logical",
-      "random_gamma_grad"};
+      "random_gamma_grad", "complex"};
   return names[static_cast<int>(op)];
 }
 
@@ -145,6 +203,16 @@ std::vector<AbstractValue> Binary::abstract_eval(const std::vector<AbstractValue
   if (a.shape != b.shape && a.ndim() != 0 && b.ndim() != 0)
     fail(name(), ": expected operands of equal shapes (or a scalar), got ", a.str(), " and ",
          b.str());
+  if (op == BinaryOp::Complex) {
+    if (a.dtype != DType::Float32 && a.dtype != DType::Float64)
+      fail("complex: expected float32 or float64 operands, got ", a.str(), " and ", b.str());
+  } else if (is_complex(a.dtype) && op != BinaryOp::Add && op != BinaryOp::Sub &&
+             op != BinaryOp::Mul && op != BinaryOp::Div && op != BinaryOp::Pow &&
+             op != BinaryOp::Eq && op != BinaryOp::Ne) {
+    fail(name(), ": expected real operands (complex numbers have no order", 
+         op == BinaryOp::Rem || op == BinaryOp::Atan2 ? " nor " + name() : std::string(),
+         "), got ", a.str(), " and ", b.str());
+  }
   bool logic = op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
   bool shift = op == BinaryOp::ShiftLeft || op == BinaryOp::ShiftRightLogical;
   if (logic && is_floating(a.dtype))
@@ -156,7 +224,8 @@ std::vector<AbstractValue> Binary::abstract_eval(const std::vector<AbstractValue
   if ((op == BinaryOp::Atan2 || op == BinaryOp::RandomGammaGrad) && !is_floating(a.dtype))
     fail(name(), ": expected floating-point operands, got ", a.str());
   const Shape& shape = a.ndim() == 0 ? b.shape : a.shape;
-  DType dt = is_comparison(op) ? DType::Bool : a.dtype;
+  DType dt = is_comparison(op) ? DType::Bool : op == BinaryOp::Complex ? complex_dtype(a.dtype)
+                                                                       : a.dtype;
   return {AbstractValue{shape, dt, !is_comparison(op) && a.weak && b.weak}};
 }
 
@@ -165,6 +234,18 @@ Batched Binary::batch(const BatchContext& ctx, const std::vector<Array>& in,
   auto eb = batch_elementwise(in, dims, ctx.axis_size);
   return {{bind1(std::make_shared<Binary>(op), eb.values)}, {eb.dim}};
 }
+
+namespace {
+// d x^y / d y = log(x) x^y, with the log taken as 0 where it is not defined: x <= 0 for a real
+// x, x == 0 for a complex one (JAX's _replace_zero).
+Array pow_log(const Array& x) {
+  if (is_complex(x.dtype())) {
+    Array nz = not_equal(x, 0.0);
+    return where(nz, log(where(nz, x, ones_like(x))), zeros_like(x));
+  }
+  return where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
+}
+}  // namespace
 
 std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Array>& out,
                                const std::vector<Array>& ct) const {
@@ -182,10 +263,10 @@ std::vector<Array> Binary::vjp(const std::vector<Array>& p, const std::vector<Ar
       return pair(g * y, g * x);
     case BinaryOp::Div:
       return pair(g / y, -(g * z) / y);
-    case BinaryOp::Pow: {
-      Array safe_log = where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
-      return pair(g * y * power(x, y - 1.0), g * safe_log * z);
-    }
+    case BinaryOp::Pow:
+      return pair(g * y * power(x, y - 1.0), g * pow_log(x) * z);
+    case BinaryOp::Complex:
+      return pair(real(g), -imag(g));
     case BinaryOp::Max:
     case BinaryOp::Min: {
       // Ties share the gradient equally, as in JAX.
@@ -229,11 +310,10 @@ Primitive::Jvp Binary::jvp(const std::vector<Array>& p, const std::vector<Array>
                   term(ty, [&](const Array& t) { return -(t * z) / y; }));
     case BinaryOp::Pow:
       return with(term(tx, [&](const Array& t) { return t * y * power(x, y - 1.0); }),
-                  term(ty, [&](const Array& t) {
-                    Array safe_log =
-                        where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
-                    return t * safe_log * z;
-                  }));
+                  term(ty, [&](const Array& t) { return t * pow_log(x) * z; }));
+    case BinaryOp::Complex:
+      return with(term(tx, [&](const Array& t) { return lax::complex(t, zeros_like(t)); }),
+                  term(ty, [&](const Array& t) { return lax::complex(zeros_like(t), t); }));
     case BinaryOp::Max:
     case BinaryOp::Min: {
       // The tangent of the operand that is the result; the mean of both at a tie, as JAX.
@@ -314,12 +394,12 @@ Batched Convert::batch(const BatchContext&, const std::vector<Array>& in,
 
 std::vector<Array> Convert::vjp(const std::vector<Array>& p, const std::vector<Array>&,
                                 const std::vector<Array>& ct) const {
-  if (!differentiable(p[0].aval()) || !is_floating(to)) return {Array()};
+  if (!differentiable(p[0].aval()) || !is_inexact(to)) return {Array()};
   return {lax::convert_element_type(ct[0], p[0].dtype())};
 }
 
 Primitive::Jvp Convert::jvp(const std::vector<Array>& p, const std::vector<Array>& ts) const {
-  if (!is_floating(to)) return {{bind1(std::make_shared<Convert>(to, weak), p)}, {Array()}};
+  if (!is_inexact(to)) return {{bind1(std::make_shared<Convert>(to, weak), p)}, {Array()}};
   return linear_jvp(*this, p, ts);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/reduce_op.h"
+#include "spmd/fft.h"
 #include "spmd/mesh.h"
 #include "spmd/primitive.h"
 
@@ -37,7 +38,10 @@ enum class UnaryOp {
   Not,
   Erf,
   ErfInv,
-  IsFinite
+  IsFinite,
+  Real,  // of a complex operand: its real part (a real dtype)
+  Imag,
+  Conj
 };
 class Unary final : public PrimitiveOf<Unary> {
  public:
@@ -76,7 +80,8 @@ enum class BinaryOp {
   Xor,
   ShiftLeft,
   ShiftRightLogical,
-  RandomGammaGrad  // lax.random_gamma_grad(a, x): d x / d a of a Gamma(a, 1) sample x
+  RandomGammaGrad,  // lax.random_gamma_grad(a, x): d x / d a of a Gamma(a, 1) sample x
+  Complex           // lax.complex(re, im): float32/float64 operands, a complex result
 };
 bool is_comparison(BinaryOp op);
 // Operands have one dtype and equal shapes, or one of them is a rank-0 scalar.
@@ -232,6 +237,25 @@ class CumSum final : public PrimitiveOf<CumSum> {
   int axis;
   bool reverse;
   std::string name() const override { return "cumsum"; }
+  Params params() const override;
+  std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
+  Batched batch(const BatchContext&, const std::vector<Array>&,
+                const std::vector<int>&) const override;
+  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
+                         const std::vector<Array>&) const override;
+  bool has_jvp() const override { return true; }
+  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+};
+
+// ---- fft ------------------------------------------------------------------------------------
+// The discrete Fourier transform over the trailing lengths.size() axes (lax.fft_p).
+class Fft final : public PrimitiveOf<Fft> {
+ public:
+  auto key() const { return std::tie(type, lengths); }
+  Fft(lax::FftType type, std::vector<int64_t> lengths) : type(type), lengths(std::move(lengths)) {}
+  lax::FftType type;
+  std::vector<int64_t> lengths;
+  std::string name() const override { return "fft"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,

@@ -66,6 +66,9 @@ std::vector<AbstractValue> Reduce::abstract_eval(const std::vector<AbstractValue
   const AbstractValue& x = in.at(0);
   if ((op == ReduceOp::And || op == ReduceOp::Or) != (x.dtype == DType::Bool))
     fail(name(), ": operand dtype ", dtype_name(x.dtype), " does not fit this reduction");
+  if (is_complex(x.dtype) && op != ReduceOp::Sum)
+    fail(name(), ": expected a real operand (complex numbers have no order; of the reductions only "
+         "sums take them), got ", x.str());
   Shape out;
   for (int i = 0; i < x.ndim(); ++i)
     if (std::find(axes.begin(), axes.end(), i) == axes.end()) out.push_back(x.shape[i]);
@@ -150,6 +153,8 @@ std::vector<AbstractValue> ArgReduce::abstract_eval(const std::vector<AbstractVa
     fail(name(), ": axis ", axis, " is out of bounds for an operand of rank ", x.ndim());
   if (x.shape[axis] == 0)
     fail(name(), ": expected a non-empty axis, got shape ", shape_str(x.shape));
+  if (is_complex(x.dtype))
+    fail(name(), ": expected a real operand (complex numbers have no order), got ", x.str());
   Shape out = x.shape;
   out.erase(out.begin() + axis);
   return {AbstractValue{out, index_dtype, false}};

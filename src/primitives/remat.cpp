@@ -25,7 +25,7 @@ std::vector<AbstractValue> call_types(const char* who, const Program& body,
 
 std::vector<bool> floating(const std::vector<Array>& xs) {
   std::vector<bool> r;
-  for (auto& x : xs) r.push_back(is_floating(x.dtype()));
+  for (auto& x : xs) r.push_back(is_inexact(x.dtype()));
   return r;
 }
 

@@ -68,7 +68,7 @@ const Scan::VjpPlan& Scan::plan(const std::vector<bool>& wrt) const {
   const size_t n_in = b.inputs.size();
   std::vector<bool> body_wrt(n_in);
   for (size_t i = 0; i < n_in; ++i)
-    body_wrt[i] = i < wrt.size() && wrt[i] && is_floating(b.var_types[b.inputs[i]].dtype);
+    body_wrt[i] = i < wrt.size() && wrt[i] && is_inexact(b.var_types[b.inputs[i]].dtype);
   // A carry needs a cotangent when its body output depends on one that does.
   for (;;) {
     std::vector<bool> d = float_dependence(b, body_wrt);
@@ -204,7 +204,7 @@ std::vector<Array> Scan::backward(const std::vector<Array>& primals,
 std::vector<Array> Scan::vjp(const std::vector<Array>& primals, const std::vector<Array>&,
                              const std::vector<Array>& cotangents) const {
   std::vector<bool> wrt;
-  for (const Array& x : primals) wrt.push_back(is_floating(x.dtype()));
+  for (const Array& x : primals) wrt.push_back(is_inexact(x.dtype()));
   Forward f = forward(primals, wrt);
   return backward(primals, f.residuals, wrt, cotangents);
 }
@@ -216,7 +216,7 @@ Primitive::Jvp Scan::jvp(const std::vector<Array>& primals,
   const size_t n_in = primals.size(), ny = b.outputs.size() - nk;
   std::vector<bool> flags(n_in);
   for (size_t i = 0; i < n_in; ++i)
-    flags[i] = tangents[i].valid() && is_floating(primals[i].dtype());
+    flags[i] = tangents[i].valid() && is_inexact(primals[i].dtype());
   std::vector<bool> out_t;
   for (;;) {
     out_t = float_dependence(b, flags);

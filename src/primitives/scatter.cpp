@@ -61,6 +61,8 @@ std::vector<AbstractValue> Scatter::abstract_eval(const std::vector<AbstractValu
   const char* op_n = op_name(op);
   if (!is_integer(idx.dtype) || idx.dtype == DType::Bool)
     fail(op_n, ": expected integer indices, got ", idx.str());
+  if (is_complex(x.dtype) && op != ScatterOp::Set && op != ScatterOp::Add)
+    fail(op_n, ": expected a real operand (complex numbers take set and add only), got ", x.str());
   if (batch_dims < 0 || batch_dims > idx.ndim() || batch_dims > x.ndim())
     fail(op_n, ": batch_dims ", batch_dims, " exceeds the ranks of the operands");
   for (int i = 0; i < batch_dims; ++i)

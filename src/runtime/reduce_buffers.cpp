@@ -42,6 +42,13 @@ void check_collective_op(ReduceOp op, const char* collective) {
 
 void reduce_range(const std::vector<const void*>& src, size_t offset, void* dst, int64_t begin,
                   int64_t end, DType dtype, ReduceOp op) {
+  if (is_complex(dtype)) {
+    // A sum of complex values is the sum of their (real, imaginary) pairs; complex values have
+    // no order to take a max or min by (pmax of complex is refused at trace time too).
+    if (op != ReduceOp::Sum)
+      fail("communicators reduce complex values with sum only; got ", reduce_op_name(op));
+    return reduce_range(src, 2 * offset, dst, 2 * begin, 2 * end, real_dtype(dtype), op);
+  }
   if (cpu::is_half(dtype)) {
     // 16-bit floats travel at their size and are combined in float32, member after member,
     // rounded once: the bits of the same reduction over the batch of a batched program.

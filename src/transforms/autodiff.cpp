@@ -19,7 +19,7 @@ Linearization::Linearization(Program p, std::vector<Array> args, std::vector<boo
   residuals_.resize(prog.equations.size());
   for (size_t i = 0; i < args.size() && i < prog.inputs.size(); ++i)
     needs_[prog.inputs[i]] =
-        i < wrt_.size() && wrt_[i] && is_floating(prog.var_types[prog.inputs[i]].dtype);
+        i < wrt_.size() && wrt_[i] && is_inexact(prog.var_types[prog.inputs[i]].dtype);
   size_t index = 0;
   auto apply = [&](const Equation& eq, const std::vector<Array>& in) {
     std::vector<bool> wrt_in = input_needs(eq);
@@ -35,7 +35,7 @@ Linearization::Linearization(Program p, std::vector<Array> args, std::vector<boo
     } else {
       out = bind(eq.primitive, in);
     }
-    for (int v : eq.outputs) needs_[v] = needs && is_floating(prog.var_types[v].dtype);
+    for (int v : eq.outputs) needs_[v] = needs && is_inexact(prog.var_types[v].dtype);
     if (prune && needs) keep_what_vjp_reads(eq, in, out);
     ++index;
     return out;

@@ -33,7 +33,7 @@ std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Arra
   std::vector<bool> wrt;
   for (const AbstractValue& t : ct_types) {
     args.push_back(zeros(t.shape, t.dtype));
-    wrt.push_back(is_floating(t.dtype));
+    wrt.push_back(is_inexact(t.dtype));
   }
   args.insert(args.end(), g.captured.begin(), g.captured.end());
   wrt.resize(args.size(), false);
@@ -44,7 +44,7 @@ std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Arra
   std::vector<Array> r = lin.backward(t);
   r.resize(outputs.size());
   for (size_t j = 0; j < r.size(); ++j)
-    if (!is_floating(outputs[j].dtype())) r[j] = Array();
+    if (!is_inexact(outputs[j].dtype())) r[j] = Array();
   return r;
 }
 
@@ -53,7 +53,7 @@ JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
   std::vector<Dual> in;
   for (size_t i = 0; i < args.size(); ++i) {
     Array t = i < tangents.size() ? tangents[i] : Array();
-    if (t.valid() && !is_floating(args[i].dtype())) t = Array();
+    if (t.valid() && !is_inexact(args[i].dtype())) t = Array();
     in.push_back({args[i], t});
   }
   auto literal = [](const Array& a) { return Dual{a, Array()}; };
@@ -66,7 +66,7 @@ JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
       any = any || x.tangent.valid();
     }
     bool floating_out = false;  // comparisons, argmax, ...: outputs without tangent space
-    for (int v : eq.outputs) floating_out = floating_out || is_floating(p.var_types[v].dtype);
+    for (int v : eq.outputs) floating_out = floating_out || is_inexact(p.var_types[v].dtype);
     Primitive::Jvp r;
     if (!any || !floating_out) {
       r.outputs = bind(eq.primitive, primals);

@@ -52,8 +52,8 @@ void check_cotangents(const Linearized& lin, const std::vector<Array>& cts) {
     if (!cts[j].valid()) continue;  // has_aux outputs and grad's aux: no cotangent
     AbstractValue want = outs[j].aval(), got = cts[j].aval();
     want.weak = got.weak = false;
-    bool dtype_ok = got.dtype == want.dtype || !is_floating(want.dtype) ||
-                    (cts[j].weak_type() && is_floating(got.dtype));
+    bool dtype_ok = got.dtype == want.dtype || !is_inexact(want.dtype) ||
+                    (cts[j].weak_type() && is_inexact(got.dtype));
     if (got.shape != want.shape || !dtype_ok)
       fail("vjp: type of cotangent input ", j, " to the pullback function (", long_str(got),
            ") is not the expected tangent type (", long_str(want),
@@ -108,6 +108,10 @@ std::vector<Array> jvp_call(const FlatFn& fn, const FlatCall& call,
 }
 
 void check_scalar_loss(const Array& loss, const char* what) {
+  if (is_complex(loss.dtype()))
+    fail(what, " requires real-valued outputs (a floating-point type), but got ",
+         loss.aval().str(),
+         "; for a complex function, differentiate its real part, or take vjp directly (as JAX)");
   if (loss.ndim() != 0 || !is_floating(loss.dtype()))
     fail(what, " requires a scalar floating-point output, got ", loss.aval().str());
 }

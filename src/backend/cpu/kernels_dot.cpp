@@ -13,6 +13,7 @@
 #include <openblas-pthread/cblas.h>
 
 #include <algorithm>
+#include <complex>
 #include <mutex>
 
 #include "backend/cpu/register.h"
@@ -201,10 +202,42 @@ Stacks stacks_of(const prim::DotDims& d, std::span<const Buf> in, int threads) {
           arrange(in[1], d.rhs_batch, d.rhs_contract, bf, threads)};
 }
 
+// Complex products: OpenBLAS's cgemm / zgemm, one per product of the stack, the stack split
+// over the threads (complex products serve FFT-adjacent code, not the training hot path).
+void complex_dot(const Stacks& st, const Buf& out, int threads) {
+  const bool single = out.aval->dtype == DType::Complex64;
+  const size_t item = itemsize(out.aval->dtype);
+  const int64_t M = st.M, N = st.N, K = st.K;
+  if (K == 0) {
+    std::fill_n(static_cast<char*>(out.data), out.aval->nbytes(), 0);
+    return;
+  }
+  parallel_for(st.B, threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const char* a = static_cast<const char*>(st.A.data) + i * M * K * item;
+      const char* b = static_cast<const char*>(st.Bm.data) + i * K * N * item;
+      char* c = static_cast<char*>(out.data) + i * M * N * item;
+      const auto ta = st.A.transposed ? CblasTrans : CblasNoTrans;
+      const auto tb = st.Bm.transposed ? CblasTrans : CblasNoTrans;
+      const int lda = static_cast<int>(st.A.transposed ? M : K);
+      const int ldb = static_cast<int>(st.Bm.transposed ? K : N);
+      const auto m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+      if (single) {
+        const std::complex<float> one(1), zero(0);
+        cblas_cgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, n);
+      } else {
+        const std::complex<double> one(1), zero(0);
+        cblas_zgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, n);
+      }
+    }
+  });
+}
+
 void dot_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                 ExecContext& ctx) {
   // (Named, not bound: clang 14 lets no lambda capture a structured binding.)
   const Stacks st = stacks_of(backend::as<prim::DotGeneral>(p).dims, in, ctx.threads);
+  if (is_complex(out[0].aval->dtype)) return complex_dot(st, out[0], ctx.threads);
   const int64_t B = st.B, M = st.M, N = st.N, K = st.K;
   const MatrixStack &A = st.A, &Bm = st.Bm;
   visit(out[0].aval->dtype, [&]<class T>() {

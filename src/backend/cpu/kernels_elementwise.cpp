@@ -395,7 +395,7 @@ void select_kernel(const Primitive&, std::span<const Buf> in, std::span<const Bu
   int64_t n = out[0].size();
   bool ps = in[0].aval->ndim() == 0, ts = in[1].aval->ndim() == 0, fs = in[2].aval->ndim() == 0;
   const bool* pred = in[0].as<bool>();
-  visit(out[0].aval->dtype, [&]<class T>() {
+  visit_elements(out[0].aval->dtype, [&]<class T>() {
     const T* t = in[1].as<T>();
     const T* f = in[2].as<T>();
     T* y = out[0].as<T>();

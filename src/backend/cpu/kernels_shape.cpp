@@ -89,7 +89,7 @@ void pad_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf
   const Shape& xs = in[0].aval->shape;
   const Shape& ys = out[0].aval->shape;
   int nd = static_cast<int>(xs.size());
-  visit(in[0].aval->dtype, [&]<class T>() {
+  visit_elements(in[0].aval->dtype, [&]<class T>() {
     const T* x = in[0].as<T>();
     T* y = out[0].as<T>();
     T value = *in[1].as<T>();

@@ -14,6 +14,8 @@ void register_control_flow_kernels();
 void register_callback_kernels();
 void register_linalg_kernels();
 void register_conv_kernels();
+void register_complex_kernels();
+void register_fft_kernels();
 
 inline void register_all_kernels() {
   register_elementwise_kernels();
@@ -28,6 +30,8 @@ inline void register_all_kernels() {
   register_callback_kernels();
   register_linalg_kernels();
   register_conv_kernels();
+  register_complex_kernels();
+  register_fft_kernels();
 }
 
 }  // namespace spmd::cpu
