@@ -57,7 +57,9 @@ void expect_close(const Array& got, const Array& want, double rtol, const std::s
 }
 
 TEST(Fft, OneDimensionalMatchesNaiveDft) {
-  for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 12, 16, 30, 97, 128}) {
+  // Lengths kissfft has butterflies for, a generic radix (7, 11 * 13), and large prime factors
+  // (97, 2 * 67, 1009: Bluestein's algorithm).
+  for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 12, 16, 30, 143, 97, 128, 134, 1009}) {
     SCOPED_TRACE(n);
     Array x = random_array({3, n}, complex128, static_cast<unsigned>(n));
     std::vector<C> v = values(x), want(v.size()), inv(v.size());
@@ -79,6 +81,23 @@ TEST(Fft, OneDimensionalMatchesNaiveDft) {
     expect_close(fft::fft(x.astype(complex64)), Array(want, {3, n}).astype(complex64), 2e-6,
                  "fft c64");
   }
+}
+
+// A prime length of 100003 (kissfft's generic butterfly would take ~10^10 operations):
+// Bluestein's transform inverts and keeps Parseval's identity.
+TEST(Fft, LargePrimeLengthsRunInNLogN) {
+  const int64_t n = 100003;
+  Array x = random_array({n}, complex128, 5);
+  Array y = fft::fft(x);
+  expect_close(fft::ifft(y), x, 1e-11, "round trip");
+  const double ex = sum(square(abs(x))).item<double>(), ey = sum(square(abs(y))).item<double>();
+  EXPECT_NEAR(ey / static_cast<double>(n), ex, 1e-9 * ex);
+  // One frequency of a pure tone lands where it should.
+  Array t = exp(arange(0.0, static_cast<double>(n), 1.0, float64) *
+                C(0, 2 * std::numbers::pi * 12345.0 / static_cast<double>(n)));
+  Array s = abs(fft::fft(t));
+  EXPECT_EQ(argmax(s).item<int32_t>(), 12345);
+  EXPECT_NEAR(max(s).item<double>(), static_cast<double>(n), 1e-6 * n);
 }
 
 // The cases compared with NumPy: (name, python expression over `a`, our computation).
