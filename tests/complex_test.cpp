@@ -127,6 +127,15 @@ TEST(Complex, ConvertsPrintsAndSavesAsNumpy) {
     EXPECT_EQ((a * C(2, -1)).astype(complex64).to_vector<std::complex<float>>(),
               c.to_vector<std::complex<float>>());
   }
+  // Checkpoints keep both types bit for bit.
+  nn::Checkpoint ck;
+  ck.arrays["x"] = x;
+  ck.arrays["y"] = y;
+  nn::save_checkpoint(tmp("c.ckpt"), ck);
+  nn::Checkpoint back = nn::load_checkpoint(tmp("c.ckpt"));
+  EXPECT_EQ(back.arrays["x"].dtype(), complex64);
+  EXPECT_EQ(values(back.arrays["x"]), values(x));
+  EXPECT_EQ(values(back.arrays["y"]), values(y));
   // float -> complex puts the value in the real part.
   EXPECT_EQ(Array({1.5, -2.0}).astype(complex64).to_vector<std::complex<float>>(),
             (std::vector<std::complex<float>>{{1.5f, 0.f}, {-2.f, 0.f}}));

@@ -284,6 +284,11 @@ TEST(Fft, VmapJitAndPmapAgreeWithTheUnmappedTransform) {
   Array want = fft::fft(sum(slice(x, {Range{0, 2}}), 0));
   expect_close(p[0], want, 1e-5, "pmap psum");
   expect_close(p[1], want, 1e-5, "pmap psum");
+  // shard_map over a 2-device mesh: each device's rows transformed, the spectra summed.
+  Mesh mesh = make_mesh({2}, {"d"});
+  Array sm = shard_map([](const Array& b) { return psum(sum(fft::fft(b), 0, true), "d"); }, mesh,
+                       P("d"), P())(slice(x, {Range{0, 2}}));
+  expect_close(sm, reshape(want, {1, 4, 8}), 1e-5, "shard_map psum");
 }
 
 TEST(Fft, RefusesBadArguments) {
