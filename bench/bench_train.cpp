@@ -169,7 +169,9 @@ Trainer make_trainer(int n, const nn::MLP& params, const std::vector<Array>& x,
   t.devices = n;
   t.layout = layout;
   const bool sharded = layout == Layout::Sharded;
-  nn::OptState state = sharded ? optimizer().init_sharded(params, n) : optimizer().init(params);
+  // (Sharded over every process's devices: under mpirun each holds its devices' shards.)
+  nn::OptState state = sharded ? optimizer().init_sharded(params, n * spmd::process_count())
+                               : optimizer().init(params);
   // Its own copy: a donating step deletes the parameters it is given.
   t.params = spmd::tree_map([](const Array& a) { return a + 0.0f; }, params);
   t.state = state;

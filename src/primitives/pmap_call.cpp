@@ -456,6 +456,31 @@ std::unique_ptr<compile::Executable> batch_replicas(const PmapCall& call, const 
 
 }  // namespace
 
+namespace {
+// Compiled::static_collectives: the communicating collectives at the program's top level when
+// they all span one list of axis names and nothing else (a loop, a branch, a nested pmap)
+// names an axis; -1 otherwise.
+int64_t static_collective_count(const Program& p) {
+  int64_t n = 0;
+  const std::vector<std::string>* names = nullptr;
+  for (const Equation& eq : p.equations) {
+    const Primitive& prim = *eq.primitive;
+    if (prim.axis_names().empty() || dynamic_cast<const AxisIndex*>(&prim)) continue;
+    const bool communicates = dynamic_cast<const AllReduce*>(&prim) ||
+                              dynamic_cast<const AllGather*>(&prim) ||
+                              dynamic_cast<const ReduceScatter*>(&prim) ||
+                              dynamic_cast<const AllToAll*>(&prim) ||
+                              dynamic_cast<const Ppermute*>(&prim);
+    if (!communicates) return -1;
+    const auto& these = static_cast<const Collective&>(prim).names;
+    if (names && *names != these) return -1;
+    names = &these;
+    ++n;
+  }
+  return n;
+}
+}  // namespace
+
 const PmapCall::Compiled& PmapCall::compiled() const {
   std::call_once(once_, [&] {
     auto c = std::make_unique<Compiled>();
@@ -508,6 +533,7 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     c->loops = has_loop(c->executable->program());
+    c->static_collectives = static_collective_count(c->executable->program());
     // (One replica gains nothing from batching: it runs its own program.)
     if (c->mesh_sizes.size() == 1 && size > 1 && global_size == size && mesh_devices.empty() &&
         runtime::env_int("SPMD_PMAP_THREADS", 0, 1).value_or(0) == 0)

@@ -86,6 +86,11 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
     std::vector<Array> batched_constants;  // inputs of `batched` after the call's operands
     bool communicates = false;  // the program has collectives (replicas depend on each other)
     bool loops = false;         // the program has a scan or while: its work is not its data
+    // The collective calls one run of the program makes, when fixed: every collective at the
+    // top level over one list of axis names, none inside a loop or branch; else -1. Across
+    // processes each header then tells how many follow it, and a run ends without the
+    // end-of-program exchange (runtime::Communicator::begin_call).
+    int64_t static_collectives = -1;
   };
   const Compiled& compiled() const;
   // Replicas per row of the mapped axis: the product of the nested pmaps' sizes (1 if none).

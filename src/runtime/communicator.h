@@ -51,6 +51,10 @@ class Communicator {
   // across processes and in errors: members that reach different collectives, or the same one
   // from different places in the program, are reported instead of being combined.
   void describe_next(const CollectiveCall& call) { next_ = &call; }
+  // A call of the program starts that makes exactly `collectives` collective calls through this
+  // communicator (-1: a number only known as it runs: loops, branches). Across processes that
+  // count replaces the end-of-program exchange: each header says how many collectives follow it.
+  virtual void begin_call(int64_t collectives) {}
 
  protected:
   // The described call, once (nullptr when the caller described none).

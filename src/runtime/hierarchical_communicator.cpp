@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/allocator.h"
@@ -19,6 +20,10 @@ namespace {
 // meets at them in the same order, and they never collide with a collective's own key.
 constexpr uint64_t kStep = uint64_t{1} << 48;
 
+int64_t hash63(const std::string& s) {
+  return static_cast<int64_t>(std::hash<std::string>()(s) & 0x7fffffffffffffffull);
+}
+
 }  // namespace
 
 HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> local,
@@ -29,7 +34,8 @@ HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> l
       transport_(transport),
       first_channel_(placement.first_channel),
       channels_(placement.channels),
-      axis_(std::move(axis)) {
+      axis_(std::move(axis)),
+      axis_hash_(hash63(axis_)) {
   const std::vector<int>& process_of = placement.process_of;
   procs_ = process_of;
   std::sort(procs_.begin(), procs_.end());
@@ -54,20 +60,29 @@ GroupPlacement processes_in_order(const std::vector<int>& counts) {
   return g;
 }
 
-namespace {
 // The header every process sends before a collective's data, and at the end of a program
 // (kind kEndOfProgram). `call` is the collective as the program called it, cut to fit (its hash
-// covers the whole of it); `site` is where the program called it.
-struct Header {
+// covers the whole of it); `site` is where the program called it. A small all-reduce's inputs
+// ride along in `payload` (`members` of them, one after the other; -1: none), so the whole
+// collective is this one exchange (a loss, a norm, a loop's check: bench_latency).
+struct CollectiveHeader {
   int64_t kind, dtype, count, seq, axis_hash, call_hash, site;
-  char call[456];
+  int64_t members = -1;
+  // Collectives this process's program makes after this one in this call (-1: not known before
+  // it runs: loops, branches). Equal everywhere, or the programs differ; 0 everywhere on the
+  // last one, and the call ends without an end-of-program exchange.
+  int64_t remaining = -1;
+  char call[440];
+  char payload[kInlineBytes];
 };
-static_assert(sizeof(Header) == 512);
+static_assert(sizeof(CollectiveHeader) == 512 + kInlineBytes);
+
+HierarchicalCommunicator::~HierarchicalCommunicator() = default;
+
+namespace {
+using Header = CollectiveHeader;
 constexpr int64_t kEndOfProgram = 100;
 
-int64_t hash63(const std::string& s) {
-  return static_cast<int64_t>(std::hash<std::string>()(s) & 0x7fffffffffffffffull);
-}
 
 std::string call_of(const Header& h) { return std::string(h.call, strnlen(h.call, sizeof h.call)); }
 
@@ -81,14 +96,24 @@ std::string describe(const Header& h) {
 
 // Exchanges headers with every other process and fails, on every process, when any differs.
 // peers: the processes to compare with (this one may be among them); channel: the group's.
+// theirs: every process's header on return (indexed by process; this process's own slot is not
+// written), reused from call to call.
 void compare_headers(Transport& transport, const Header& mine, const std::string& axis,
-                     const std::string& what, const std::vector<int>& peers, int channel) {
+                     const std::string& what, const std::vector<int>& peers, int channel,
+                     std::vector<Header>& theirs) {
   const int P = transport.size(), me = transport.rank();
-  std::vector<Header> theirs(P);
-  std::vector<Message> sends, recvs;
+  if (static_cast<int>(theirs.size()) != P) theirs.resize(static_cast<size_t>(P));
+  thread_local std::vector<Message> sends, recvs;  // (kept: no allocation per collective)
+  sends.clear();
+  recvs.clear();
+  // Only the payload's used part is sent (a receive may take a shorter message than its buffer).
+  const size_t used = mine.members > 0 ? static_cast<size_t>(mine.members * mine.count) *
+                                             itemsize(static_cast<DType>(mine.dtype))
+                                       : 0;
+  const size_t bytes = sizeof mine - kInlineBytes + used;
   for (int p : peers) {
     if (p == me) continue;
-    sends.push_back({p, const_cast<Header*>(&mine), sizeof mine, channel});
+    sends.push_back({p, const_cast<Header*>(&mine), bytes, channel});
     recvs.push_back({p, &theirs[p], sizeof(Header), channel});
   }
   transport.exchange(sends, recvs, what);
@@ -97,12 +122,28 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
     const Header& h = theirs[p];
     const bool ended = h.kind == kEndOfProgram, me_ended = mine.kind == kEndOfProgram;
     if (ended && me_ended) continue;
-    if (h.kind == mine.kind && h.dtype == mine.dtype && h.count == mine.count &&
-        h.seq == mine.seq && h.axis_hash == mine.axis_hash && h.call_hash == mine.call_hash &&
-        h.site == mine.site)
-      continue;
+    const bool same = h.kind == mine.kind && h.dtype == mine.dtype && h.count == mine.count &&
+                      h.seq == mine.seq && h.axis_hash == mine.axis_hash &&
+                      h.call_hash == mine.call_hash && h.site == mine.site;
+    if (same && h.remaining == mine.remaining) continue;
     std::string message;
-    if (ended || me_ended) {
+    if (same && h.remaining >= 0 && mine.remaining >= 0) {
+      // The same collective, but one program ends after it and another goes on.
+      const bool mine_ends = mine.remaining < h.remaining;
+      const int64_t more = std::abs(h.remaining - mine.remaining);
+      message = detail::concat("collective mismatch: process ", mine_ends ? me : p,
+                               " finished the program after ", describe(mine), " while process ",
+                               mine_ends ? p : me, " goes on to ", more, " more collective",
+                               more == 1 ? "" : "s", " (call ", mine.seq + 2, " of this run on); ",
+                               kSameCollectives);
+    } else if (same) {
+      message = detail::concat(
+          "processes run different programs: at ", describe(mine), ", process ",
+          h.remaining >= 0 ? p : me, "'s makes a fixed number of collectives and process ",
+          h.remaining >= 0 ? me : p,
+          "'s makes them in a loop or branch; every process must run the same pmaps in the same "
+          "order with the same shapes, axes and collectives");
+    } else if (ended || me_ended) {
       // One process left the program (a loop, a branch) while another waits in a collective.
       message = ended ? detail::concat("collective mismatch: process ", p,
                                        " finished the program while process ", me, " waits in ",
@@ -131,29 +172,79 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
 }
 }  // namespace
 
-void HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, int64_t count,
+bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, int64_t count,
                                              uint64_t seq, const CollectiveCall* call,
-                                             const std::string& undescribed) {
-  const std::string text = call ? call->str() : undescribed;
+                                             const std::string& undescribed,
+                                             const Rendezvous::Round* inline_inputs, ReduceOp op) {
+  // A call's description and its hash, made once per site: the communicator serves one
+  // compiled program (its launch is kept between calls), where a site is one equation.
+  const std::pair<std::string, int64_t>* described = nullptr;
+  std::pair<std::string, int64_t> plain;
+  if (call) {
+    auto it = described_.find(call->site);
+    if (it == described_.end()) {
+      std::string text = call->str();
+      const int64_t h = hash63(text);
+      it = described_.emplace(call->site, std::pair{std::move(text), h}).first;
+    }
+    described = &it->second;
+  } else {
+    plain = {undescribed, hash63(undescribed)};
+    described = &plain;
+  }
+  const std::string& text = described->first;
   Header mine{static_cast<int64_t>(kind),
               static_cast<int64_t>(dtype),
               count,
               static_cast<int64_t>(seq),
-              hash63(axis_),
-              hash63(text),
+              axis_hash_,
+              described->second,
               static_cast<int64_t>(call ? call->site : 0),
+              -1,
+              left_ > 0 ? --left_ : -1,
+              {},
               {}};
   std::memcpy(mine.call, text.data(), std::min(text.size(), sizeof mine.call - 1));
-  compare_headers(*transport_, mine, axis_,
-                  std::string(kind_name(kind)) + " #" + std::to_string(seq), procs_,
-                  first_channel_);
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  const size_t L = inline_inputs ? inline_inputs->in.size() : 0;
+  if (inline_inputs && L * bytes <= kInlineBytes) {
+    mine.members = static_cast<int64_t>(L);
+    for (size_t l = 0; l < L; ++l) std::memcpy(mine.payload + l * bytes, inline_inputs->in[l], bytes);
+  }
+  what_.assign(kind_name(kind));
+  what_ += " #";
+  what_ += std::to_string(seq);
+  std::vector<Header>& theirs = headers_;
+  compare_headers(*transport_, mine, axis_, what_, procs_, first_channel_, theirs);
+  if (mine.members < 0) return false;
+  for (int p : procs_)
+    if (p != transport_->rank() && theirs[p].members < 0) return false;
+  // Every process's inputs are here: the sum of every device's, in global order (process by
+  // process, device by device), as the chain would make it (and one process with every device).
+  std::vector<const void*> terms;
+  for (int p : procs_) {
+    const Header& h = p == transport_->rank() ? mine : theirs[p];
+    for (int64_t l = 0; l < h.members; ++l) terms.push_back(h.payload + l * bytes);
+  }
+  const auto& out = inline_inputs->out;
+  if (!out.empty() && count > 0) {
+    reduce_range(terms, 0, out[0], 0, count, dtype, op);
+    for (size_t l = 1; l < out.size(); ++l) std::memcpy(out[l], out[0], bytes);
+  }
+  return true;
+}
+
+void HierarchicalCommunicator::begin_call(int64_t collectives) {
+  left_ = collectives;
+  seq_ = 0;  // (calls are numbered from 1 in each call's messages, as a new launch would)
 }
 
 void end_program_across_processes(Transport& transport, const std::string& axis) {
-  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, {}};
+  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, -1, -1, {}, {}};
   std::vector<int> everyone(static_cast<size_t>(transport.size()));
   for (int p = 0; p < transport.size(); ++p) everyone[p] = p;
-  compare_headers(transport, mine, axis, "the end of the program", everyone, 0);
+  std::vector<Header> theirs;
+  compare_headers(transport, mine, axis, "the end of the program", everyone, 0, theirs);
 }
 
 // A cross-process all-reduce runs as a pipeline over chunks of the buffer, along the chain of
@@ -176,112 +267,134 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   check_collective_op(op, "all_reduce");
   const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
+  if (local_->size() == 1) {
+    // This process's only member (a device per process): no one to meet in process, and a
+    // small all-reduce is then its header exchange and nothing else (bench_latency).
+    Rendezvous::Round alone;
+    alone.in.assign(1, in);
+    alone.out.assign(1, out);
+    if (!check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &alone, op))
+      chain_all_reduce(alone, count, dtype, op, seq);
+    return;
+  }
   auto& r =
       local_->arrive(seq, local_rank_, in, out,
                      Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
+  // A small all-reduce is done by the header exchange itself (its inputs ride along).
+  if (local_rank_ == 0)
+    r.done_early = check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &r, op);
+  if (workers(static_cast<int>(r.out.size())) > 1) {  // no worker sends before the headers match
+    local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
+    local_->depart(seq + kStep);
+  }
+  if (!r.done_early) chain_all_reduce(r, count, dtype, op, seq);
+  local_->depart(seq);
+}
+
+int HierarchicalCommunicator::workers(int members) const {
+  // The first local members, as many as this process has cores (the processes on a host share
+  // its cores); more threads would only take turns on them.
+  return std::min(members, std::max(1, cpu::hardware_threads() / processes_on_host()));
+}
+
+// The pipeline along the chain of processes (above), run by each of the first workers() local
+// members on its share of the chunks; the others return at once.
+void HierarchicalCommunicator::chain_all_reduce(const Rendezvous::Round& r, int64_t count,
+                                                DType dtype, ReduceOp op, uint64_t seq) {
   const int L = static_cast<int>(r.out.size());
+  const int W = workers(L);
+  if (local_rank_ >= W) return;
   const int P = static_cast<int>(procs_.size());
   const int64_t item = static_cast<int64_t>(itemsize(dtype));
-  // Workers: the first local members, as many as this process has cores (the processes on a
-  // host share its cores); more threads would only take turns on them.
-  const int W = std::min(L, std::max(1, cpu::hardware_threads() / processes_on_host()));
   // The group's channel 0 is for headers and the other collectives; chunk c uses 2c + 1 (up the
   // chain) and 2c + 2 (down).
   const int64_t max_chunks = std::max(1, (channels_ - 1) / 2);
   const int64_t chunk =
       std::max<int64_t>({1, kChunkBytes / item, (count + max_chunks - 1) / max_chunks});
   const int64_t chunks = (count + chunk - 1) / chunk;
-  if (local_rank_ == 0) check_headers(CollectiveKind::AllReduce, dtype, count, seq, call);
-  if (W > 1) {  // no worker sends before the headers have matched
-    local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
-    local_->depart(seq + kStep);
-  }
-  if (local_rank_ < W) {
-    const int64_t c0 = chunks * local_rank_ / W, c1 = chunks * (local_rank_ + 1) / W;
-    const bool first = me_ == 0, last = me_ == P - 1;
-    // Chunk c goes up at iteration c and comes back down at iteration c + down_lag: at once on
-    // the last process, two iterations later on each process before it (one hop each way, as
-    // each process runs about one iteration behind the one before it). Waiting any less would
-    // make neighbours take turns instead of working at once.
-    const int64_t down_lag = 2 * (P - 1 - me_), rows = 2 * P;
-    // A ring of rows of three chunk slots: the running sum received from the previous process,
-    // this process's running sum, and the result received from the next process.
-    const int64_t slot_bytes = std::min(chunk, count) * item, row = 3 * slot_bytes;
-    auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, rows * row)));
-    auto slot = [&](int64_t c, int k) {
-      return static_cast<char*>(ring->data) + (c % rows) * row + k * slot_bytes;
-    };
-    const bool alone = first && L == 1;  // process 0's lone input is its running sum
-    auto running = [&](int64_t c) -> char* {
-      return alone ? const_cast<char*>(static_cast<const char*>(r.in[0])) + c * chunk * item
-                   : slot(c, 1);
-    };
-    auto result = [&](int64_t c) { return last ? running(c) : slot(c, 2); };
-    auto size_of = [&](int64_t c) { return std::min(count, (c + 1) * chunk) - c * chunk; };
-    auto bytes_of = [&](int64_t c) { return static_cast<size_t>(size_of(c) * item); };
-    // Outputs far larger than the cache are written with non-temporal stores.
-    const bool stream = L * count * item >= cpu::kStreamCopyBytes;
-    const size_t n = static_cast<size_t>(c1 - c0);
-    std::vector<Transport::Ticket> up_recv(n), down_recv(n), up_send(n), down_send(n);
-    const std::string what = "all_reduce #" + std::to_string(seq);
-    auto up = [&](int64_t c) { return static_cast<int>(2 * c + 1); };
-    auto down = [&](int64_t c) { return static_cast<int>(2 * c + 2); };
-    // Chunk c enters: its row's previous chunk has finished sending; post its receives.
-    auto enter = [&](int64_t c) {
-      if (c - rows >= c0) {
-        if (!last) transport_->wait(up_send[c - rows - c0], what);
-        if (!first) transport_->wait(down_send[c - rows - c0], what);
-      }
-      if (!first)
-        up_recv[c - c0] = transport_->post({}, {message(me_ - 1, slot(c, 0), bytes_of(c), up(c))});
-      if (!last)
-        down_recv[c - c0] =
-            transport_->post({}, {message(me_ + 1, slot(c, 2), bytes_of(c), down(c))});
-    };
-    // Up: the running sum plus this process's devices, one after the other; on to the next.
-    auto go_up = [&](int64_t c) {
-      std::vector<const void*> terms;
-      if (!first) {
-        transport_->wait(up_recv[c - c0], what);
-        terms.push_back(slot(c, 0));
-      }
-      for (int l = 0; l < L; ++l)
-        terms.push_back(static_cast<const char*>(r.in[l]) + c * chunk * item);
-      if (!alone) reduce_range(terms, 0, slot(c, 1), 0, size_of(c), dtype, op);
-      if (!last)
-        up_send[c - c0] = transport_->post({message(me_ + 1, running(c), bytes_of(c), up(c))}, {});
-    };
-    // Down: the result, on to the previous process and into every local output.
-    auto go_down = [&](int64_t c) {
-      if (!last) transport_->wait(down_recv[c - c0], what);
-      if (!first)
-        down_send[c - c0] =
-            transport_->post({message(me_ - 1, result(c), bytes_of(c), down(c))}, {});
-      const size_t offset = static_cast<size_t>(c * chunk * item);
-      for (int m = 0; m < L; ++m) {
-        char* o = static_cast<char*>(r.out[m]) + offset;
-        if (stream)
-          cpu::stream_copy(o, result(c), bytes_of(c));
-        else
-          std::memcpy(o, result(c), bytes_of(c));
-      }
-    };
-    for (int64_t t = c0; t < c1 + down_lag; ++t) {
-      if (t < c1) {
-        enter(t);
-        go_up(t);
-      }
-      if (t - down_lag >= c0 && t - down_lag < c1)
-        go_down(t - down_lag);
+  const int64_t c0 = chunks * local_rank_ / W, c1 = chunks * (local_rank_ + 1) / W;
+  const bool first = me_ == 0, last = me_ == P - 1;
+  // Chunk c goes up at iteration c and comes back down at iteration c + down_lag: at once on
+  // the last process, two iterations later on each process before it (one hop each way, as
+  // each process runs about one iteration behind the one before it). Waiting any less would
+  // make neighbours take turns instead of working at once.
+  const int64_t down_lag = 2 * (P - 1 - me_), rows = 2 * P;
+  // A ring of rows of three chunk slots: the running sum received from the previous process,
+  // this process's running sum, and the result received from the next process.
+  const int64_t slot_bytes = std::min(chunk, count) * item, row = 3 * slot_bytes;
+  auto ring = allocate(static_cast<size_t>(std::max<int64_t>(1, rows * row)));
+  auto slot = [&](int64_t c, int k) {
+    return static_cast<char*>(ring->data) + (c % rows) * row + k * slot_bytes;
+  };
+  const bool alone = first && L == 1;  // process 0's lone input is its running sum
+  auto running = [&](int64_t c) -> char* {
+    return alone ? const_cast<char*>(static_cast<const char*>(r.in[0])) + c * chunk * item
+                 : slot(c, 1);
+  };
+  auto result = [&](int64_t c) { return last ? running(c) : slot(c, 2); };
+  auto size_of = [&](int64_t c) { return std::min(count, (c + 1) * chunk) - c * chunk; };
+  auto bytes_of = [&](int64_t c) { return static_cast<size_t>(size_of(c) * item); };
+  // Outputs far larger than the cache are written with non-temporal stores.
+  const bool stream = L * count * item >= cpu::kStreamCopyBytes;
+  const size_t n = static_cast<size_t>(c1 - c0);
+  std::vector<Transport::Ticket> up_recv(n), down_recv(n), up_send(n), down_send(n);
+  const std::string what = "all_reduce #" + std::to_string(seq);
+  auto up = [&](int64_t c) { return static_cast<int>(2 * c + 1); };
+  auto down = [&](int64_t c) { return static_cast<int>(2 * c + 2); };
+  // Chunk c enters: its row's previous chunk has finished sending; post its receives.
+  auto enter = [&](int64_t c) {
+    if (c - rows >= c0) {
+      if (!last) transport_->wait(up_send[c - rows - c0], what);
+      if (!first) transport_->wait(down_send[c - rows - c0], what);
+    }
+    if (!first)
+      up_recv[c - c0] = transport_->post({}, {message(me_ - 1, slot(c, 0), bytes_of(c), up(c))});
+    if (!last)
+      down_recv[c - c0] =
+          transport_->post({}, {message(me_ + 1, slot(c, 2), bytes_of(c), down(c))});
+  };
+  // Up: the running sum plus this process's devices, one after the other; on to the next.
+  auto go_up = [&](int64_t c) {
+    std::vector<const void*> terms;
+    if (!first) {
+      transport_->wait(up_recv[c - c0], what);
+      terms.push_back(slot(c, 0));
+    }
+    for (int l = 0; l < L; ++l)
+      terms.push_back(static_cast<const char*>(r.in[l]) + c * chunk * item);
+    if (!alone) reduce_range(terms, 0, slot(c, 1), 0, size_of(c), dtype, op);
+    if (!last)
+      up_send[c - c0] = transport_->post({message(me_ + 1, running(c), bytes_of(c), up(c))}, {});
+  };
+  // Down: the result, on to the previous process and into every local output.
+  auto go_down = [&](int64_t c) {
+    if (!last) transport_->wait(down_recv[c - c0], what);
+    if (!first)
+      down_send[c - c0] =
+          transport_->post({message(me_ - 1, result(c), bytes_of(c), down(c))}, {});
+    const size_t offset = static_cast<size_t>(c * chunk * item);
+    for (int m = 0; m < L; ++m) {
+      char* o = static_cast<char*>(r.out[m]) + offset;
+      if (stream)
+        cpu::stream_copy(o, result(c), bytes_of(c));
       else
-        transport_->progress();
+        std::memcpy(o, result(c), bytes_of(c));
     }
-    for (int64_t c = std::max(c0, c1 - rows); c < c1; ++c) {
-      if (!last) transport_->wait(up_send[c - c0], what);
-      if (!first) transport_->wait(down_send[c - c0], what);
+  };
+  for (int64_t t = c0; t < c1 + down_lag; ++t) {
+    if (t < c1) {
+      enter(t);
+      go_up(t);
     }
+    if (t - down_lag >= c0 && t - down_lag < c1)
+      go_down(t - down_lag);
+    else
+      transport_->progress();
   }
-  local_->depart(seq);
+  for (int64_t c = std::max(c0, c1 - rows); c < c1; ++c) {
+    if (!last) transport_->wait(up_send[c - c0], what);
+    if (!first) transport_->wait(down_send[c - c0], what);
+  }
 }
 
 void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {

@@ -15,6 +15,8 @@
 // waiting process that another one has left the program.
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/communicator.h"
@@ -33,11 +35,17 @@ struct GroupPlacement {
   int channels = kChannels;
 };
 
+// What a process sends the others before each collective (hierarchical_communicator.cpp).
+constexpr size_t kInlineBytes = 512;  // a small all-reduce's inputs travel inside it
+struct CollectiveHeader;
+
 class HierarchicalCommunicator : public Communicator {
  public:
   // local: the rendezvous of this process's members of the group; local_rank: this member's
   // place among them (by rank); axis: the axis name(s) the group spans, compared across
   // processes with every collective.
+  ~HierarchicalCommunicator() override;
+  void begin_call(int64_t collectives) override;
   HierarchicalCommunicator(std::shared_ptr<Rendezvous> local, int local_rank, Transport* transport,
                            GroupPlacement placement, std::string axis = {});
   int rank() const override { return members_[me_][local_rank_]; }
@@ -51,8 +59,16 @@ class HierarchicalCommunicator : public Communicator {
   void barrier() override;
 
  private:
-  void check_headers(CollectiveKind kind, DType dtype, int64_t count, uint64_t seq,
-                     const CollectiveCall* call, const std::string& undescribed = {});
+  // Exchanges and compares the collective's headers (rank 0 of the local members). Given the
+  // round of an all-reduce whose inputs fit in a header, they travel with it, and when every
+  // process's did, the sum is made here and written to every output: returns true.
+  bool check_headers(CollectiveKind kind, DType dtype, int64_t count, uint64_t seq,
+                     const CollectiveCall* call, const std::string& undescribed = {},
+                     const Rendezvous::Round* inline_inputs = nullptr, ReduceOp op = ReduceOp::Sum);
+  // How many local members work on a cross-process all-reduce's chunks.
+  int workers(int members) const;
+  void chain_all_reduce(const Rendezvous::Round& r, int64_t count, DType dtype, ReduceOp op,
+                        uint64_t seq);
   // Message on the group's channel `c` (0: headers and the collectives other than all-reduce).
   Message message(int process_index, void* data, size_t bytes, int c = 0) const {
     return {procs_[process_index], data, bytes, first_channel_ + c};
@@ -66,7 +82,14 @@ class HierarchicalCommunicator : public Communicator {
   int first_channel_, channels_;
   int me_ = 0, total_ = 0;
   std::string axis_;
+  int64_t axis_hash_;
   uint64_t seq_ = 0;
+  int64_t left_ = -1;  // collectives left in this call, when the program's count is fixed
+  // Per call site: its description and hash (check_headers).
+  std::unordered_map<uint64_t, std::pair<std::string, int64_t>> described_;
+  // check_headers' scratch, kept between calls: the exchange's name and the headers received.
+  std::string what_;
+  std::vector<CollectiveHeader> headers_;
 };
 
 // At the end of a program that communicates across processes: tells every other process that

@@ -47,6 +47,9 @@ class Rendezvous {
     // poll before they block (see wait).
     std::atomic<bool> all_arrived{false}, all_departed{false};
     std::atomic<int> left{0};  // members that left() a round done by its last arrival
+    // Set by the member that did the whole collective before the others met again (a small
+    // cross-process all-reduce, in its header exchange): the rest of the work is skipped.
+    std::atomic<bool> done_early{false};
   };
   // Registers this member's buffers and waits for every member; returns the round. Throws
   // spmd::Error when the members bring different collectives (`what`), or when they can never

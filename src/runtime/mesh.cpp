@@ -41,11 +41,21 @@ Communicator& MeshReplica::communicator(const std::vector<std::string>& names) c
   return comm;
 }
 
+void MeshReplica::begin_call(int64_t collectives) const {
+  call_collectives_ = collectives;
+  for (auto& [key, comm] : comms_) comm->begin_call(collectives);
+}
+
 Communicator& MeshReplica::communicator_of(const std::vector<std::string>& names) const {
   std::string key;
   for (auto& n : names) key += n + ",";
   auto it = comms_.find(key);
   if (it != comms_.end()) return *it->second;
+  // A communicator made during a call starts with the call's count.
+  auto begin = [this](Communicator& c) -> Communicator& {
+    c.begin_call(call_collectives_);
+    return c;
+  };
   const int64_t g = group(names);
   const int me = index(names);
   if (mesh_->spans_processes()) {
@@ -64,11 +74,11 @@ Communicator& MeshReplica::communicator_of(const std::vector<std::string>& names
       auto comm = std::make_unique<HierarchicalCommunicator>(
           mesh_->rendezvous(names, g), local_rank, transport(), std::move(placement),
           key.substr(0, key.size() - 1));
-      return *(comms_[key] = std::move(comm));
+      return begin(*(comms_[key] = std::move(comm)));
     }
   }
   auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, g), me);
-  return *(comms_[key] = std::move(comm));
+  return begin(*(comms_[key] = std::move(comm)));
 }
 
 std::vector<int> MeshReplica::members(const std::vector<std::string>& names, int64_t g) const {

@@ -31,6 +31,9 @@ class MeshReplica {
   // the address of `names` (a primitive's own list: the same object at every call of a kept
   // launch), so a collective resolves its names to a group once, not at every call.
   Communicator& communicator(const std::vector<std::string>& names) const;
+  // Communicator::begin_call for this call of the program: to its communicators, and to those
+  // it makes later in the call.
+  void begin_call(int64_t collectives) const;
   // The group over `names`: replicas sharing this replica's coordinates on every axis not named.
   int64_t group(const std::vector<std::string>& names) const;
   // Every replica of group `g` over `names`, by rank in the group.
@@ -41,6 +44,7 @@ class MeshReplica {
   Mesh* mesh_;
   std::vector<int64_t> coords_;
   mutable std::map<std::string, std::unique_ptr<Communicator>> comms_;
+  mutable int64_t call_collectives_ = -1;
   struct Known {  // a names list seen before: its address and contents (a temporary's address
     const std::vector<std::string>* address;  // may be reused by another list)
     std::vector<std::string> names;
