@@ -51,6 +51,27 @@ void expect_close(const Array& got, const std::vector<C>& want, double rtol,
   }
 }
 
+// A real function of complex arguments: JAX's gradient is d/dx - i d/dy of it (the conjugate
+// of the Wirtinger-style direction of steepest ascent).
+std::vector<C> fd_complex_grad(const std::function<double(const std::vector<C>&)>& f,
+                               std::vector<C> z, double h = 1e-6) {
+  std::vector<C> g(z.size());
+  for (size_t k = 0; k < z.size(); ++k) {
+    const C z0 = z[k];
+    z[k] = z0 + h;
+    double fxp = f(z);
+    z[k] = z0 - h;
+    double fxm = f(z);
+    z[k] = z0 + C(0, h);
+    double fyp = f(z);
+    z[k] = z0 - C(0, h);
+    double fym = f(z);
+    z[k] = z0;
+    g[k] = C((fxp - fxm) / (2 * h), -(fyp - fym) / (2 * h));
+  }
+  return g;
+}
+
 TEST(Complex, PromotesOnJaxLattice) {
   EXPECT_EQ(promote_types(complex64, float64), complex128);
   EXPECT_EQ(promote_types(complex64, float32), complex64);
@@ -282,6 +303,39 @@ TEST(Complex, ProductsAndSumsMatchNaiveLoops) {
   }
 }
 
+TEST(Complex, ProductsIotaAndNormalDraws) {
+  std::vector<C> a = random_complex(12, 21, 1.0);
+  for (DType dt : {complex64, complex128}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Array x = complex_array(a, {3, 4}, dt);
+    const std::vector<C> v = values(x);
+    std::vector<C> rows(3, 1), cols(4, 1);
+    C all = 1;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) {
+        rows[i] *= v[i * 4 + j];
+        cols[j] *= v[i * 4 + j];
+        all *= v[i * 4 + j];
+      }
+    const double rtol = dt == complex64 ? 1e-5 : 1e-13;
+    expect_close(prod(x, 1), rows, rtol, "prod rows");
+    expect_close(prod(x, 0), cols, rtol, "prod cols");  // (the reduced axis moved last)
+    expect_close(prod(x), {all}, rtol, "prod");
+    expect_close(iota(dt, {2, 3}, 1), {0, 1, 2, 0, 1, 2}, 0, "iota");
+  }
+  // The gradient of a product (JAX's convention) against central differences.
+  auto f = [](const Array& z) { return abs(prod(z)); };
+  auto host = [&](const std::vector<C>& z) { return f(complex_array(z, {12})).item<double>(); };
+  expect_close(grad(f)(complex_array(a, {12})), fd_complex_grad(host, a), 1e-6, "grad prod");
+  // normal draws of a complex type: independent parts of variance 1/2 each.
+  Array z = random::normal(random::key(3), {200000}, complex64);
+  EXPECT_EQ(z.dtype(), complex64);
+  EXPECT_NEAR(abs(mean(z)).item<float>(), 0.0, 0.01);
+  EXPECT_NEAR(mean(square(abs(z))).item<float>(), 1.0, 0.01);
+  EXPECT_NEAR(abs(mean(z * z)).item<float>(), 0.0, 0.01);  // E z^2 = E re^2 - E im^2 + 2i E re im
+  EXPECT_NEAR(mean(square(real(z))).item<float>(), 0.5, 0.01);
+}
+
 TEST(Complex, MovesThroughShapeAndIndexOps) {
   for (DType dt : {complex64, complex128}) {
     SCOPED_TRACE(dtype_name(dt));
@@ -311,27 +365,6 @@ TEST(Complex, MovesThroughShapeAndIndexOps) {
     Array d = lax::dynamic_slice(reshape(x, {24}), {Array(3)}, {2});
     expect_close(d, {a[3], a[4]}, 0, "dynamic_slice");
   }
-}
-
-// A real function of complex arguments: JAX's gradient is d/dx - i d/dy of it (the conjugate
-// of the Wirtinger-style direction of steepest ascent).
-std::vector<C> fd_complex_grad(const std::function<double(const std::vector<C>&)>& f,
-                               std::vector<C> z, double h = 1e-6) {
-  std::vector<C> g(z.size());
-  for (size_t k = 0; k < z.size(); ++k) {
-    const C z0 = z[k];
-    z[k] = z0 + h;
-    double fxp = f(z);
-    z[k] = z0 - h;
-    double fxm = f(z);
-    z[k] = z0 + C(0, h);
-    double fyp = f(z);
-    z[k] = z0 - C(0, h);
-    double fym = f(z);
-    z[k] = z0;
-    g[k] = C((fxp - fxm) / (2 * h), -(fyp - fym) / (2 * h));
-  }
-  return g;
 }
 
 TEST(Complex, GradientsFollowJaxConvention) {

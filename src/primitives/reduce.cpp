@@ -66,9 +66,8 @@ std::vector<AbstractValue> Reduce::abstract_eval(const std::vector<AbstractValue
   const AbstractValue& x = in.at(0);
   if ((op == ReduceOp::And || op == ReduceOp::Or) != (x.dtype == DType::Bool))
     fail(name(), ": operand dtype ", dtype_name(x.dtype), " does not fit this reduction");
-  if (is_complex(x.dtype) && op != ReduceOp::Sum)
-    fail(name(), ": expected a real operand (complex numbers have no order; of the reductions only "
-         "sums take them), got ", x.str());
+  if (is_complex(x.dtype) && op != ReduceOp::Sum && op != ReduceOp::Prod)
+    fail(name(), ": expected a real operand (complex numbers have no order), got ", x.str());
   Shape out;
   for (int i = 0; i < x.ndim(); ++i)
     if (std::find(axes.begin(), axes.end(), i) == axes.end()) out.push_back(x.shape[i]);

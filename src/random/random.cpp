@@ -160,6 +160,14 @@ Array uniform(const Array& k, const Shape& shape, DType dtype, double minval, do
 
 Array normal(const Array& k, const Shape& shape, DType dtype) {
   check_key(k, "normal");
+  if (is_complex(dtype)) {
+    // As jax.random.normal of a complex dtype: independent real and imaginary parts, each of
+    // variance 1/2 (E|z|^2 = 1), from the key's two halves.
+    Array keys = random::split(k, int64_t{2});
+    const DType part = real_dtype(dtype);
+    return lax::complex(normal(keys[0], shape, part), normal(keys[1], shape, part)) *
+           std::sqrt(0.5);
+  }
   // As jax.random.normal: sqrt(2) * erfinv(u) with u uniform on the open interval (-1, 1).
   double lo = dtype == DType::Float32 ? std::nextafter(-1.0f, 0.0f) : std::nextafter(-1.0, 0.0);
   return erf_inv(uniform(k, shape, dtype, lo, 1.0)) * std::sqrt(2.0);

@@ -7,12 +7,16 @@
 // Sums (reduce_sum, cumsum) run the real kernels on the array viewed as reals with a trailing
 // axis of 2: the sum of complex numbers is the sum of their pairs, so the bits are those of the
 // real sums and the real kernels' parallel splits serve complex arrays unchanged.
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <vector>
 
 #include "backend/cpu/register.h"
 #include "backend/kernel.h"
+#include "base/allocator.h"
+#include "base/copy.h"
+#include "base/dtype_visit.h"
 #include "base/parallel.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
@@ -190,10 +194,56 @@ void as_pairs(const Primitive& real_op, std::span<const Buf> in, std::span<const
   backend::find_kernel(real_op)(real_op, in2, out2, ctx);
 }
 
-// reduce_sum and cumsum: only sums take complex operands (Reduce::abstract_eval).
+// A product over the reduced axes, moved last (in order) where they are not already: each
+// output element the product of its run, multiplied in order.
+void prod_kernel(const prim::Reduce& r, const Buf& x, const Buf& y) {
+  const Shape& shape = x.aval->shape;
+  const int nd = static_cast<int>(shape.size());
+  std::vector<int> perm;
+  for (int i = 0; i < nd; ++i)
+    if (std::find(r.axes.begin(), r.axes.end(), i) == r.axes.end()) perm.push_back(i);
+  perm.insert(perm.end(), r.axes.begin(), r.axes.end());
+  int64_t run = 1;
+  for (int a : r.axes) run *= shape[a];
+  const void* src = x.data;
+  std::shared_ptr<runtime::Buffer> moved;
+  bool identity = true;
+  for (int i = 0; i < nd; ++i) identity = identity && perm[i] == i;
+  if (!identity) {
+    moved = runtime::allocate(std::max<size_t>(x.aval->nbytes(), 1));
+    transpose_copy(x.data, shape, perm, moved->data, itemsize(x.aval->dtype));
+    src = moved->data;
+  }
+  visit_complex(x.aval->dtype, [&]<class R>() {
+    const auto* a = static_cast<const std::complex<R>*>(src);
+    auto* o = static_cast<std::complex<R>*>(y.data);
+    for (int64_t i = 0, n = y.aval->size(); i < n; ++i) {
+      std::complex<R> acc(1);
+      for (int64_t k = 0; k < run; ++k) acc *= a[i * run + k];
+      o[i] = acc;
+    }
+  });
+}
+
+// reduce_sum, reduce_prod and cumsum: the orderless reductions (Reduce::abstract_eval).
 void sum_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
                 ExecContext& ctx) {
+  if (const auto* r = dynamic_cast<const prim::Reduce*>(&p); r && r->op == ReduceOp::Prod)
+    return prod_kernel(*r, in[0], out[0]);
   as_pairs(p, in, out, ctx);
+}
+
+// iota in a complex type: the indices as real parts.
+void iota_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,
+                 ExecContext& ctx) {
+  const auto& io = backend::as<prim::Iota>(p);
+  const prim::Iota real(io.shape, real_dtype(io.dtype), io.dimension);
+  AbstractValue t = *out[0].aval;
+  t.dtype = real_dtype(t.dtype);
+  auto tmp = runtime::allocate(std::max<size_t>(t.nbytes(), 1));
+  const Buf r[] = {Buf{tmp->data, &t}};
+  backend::find_kernel(real)(real, {}, std::span<const Buf>(r), ctx);
+  cast_buffer(tmp->data, t.dtype, out[0].data, out[0].aval->dtype, t.size());
 }
 
 // gather's transpose: the updates' pairs added into the operand's, its shape with the pair axis.
@@ -224,6 +274,7 @@ void register_complex_kernels() {
   backend::register_complex_kernel(typeid(prim::CumSum), sum_kernel);
   backend::register_complex_kernel(typeid(prim::ScatterAdd), scatter_add_kernel);
   backend::register_complex_kernel(typeid(prim::Scatter), scatter_kernel);
+  backend::register_complex_kernel(typeid(prim::Iota), iota_kernel);
 }
 
 }  // namespace spmd::cpu
