@@ -60,22 +60,6 @@ GroupPlacement processes_in_order(const std::vector<int>& counts) {
   return g;
 }
 
-// The header every process sends before a collective's data, and at the end of a program
-// (kind kEndOfProgram). `call` is the collective as the program called it, cut to fit (its hash
-// covers the whole of it); `site` is where the program called it. A small all-reduce's inputs
-// ride along in `payload` (`members` of them, one after the other; -1: none), so the whole
-// collective is this one exchange (a loss, a norm, a loop's check: bench_latency).
-struct CollectiveHeader {
-  int64_t kind, dtype, count, seq, axis_hash, call_hash, site;
-  int64_t members = -1;
-  // Collectives this process's program makes after this one in this call (-1: not known before
-  // it runs: loops, branches). Equal everywhere, or the programs differ; 0 everywhere on the
-  // last one, and the call ends without an end-of-program exchange.
-  int64_t remaining = -1;
-  char call[440];
-  char payload[kInlineBytes];
-};
-static_assert(sizeof(CollectiveHeader) == 512 + kInlineBytes);
 
 HierarchicalCommunicator::~HierarchicalCommunicator() = default;
 
