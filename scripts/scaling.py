@@ -29,8 +29,8 @@ def shares(trace_paths):
         with open(path) as f:
             events = json.load(f)["traceEvents"]
         for e in events:
-            if e.get("ph") != "X" or e.get("tid", -1) < 0:
-                continue  # host spans and metadata
+            if e.get("ph") != "X" or not 0 <= e.get("tid", -1) < 1000:
+                continue  # host spans, metadata, communication threads (overlapped all-reduces)
             name, dur = e["name"], float(e["dur"])
             if name == "compute":
                 compute += dur

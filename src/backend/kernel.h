@@ -56,6 +56,10 @@ struct ExecContext {
   // k runs and restore `site` afterwards, as backend/cpu/kernels_control_flow.cpp does;
   // otherwise their k-th equations share a site.
   uint64_t site = 0;
+  // Run the all-reduces an executable marked asynchronous on the device's communication thread
+  // (compile::Executable); set by the pmap kernel for replicas whose collectives cross
+  // processes, and passed on to the sub-programs a kernel runs.
+  bool async_collectives = false;
   // A consumer of the running kernel's output that reads it block by block, set by
   // compile::Executable around a dot whose epilogue (bias add, activation, a weight update) is a
   // generated loop kernel. The output is seen as (rows, cols): its leading axis by the rest. A

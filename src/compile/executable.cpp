@@ -8,7 +8,10 @@
 #include "base/parallel.h"
 #include "compile/loop_fusion.h"
 #include "core/array_impl.h"
+#include "primitives/collectives.h"
 #include "primitives/primitives.h"
+#include "runtime/async_worker.h"
+#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::compile {
@@ -89,7 +92,8 @@ class ArenaPlanner {
 
 }  // namespace
 
-Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
+Executable::Executable(Program p, bool keep_ir, bool async_collectives)
+    : program_(std::move(p)) {
   const Program& prog = program_;
   size_t nvars = prog.var_types.size();
   // Fusion groups compiled to native loops (when code generation is on and succeeds): their
@@ -163,6 +167,28 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       int r = root(eq.inputs[0].var);
       alias_of[eq.outputs[0]] = eq.inputs[0].var;
       last_use[r] = std::max(last_use[r], last_use[eq.outputs[0]]);
+    }
+  }
+  // Asynchronous all-reduces: those whose results are first read after at least one other
+  // equation; their operands live until that read (the communication thread reads them).
+  std::vector<bool> async_eq(prog.equations.size(), false);
+  if (async_collectives) {
+    std::vector<int> first_read(nvars, static_cast<int>(prog.equations.size()));
+    for (size_t s = prog.equations.size(); s-- > 0;)
+      for (auto& a : prog.equations[s].inputs)
+        if (!a.is_literal()) first_read[a.var] = static_cast<int>(s);
+    for (size_t s = 0; s < prog.equations.size(); ++s) {
+      const Equation& eq = prog.equations[s];
+      if (!dynamic_cast<const prim::AllReduce*>(eq.primitive.get()) || absorbed[s] ||
+          loop_at[s] >= 0)
+        continue;
+      int f = static_cast<int>(prog.equations.size());
+      for (int v : eq.outputs) f = std::min(f, first_read[v]);
+      if (f <= static_cast<int>(s) + 1) continue;  // read at once: nothing to overlap
+      async_eq[s] = true;
+      any_async_ = true;
+      for (auto& a : eq.inputs)
+        if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], f);
     }
   }
   // Fusion groups: maximal runs of consecutive elementwise equations over the same number of
@@ -349,6 +375,7 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
     for (int v : eq.outputs) eq_out.push_back(prog.var_types[v]);
     Step step{backend::kernel_for(*eq.primitive, eq_in, eq_out), eq.primitive.get(), {}, {},
               -1, -1, nullptr, s};
+    step.async = async_eq[s];
     const std::vector<Atom>& reads = loop_at[s] >= 0 ? loops[loop_at[s]].inputs : eq.inputs;
     for (auto& a : reads) step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
     if (loop_at[s] >= 0) {
@@ -478,6 +505,21 @@ Executable::Executable(Program p, bool keep_ir) : program_(std::move(p)) {
       bound_outputs_.emplace_back(static_cast<int>(v), slots_[v].index);
   }
   plan_donation();
+  if (any_async_) {
+    // What each step reads, to wait for an async all-reduce's result before its first reader;
+    // and no donation (an input's storage may still be read by the communication thread).
+    for (const Step& st : steps_) {
+      std::vector<int> reads = st.in_vars;
+      auto add = [&](const Step& m) { reads.insert(reads.end(), m.in_vars.begin(), m.in_vars.end()); };
+      if (st.fused >= 0)
+        for (const Step& m : fused_[st.fused].ops) add(m);
+      if (st.chain >= 0)
+        for (const Step& m : chains_[st.chain].steps) add(m);
+      if (st.epilogue >= 0) add(epilogues_[st.epilogue].step);
+      step_reads_.push_back(std::move(reads));
+    }
+    for (auto& c : donation_candidates_) c.clear();
+  }
 }
 
 void Executable::run_into(std::span<void* const> inputs, std::span<void* const> outputs,
@@ -518,35 +560,92 @@ void Executable::Frame::run(std::span<void* const> inputs, std::span<void* const
 
 void Executable::run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                            backend::ExecContext& ctx) const {
+  if (any_async_ && ctx.async_collectives) return run_steps_async(ptr, ctx);
+  const uint64_t caller_site = ctx.site;
+  for (const Step& st : steps_) run_step(st, ptr, bufs, ctx);
+  ctx.site = caller_site;
+}
+
+void Executable::run_step(const Step& st, const std::vector<void*>& ptr,
+                          std::vector<backend::Buf>& bufs, backend::ExecContext& ctx) const {
+  if (st.fused >= 0) return run_fused(fused_[st.fused], ptr, ctx);
+  if (st.generated >= 0) return run_generated(st, ptr, ctx);
+  if (st.chain >= 0) return run_chain(chains_[st.chain], ptr, ctx);
+  if (!st.kernel) return;  // an aliased view
+  if (st.epilogue >= 0) return run_dot_with_epilogue(st, ptr, bufs, ctx);
   const auto& types = program_.var_types;
   const uint64_t caller_site = ctx.site;
-  for (const Step& st : steps_) {
-    if (st.fused >= 0) {
-      run_fused(fused_[st.fused], ptr, ctx);
-      continue;
-    }
-    if (st.generated >= 0) {
-      run_generated(st, ptr, ctx);
-      continue;
-    }
-    if (st.chain >= 0) {
-      run_chain(chains_[st.chain], ptr, ctx);
-      continue;
-    }
-    if (!st.kernel) continue;  // an aliased view
-    if (st.epilogue >= 0) {
-      run_dot_with_epilogue(st, ptr, bufs, ctx);
-      continue;
-    }
-    size_t k = 0;
-    for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
-    for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
-    ctx.site = backend::sub_site(caller_site, st.site);
-    st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
-              std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
-              ctx);
-  }
+  size_t k = 0;
+  for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
+  for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
+  ctx.site = backend::sub_site(caller_site, st.site);
+  st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
+            std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
+            ctx);
   ctx.site = caller_site;
+}
+
+void Executable::run_steps_async(const std::vector<void*>& ptr, backend::ExecContext& ctx) const {
+  struct Pending {
+    std::vector<int> vars;  // the all-reduce's results
+    std::shared_ptr<runtime::AsyncJob> job;
+  };
+  std::vector<Pending> pending;
+  std::vector<backend::Buf> bufs(max_operands_ + 1);
+  auto finish = [&](size_t i) {
+    std::shared_ptr<runtime::AsyncJob> job = std::move(pending[i].job);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    runtime::Timeline::Span span("collective wait");  // (the time the overlap did not hide)
+    runtime::wait(*job);
+  };
+  auto drain = [&] {
+    while (!pending.empty()) finish(0);
+  };
+  try {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const Step& st = steps_[i];
+      if (!pending.empty()) {
+        // Another collective (or a loop holding some) uses the communicators after the ones
+        // in flight; a step reading an in-flight result waits for it.
+        if (st.primitive && !st.async && !st.primitive->axis_names().empty()) drain();
+        for (int v : step_reads_[i])
+          for (size_t j = 0; j < pending.size(); ++j)
+            if (std::find(pending[j].vars.begin(), pending[j].vars.end(), v) !=
+                pending[j].vars.end()) {
+              finish(j);
+              break;
+            }
+      }
+      if (!st.async) {
+        run_step(st, ptr, bufs, ctx);
+        continue;
+      }
+      // The step's operands and context as values: the job runs after this returns.
+      const auto& types = program_.var_types;
+      std::vector<backend::Buf> args;
+      for (int v : st.in_vars) args.push_back(backend::Buf{ptr[v], &types[v]});
+      for (int v : st.out_vars) args.push_back(backend::Buf{ptr[v], &types[v]});
+      backend::ExecContext job_ctx = ctx;
+      job_ctx.site = backend::sub_site(ctx.site, st.site);
+      job_ctx.on_block = nullptr;
+      const size_t nin = st.in_vars.size();
+      pending.push_back({st.out_vars, runtime::post_async(ctx.device, [&st, args, job_ctx, nin]() mutable {
+                           st.kernel(*st.primitive, std::span<const backend::Buf>(args.data(), nin),
+                                     std::span<const backend::Buf>(args.data() + nin,
+                                                                   args.size() - nin),
+                                     job_ctx);
+                         })});
+    }
+    drain();
+  } catch (...) {
+    // The communication thread may still read and write this run's buffers: let it finish
+    // (its own failure is the one reported if it failed first).
+    for (Pending& p : pending) try {
+        runtime::wait(*p.job);
+      } catch (...) {
+      }
+    throw;
+  }
 }
 
 void Executable::run_dot_with_epilogue(const Step& st, const std::vector<void*>& ptr,

@@ -23,8 +23,14 @@ namespace spmd::compile {
 
 class Executable {
  public:
-  // keep_ir keeps the generated code's text for compiled_text().
-  explicit Executable(Program simplified, bool keep_ir = false);
+  // keep_ir keeps the generated code's text for compiled_text(). async_collectives: the
+  // all-reduces whose results are read only after other work run asynchronously when the caller
+  // asks (ExecContext::async_collectives): posted to the device's communication thread
+  // (runtime/async_worker.h) at their place, waited for where their results are first read,
+  // their operands kept alive until then. For programs whose collectives cross processes, after
+  // compile::hoist_all_reduces: a gradient's psum then runs while the layers before it compute
+  // theirs (as XLA's async collectives and PyTorch DDP's buckets do).
+  explicit Executable(Program simplified, bool keep_ir = false, bool async_collectives = false);
   const Program& program() const { return program_; }
   const std::vector<AbstractValue>& input_types() const { return input_types_; }
   const std::vector<AbstractValue>& output_types() const { return output_types_; }
@@ -89,6 +95,7 @@ class Executable {
     uint64_t site = 0;   // the equation's position in the program (ExecContext::site)
     int chain = -1;      // index into chains_ when this step is a row chain
     int epilogue = -1;   // index into epilogues_: a generated kernel run on this dot's rows
+    bool async = false;  // an all-reduce that may run on the communication thread
   };
   // Consecutive elementwise steps over n elements run tile by tile: each tile flows through the
   // whole chain while it is in cache, and values used only inside the chain never reach memory.
@@ -150,6 +157,13 @@ class Executable {
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
   void run_steps(const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                  backend::ExecContext& ctx) const;
+  // One step (any kind) on this thread.
+  void run_step(const Step& st, const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
+                backend::ExecContext& ctx) const;
+  // run_steps with the async steps posted to the communication thread.
+  void run_steps_async(const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
+  bool any_async_ = false;
+  std::vector<std::vector<int>> step_reads_;  // per step: every var it reads (async runs)
   // (var, input or output number) of the vars whose storage each run binds.
   std::vector<std::pair<int, int64_t>> bound_inputs_, bound_outputs_;
   std::vector<Copy> output_copies_;  // outputs that are inputs, literals or repeated vars

@@ -529,7 +529,13 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     // Axes of pmaps lowered into the program map nothing.
     for (auto& d : c->in_dims) d.resize(c->mesh_sizes.size(), not_mapped);
     for (auto& d : c->out_dims) d.resize(c->mesh_sizes.size(), not_mapped);
-    c->executable = std::make_unique<compile::Executable>(compile::simplify(lowered));
+    // Replicas whose collectives cross processes start each all-reduce as soon as its operand
+    // exists and overlap it with the work after it (compile/simplify.h (hoist_all_reduces)).
+    const bool across = global_size != size || !mesh_devices.empty();
+    Program simplified = compile::simplify(lowered);
+    if (across) simplified = compile::hoist_all_reduces(simplified);
+    c->executable =
+        std::make_unique<compile::Executable>(std::move(simplified), false, /*async=*/across);
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     c->loops = has_loop(c->executable->program());

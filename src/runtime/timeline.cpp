@@ -105,7 +105,11 @@ void write_file(Recorder* r) {
   for (int t : tracks)
     out << (first ? "" : ",\n") << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << process
         << ",\"tid\":" << t << ",\"args\":{\"name\":\""
-        << (t < 0 ? std::string("host") : "CpuDevice(id=" + std::to_string(first_device + t) + ")")
+        << (t < 0                    ? std::string("host")
+            : t >= Timeline::kCommTrack ? "CpuDevice(id=" + std::to_string(first_device + t -
+                                                                          Timeline::kCommTrack) +
+                                             ") communication"
+                                        : "CpuDevice(id=" + std::to_string(first_device + t) + ")")
         << "\"}}",
         first = false;
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";

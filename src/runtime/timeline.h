@@ -12,6 +12,9 @@ namespace spmd::runtime {
 class Timeline {
  public:
   static bool enabled();
+  // Device d's communication thread records on track kCommTrack + d (runtime/async_worker.h):
+  // its all-reduces beside the device's compute, when they overlap it.
+  static constexpr int kCommTrack = 1000;
   // The track (device) that spans recorded on this thread belong to (-1: the host).
   static void set_track(int device);
   static int track();

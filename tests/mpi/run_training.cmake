@@ -20,7 +20,10 @@ foreach(epochs 1 2)
     message(FATAL_ERROR "the one-process run failed")
   endif()
 
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=4
+  if(NOT DEFINED ASYNC)
+    set(ASYNC "")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=4 ${ASYNC}
                           ${MPIEXEC} ${NP_FLAG} 2 --allow-run-as-root --oversubscribe
                           ${EXAMPLE} ${args} --devices 4 --checkpoint ${two}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT 100)
