@@ -82,13 +82,14 @@ Program simplify(const Program& in) {
   std::vector<Equation> kept;
   std::unordered_map<Key, size_t, KeyHash, KeyEq> seen;  // -> index in kept
   // Equal scalar literals share one identity, so x*2.0 and x*2.0 written twice are merged.
-  std::map<std::tuple<int, bool, uint64_t>, const void*> scalar_ids;
+  // (Up to 16 bytes of value: a complex128 scalar.)
+  std::map<std::tuple<int, bool, uint64_t, uint64_t>, const void*> scalar_ids;
   auto literal_id = [&](const Array& lit) -> const void* {
     const auto& impl = *lit.impl();
     if (impl.aval.ndim() != 0) return &impl;
-    uint64_t bits = 0;
-    std::memcpy(&bits, impl.data(), static_cast<size_t>(itemsize(impl.aval.dtype)));
-    auto key = std::make_tuple(static_cast<int>(impl.aval.dtype), impl.aval.weak, bits);
+    uint64_t bits[2] = {0, 0};
+    std::memcpy(bits, impl.data(), static_cast<size_t>(itemsize(impl.aval.dtype)));
+    auto key = std::make_tuple(static_cast<int>(impl.aval.dtype), impl.aval.weak, bits[0], bits[1]);
     auto it = scalar_ids.find(key);
     if (it != scalar_ids.end()) return it->second;
     scalar_ids[key] = &impl;
