@@ -31,6 +31,10 @@ decltype(auto) visit(DType dt, F&& f) {
     default:
       break;
   }
+  if (is_complex(dt))
+    fail("this operation has no CPU kernel for ", dtype_name(dt),
+         " operands (complex arrays take arithmetic, sums and products, matmul, FFTs, data "
+         "movement and psum; orderings such as sort are not defined on them)");
   fail("no CPU kernels for dtype ", dtype_name(dt),
        "; expected one of bool, int32, int64, "
        "uint32, float32, float64");
