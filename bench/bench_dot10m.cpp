@@ -29,42 +29,12 @@ using spmd::bench::random_rows;
 
 constexpr int64_t kRows = 10'000'000;
 
-struct NumpyTimes {
-  bool ok = false;
-  double einsum_ms = 0, mulsum_ms = 0;
-  std::string version, error;
-};
-
-NumpyTimes run_numpy(int reps) {
-  NumpyTimes r;
+spmd::bench::NumpyTimes run_numpy(int reps) {
   // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow NumPy down on some processors (PERF-NOTES.md).
-  std::string cmd = std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") + SPMD_PYTHON +
-                    " " + SPMD_DOT10M_NUMPY + " --n " + std::to_string(kRows) + " --reps " +
-                    std::to_string(reps) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    r.error = "popen failed";
-    return r;
-  }
-  char line[512];
-  bool got_einsum = false, got_mulsum = false;
-  while (std::fgets(line, sizeof line, p)) {
-    char word[64];
-    double v = 0;
-    char text[128];
-    if (std::sscanf(line, "einsum_ms %lf", &v) == 1)
-      r.einsum_ms = v, got_einsum = true;
-    else if (std::sscanf(line, "mulsum_ms %lf", &v) == 1)
-      r.mulsum_ms = v, got_mulsum = true;
-    else if (std::sscanf(line, "numpy_version %127s", text) == 1)
-      r.version = text;
-    else if (std::sscanf(line, "%63s", word) == 1)
-      r.error += line;
-  }
-  int status = pclose(p);
-  r.ok = status == 0 && got_einsum && got_mulsum;
-  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
-  return r;
+  return spmd::bench::run_numpy_script(
+      std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") + SPMD_PYTHON + " " +
+          SPMD_DOT10M_NUMPY + " --n " + std::to_string(kRows) + " --reps " + std::to_string(reps),
+      {"einsum", "mulsum"});
 }
 
 }  // namespace
@@ -106,7 +76,7 @@ int main() {
       auto& [times, fn] = runs[(j + r) % runs.size()];
       times->push_back(ms_of(fn));
     }
-  NumpyTimes np = run_numpy(reps);
+  spmd::bench::NumpyTimes np = run_numpy(reps);
 
   double s = median(t_spmd), l1 = median(t_loop1), l2 = median(t_loop2);
   std::printf(
@@ -119,8 +89,8 @@ int main() {
   if (np.ok) {
     std::string e = "NumPy " + np.version + " einsum('ij,ij->i')";
     std::string m = "NumPy " + np.version + " (a*b).sum(1) (info)";
-    std::printf("  %-44s %10.2f %18.3f\n", e.c_str(), np.einsum_ms, s / np.einsum_ms);
-    std::printf("  %-44s %10.2f %18.3f\n", m.c_str(), np.mulsum_ms, s / np.mulsum_ms);
+    std::printf("  %-44s %10.2f %18.3f\n", e.c_str(), np.ms["einsum"], s / np.ms["einsum"]);
+    std::printf("  %-44s %10.2f %18.3f\n", m.c_str(), np.ms["mulsum"], s / np.ms["mulsum"]);
   } else {
     std::printf("  NumPy baseline unavailable: %s\n", np.error.c_str());
   }
@@ -129,9 +99,9 @@ int main() {
   std::printf("  target: jit(vmap(dot)) <= 1.05x the 2-thread loop: %.3f  %s\n", s / l2,
               s <= 1.05 * l2 ? "PASS" : "FAIL");
   if (np.ok) {
-    pass = pass && np.einsum_ms >= 5 * s;
-    std::printf("  target: jit(vmap(dot)) >= 5x faster than NumPy:   %.2f  %s\n", np.einsum_ms / s,
-                np.einsum_ms >= 5 * s ? "PASS" : "FAIL");
+    pass = pass && np.ms["einsum"] >= 5 * s;
+    std::printf("  target: jit(vmap(dot)) >= 5x faster than NumPy:   %.2f  %s\n", np.ms["einsum"] / s,
+                np.ms["einsum"] >= 5 * s ? "PASS" : "FAIL");
   }
   std::printf("  spmd runs (ms):");
   for (double t : t_spmd) std::printf(" %.1f", t);

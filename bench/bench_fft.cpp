@@ -23,36 +23,10 @@ Array c64(const Shape& shape, uint64_t seed) {
   return spmd::lax::complex(re, im);
 }
 
-struct NumpyTimes {
-  bool ok = false;
-  std::map<std::string, double> ms;
-  std::string version, error;
-};
-
-NumpyTimes run_numpy(int reps) {
-  NumpyTimes r;
-  std::string cmd = std::string(SPMD_PYTHON) + " " + SPMD_FFT_NUMPY + " --reps " +
-                    std::to_string(reps) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    r.error = "popen failed";
-    return r;
-  }
-  char line[512];
-  while (std::fgets(line, sizeof line, p)) {
-    char name[64], text[128];
-    double v = 0;
-    std::string key;
-    if (std::sscanf(line, "numpy_version %127s", text) == 1)
-      r.version = text;
-    else if (std::sscanf(line, "%63s %lf", name, &v) == 2 && (key = name).size() > 3 &&
-             key.ends_with("_ms"))
-      r.ms[key.substr(0, key.size() - 3)] = v;
-    else
-      r.error += line;
-  }
-  r.ok = pclose(p) == 0 && r.ms.size() == 6;
-  return r;
+spmd::bench::NumpyTimes run_numpy(int reps) {
+  return spmd::bench::run_numpy_script(
+      std::string(SPMD_PYTHON) + " " + SPMD_FFT_NUMPY + " --reps " + std::to_string(reps),
+      {"fft_1m", "fft_rows", "rfft_rows", "fft2", "irfft_rows", "fft_prime"});
 }
 
 }  // namespace
@@ -78,7 +52,7 @@ int main() {
       {"fft_prime", "fft complex64 (512, 1009) rows (prime)", c64({512, 1009}, 6),
        [](const Array& a) { return spmd::fft::fft(a); }},
   };
-  NumpyTimes np = run_numpy(reps);
+  spmd::bench::NumpyTimes np = run_numpy(reps);
   std::printf("bench_fft: medians of %d runs; ratio = numpy ms / spmd ms (> 1: spmd faster)\n",
               reps);
   if (!np.ok) std::printf("numpy baseline failed: %s\n", np.error.c_str());

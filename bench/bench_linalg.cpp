@@ -17,46 +17,26 @@ namespace {
 
 using spmd::Array;
 using spmd::bench::median;
+using spmd::bench::NumpyTimes;
+using spmd::bench::run_numpy_script;
 using spmd::bench::ms_of;
 using spmd::bench::random_floats;
 
 constexpr int64_t kN = 1024, kBatch = 256, kSmall = 64;
 
-struct NumpyTimes {
-  bool ok = false;
-  std::map<std::string, double> ms;
-  std::string version, error;
-};
+// What bench/linalg_numpy.py reports.
+const std::vector<std::string> kNumpyNames = {
+    "cholesky",      "solve",      "eigh",      "cholesky_loop",      "solve_loop",
+    "eigh_loop",     "cholesky_stacked", "solve_stacked", "eigh_stacked"};
 
 NumpyTimes run_numpy(int reps) {
-  NumpyTimes r;
   // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow NumPy down on some processors (PERF-NOTES.md).
-  std::string cmd = std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") + SPMD_PYTHON +
-                    " " + SPMD_LINALG_NUMPY + " --n " + std::to_string(kN) + " --batch " +
-                    std::to_string(kBatch) + " --bn " + std::to_string(kSmall) + " --reps " +
-                    std::to_string(reps) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    r.error = "popen failed";
-    return r;
-  }
-  char line[512];
-  while (std::fgets(line, sizeof line, p)) {
-    char name[64], text[128];
-    double v = 0;
-    std::string key;
-    if (std::sscanf(line, "numpy_version %127s", text) == 1)
-      r.version = text;
-    else if (std::sscanf(line, "%63s %lf", name, &v) == 2 && (key = name).size() > 3 &&
-             key.ends_with("_ms"))
-      r.ms[key.substr(0, key.size() - 3)] = v;
-    else
-      r.error += line;
-  }
-  int status = pclose(p);
-  r.ok = status == 0 && r.ms.size() == 9;
-  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
-  return r;
+  return run_numpy_script(std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") +
+                              SPMD_PYTHON + " " + SPMD_LINALG_NUMPY + " --n " +
+                              std::to_string(kN) + " --batch " + std::to_string(kBatch) +
+                              " --bn " + std::to_string(kSmall) + " --reps " +
+                              std::to_string(reps),
+                          kNumpyNames);
 }
 
 // Symmetric positive definite float32 matrices (..., n, n): M Mᵀ / n + I, M uniform in [-.5, .5).

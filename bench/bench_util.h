@@ -1,4 +1,5 @@
-// Helpers shared by the benchmarks: medians, wall-clock timing, the seeds' dot-product
+// Helpers shared by the benchmarks: medians, wall-clock timing, the NumPy and PyTorch
+// baselines' reports, the seeds' dot-product
 // workload (random rows and the hand-written loops it is compared with), and a threaded driver
 // for hand-written time-stepping loops.
 #pragma once
@@ -9,12 +10,50 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace spmd::bench {
+
+// A NumPy baseline script's report: "<name>_ms X" lines (its medians, by name) and its
+// "numpy_version"; anything else it prints is the error when it fails. ok: it exited cleanly
+// with every name in `expected`.
+struct NumpyTimes {
+  bool ok = false;
+  std::map<std::string, double> ms;
+  std::string version, error;
+};
+
+inline NumpyTimes run_numpy_script(const std::string& command,
+                                   const std::vector<std::string>& expected) {
+  NumpyTimes r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) {
+    r.error = "popen failed";
+    return r;
+  }
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    char name[64], text[128];
+    double v = 0;
+    std::string key;
+    if (std::sscanf(line, "numpy_version %127s", text) == 1)
+      r.version = text;
+    else if (std::sscanf(line, "%63s %lf", name, &v) == 2 && (key = name).size() > 3 &&
+             key.ends_with("_ms"))
+      r.ms[key.substr(0, key.size() - 3)] = v;
+    else
+      r.error += line;
+  }
+  const int status = pclose(p);
+  r.ok = status == 0;
+  for (const std::string& k : expected) r.ok = r.ok && r.ms.count(k);
+  if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
+  return r;
+}
 
 // A PyTorch baseline script's report: its times ("ms X" lines), the value it checks against ours
 // (a "<value_key> X" line), its thread count and torch version; anything else it prints is the

@@ -8,20 +8,10 @@ parse. Run it with Debian's interpreter (/usr/bin/python3) and without OPENBLAS_
 OPENBLAS_L2_SIZE in the environment (they slow NumPy down on some processors).
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
 
-
-def median_ms(fn, reps):
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+from numpy_timing import median_ms
 
 
 def spd(rng, shape):
