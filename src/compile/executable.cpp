@@ -137,10 +137,34 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives)
     literal_var[key] = v;
     return v;
   };
+  // An output that is a reshape (a view) of a value computed here: that value is written in
+  // the output's buffer and the reshape costs nothing (the sharded update's all_gathers, then
+  // reshaped to the parameters' shapes, were copied out: 7.4 MB per step of the training
+  // example).
+  std::vector<int> def_eq(nvars, -1);
+  for (size_t s = 0; s < prog.equations.size(); ++s)
+    for (int v : prog.equations[s].outputs) def_eq[v] = static_cast<int>(s);
+  auto plain_view = [&](int v) {
+    const int s = def_eq[v];
+    return s >= 0 && !absorbed[s] && loop_at[s] < 0 && prog.equations[s].primitive->is_view() &&
+           !prog.equations[s].inputs[0].is_literal();
+  };
+  std::vector<bool> through_view(nvars, false), written_through_view(prog.outputs.size(), false);
+  for (size_t j = 0; j < prog.outputs.size(); ++j) {
+    const Atom& a = prog.outputs[j];
+    if (a.is_literal() || assigned[a.var] || through_view[a.var] || !plain_view(a.var)) continue;
+    int r = a.var;
+    while (plain_view(r)) r = prog.equations[def_eq[r]].inputs[0].var;
+    if (assigned[r] || def_eq[r] < 0 || absorbed[def_eq[r]]) continue;
+    slots_[r] = Slot{Where::Output, static_cast<int64_t>(j)};
+    assigned[r] = true;
+    through_view[a.var] = written_through_view[j] = true;  // (the reshapes alias r, below)
+  }
   // Outputs written in place by the equation that defines them.
   for (size_t j = 0; j < prog.outputs.size(); ++j) {
     const Atom& a = prog.outputs[j];
-    if (a.is_literal() || assigned[a.var]) {
+    if (written_through_view[j]) continue;
+    if (a.is_literal() || assigned[a.var] || through_view[a.var]) {
       output_copies_.push_back(
           {a.is_literal() ? literal_slot(a.literal) : a.var, static_cast<int>(j)});
       continue;

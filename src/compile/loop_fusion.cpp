@@ -234,6 +234,12 @@ std::vector<LoopGroup> plan_loop_fusion(const Program& p) {
                                           : p.var_types[p.equations[roots[g]].outputs[0]];
     if (space.size() < kMinElements) continue;
     if (ms.size() == 1 && !data_movement(root.kind)) continue;
+    // Reshapes alone compute nothing: the executable runs them as views of their operand, where
+    // a loop would copy it (the sharded update's reshapes of each parameter and gradient, 2 ms
+    // per step of the training example).
+    if (std::all_of(ms.begin(), ms.end(),
+                    [&](size_t s) { return nodes[s]->kind == NodeKind::Reshape; }))
+      continue;
     if (ms.size() == 1 && streams_copies(p, p.equations[roots[g]])) continue;
     // A reduction of an input, with nothing fused before or after it: the interpreter's kernel.
     if (red >= 0 && ms.size() == 1) continue;

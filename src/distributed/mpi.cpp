@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "runtime/client.h"
 #include "runtime/in_process_communicator.h"
 #include "runtime/process.h"
@@ -317,6 +319,32 @@ void at_exit() {
   std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+// Which processes this one reads directly (runtime::Transport's direct reads): those on its host,
+// when every process of the program could read each of its host's others at start-up (one
+// answer everywhere, so every process takes the same path through each collective), and
+// SPMD_DIRECT_READS is not 0 in any of them. Per process: its system process id, or 0.
+std::vector<long> direct_peers(int rank, int size, int host_id) {
+  static const uint64_t probe = 0x7370'6d64'7072'6f62ull;  // what the others look for
+  struct Entry {
+    long pid;
+    uint64_t address;
+    int host;
+  } mine{static_cast<long>(getpid()), reinterpret_cast<uint64_t>(&probe), host_id};
+  std::vector<Entry> all(static_cast<size_t>(size));
+  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+  const char* env = std::getenv("SPMD_DIRECT_READS");
+  int ok = env && std::string(env) == "0" ? 0 : 1;
+  for (int p = 0; p < size && ok; ++p)
+    if (p != rank && all[p].host == host_id)
+      ok = runtime::try_direct_read(all[p].pid,
+                                    reinterpret_cast<const void*>(all[p].address), probe);
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  std::vector<long> pids(static_cast<size_t>(size), 0);
+  for (int p = 0; p < size; ++p)
+    if (ok && p != rank && all[p].host == host_id) pids[p] = all[p].pid;
+  return pids;
+}
+
 }  // namespace
 
 bool initialize() {
@@ -341,9 +369,12 @@ bool initialize() {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
   int on_host = 1;
   MPI_Comm_size(host, &on_host);
+  int host_id = rank;  // the world rank of the host's first process
+  MPI_Bcast(&host_id, 1, MPI_INT, 0, host);
   MPI_Comm_free(&host);
   runtime::set_process_layout(rank, counts, on_host);
   g_transport = new MpiTransport(rank, size);
+  g_transport->set_direct_peers(direct_peers(rank, size, host_id));
   runtime::set_transport(g_transport);
   return true;
 }

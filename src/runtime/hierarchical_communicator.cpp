@@ -51,6 +51,12 @@ HierarchicalCommunicator::HierarchicalCommunicator(std::shared_ptr<Rendezvous> l
   }
   me_ = static_cast<int>(std::lower_bound(procs_.begin(), procs_.end(), transport_->rank()) -
                          procs_.begin());
+  direct_ = procs_.size() > 1;
+  one_per_process_ = true;
+  for (const auto& m : members_) one_per_process_ = one_per_process_ && m.size() == 1;
+  for (size_t k = 0; k < procs_.size(); ++k)
+    direct_ = direct_ && members_[k].size() < kMaxAddresses &&
+              (static_cast<int>(k) == me_ || transport_->reads_directly(procs_[k]));
 }
 
 GroupPlacement processes_in_order(const std::vector<int>& counts) {
@@ -93,7 +99,8 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
   // Only the payload's used part is sent (a receive may take a shorter message than its buffer).
   const size_t used = mine.members > 0 ? static_cast<size_t>(mine.members * mine.count) *
                                              itemsize(static_cast<DType>(mine.dtype))
-                                       : 0;
+                     : mine.addresses >= 0 ? static_cast<size_t>(mine.addresses + 1) * sizeof(uint64_t)
+                                           : 0;
   const size_t bytes = sizeof mine - kInlineBytes + used;
   for (int p : peers) {
     if (p == me) continue;
@@ -159,7 +166,8 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
 bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, int64_t count,
                                              uint64_t seq, const CollectiveCall* call,
                                              const std::string& undescribed,
-                                             const Rendezvous::Round* inline_inputs, ReduceOp op) {
+                                             const Rendezvous::Round* inline_inputs, ReduceOp op,
+                                             const Rendezvous::Round* addresses) {
   // A call's description and its hash, made once per site: the communicator serves one
   // compiled program (its launch is kept between calls), where a site is one equation.
   const std::pair<std::string, int64_t>* described = nullptr;
@@ -186,6 +194,7 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
               static_cast<int64_t>(call ? call->site : 0),
               -1,
               left_ > 0 ? --left_ : -1,
+              -1,
               {},
               {}};
   std::memcpy(mine.call, text.data(), std::min(text.size(), sizeof mine.call - 1));
@@ -194,6 +203,12 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
   if (inline_inputs && L * bytes <= kInlineBytes) {
     mine.members = static_cast<int64_t>(L);
     for (size_t l = 0; l < L; ++l) std::memcpy(mine.payload + l * bytes, inline_inputs->in[l], bytes);
+  } else if (addresses) {
+    const size_t n = addresses->in.size();
+    mine.addresses = static_cast<int64_t>(n);
+    auto* at = reinterpret_cast<uint64_t*>(mine.payload);
+    for (size_t l = 0; l < n; ++l) at[l] = reinterpret_cast<uint64_t>(addresses->in[l]);
+    at[n] = addresses->out.empty() ? 0 : reinterpret_cast<uint64_t>(addresses->out[0]);
   }
   what_.assign(kind_name(kind));
   what_ += " #";
@@ -224,7 +239,7 @@ void HierarchicalCommunicator::begin_call(int64_t collectives) {
 }
 
 void end_program_across_processes(Transport& transport, const std::string& axis) {
-  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, -1, -1, {}, {}};
+  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, -1, -1, -1, {}, {}};
   std::vector<int> everyone(static_cast<size_t>(transport.size()));
   for (int p = 0; p < transport.size(); ++p) everyone[p] = p;
   std::vector<Header> theirs;
@@ -257,16 +272,26 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
     Rendezvous::Round alone;
     alone.in.assign(1, in);
     alone.out.assign(1, out);
-    if (!check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &alone, op))
+    if (direct(count, dtype) && one_per_process_) {
+      check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, nullptr, op, &alone);
+      direct_all_reduce(alone, count, dtype, op, what_);
+    } else if (!check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &alone, op)) {
       chain_all_reduce(alone, count, dtype, op, seq);
+    }
     return;
   }
   auto& r =
       local_->arrive(seq, local_rank_, in, out,
                      Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
-  // A small all-reduce is done by the header exchange itself (its inputs ride along).
-  if (local_rank_ == 0)
+  // A small all-reduce is done by the header exchange itself (its inputs ride along); between
+  // processes that read each other's buffers, a large one by the leader (direct_collectives.cpp).
+  if (local_rank_ == 0 && direct(count, dtype) && one_per_process_) {
+    check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, nullptr, op, &r);
+    direct_all_reduce(r, count, dtype, op, what_);
+    r.done_early = true;
+  } else if (local_rank_ == 0) {
     r.done_early = check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &r, op);
+  }
   if (workers(static_cast<int>(r.out.size())) > 1) {  // no worker sends before the headers match
     local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
     local_->depart(seq + kStep);
@@ -386,7 +411,11 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
   uint64_t seq = seq_++;
   auto& r = local_->arrive(seq, local_rank_, in, out,
                            Arrival{call, CollectiveKind::AllGather, dtype, count});
-  if (local_rank_ == 0) {
+  if (local_rank_ == 0 && direct(count, dtype)) {
+    check_headers(CollectiveKind::AllGather, dtype, count, seq, call, {}, nullptr, ReduceOp::Sum,
+                  &r);
+    direct_all_gather(r, count, dtype, what_);
+  } else if (local_rank_ == 0) {
     check_headers(CollectiveKind::AllGather, dtype, count, seq, call);
     const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
     char* o = static_cast<char*>(out);
@@ -418,7 +447,20 @@ void HierarchicalCommunicator::all_gather(const void* in, void* out, int64_t cou
 void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                               ReduceOp op) {
   check_collective_op(op, "reduce_scatter");
-  // The whole reduction along the chain, then this member's block: the same bits as one
+  if (direct(count * total_, dtype)) {  // each process reads and sums its own blocks only
+    const CollectiveCall* call = take_call();
+    uint64_t seq = seq_++;
+    auto& r = local_->arrive(seq, local_rank_, in, out,
+                             Arrival{call, CollectiveKind::ReduceScatter, dtype, count,
+                                     static_cast<int>(op)});
+    if (local_rank_ == 0) {
+      check_headers(CollectiveKind::ReduceScatter, dtype, count, seq, call, {}, nullptr, op, &r);
+      direct_reduce_scatter(r, count, dtype, op, what_);
+    }
+    local_->depart(seq);
+    return;
+  }
+  // Otherwise the whole reduction along the chain, then this member's block: the same bits as one
   // process with every device gives (a sharded optimiser update under mpirun matches it), for
   // total times the block's traffic.
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);

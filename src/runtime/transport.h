@@ -20,6 +20,13 @@ struct Message {
 };
 constexpr int kChannels = 16384;
 
+// A stretch of another process's memory to copy into this process's.
+struct PeerRegion {
+  const void* from;  // in the other process
+  void* to;          // in this one
+  size_t bytes;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -44,10 +51,33 @@ class Transport {
   // Tells every other process that this one failed (best effort, never blocks).
   virtual void announce_failure(const std::string& reason) = 0;
 
+  // Direct reads. Processes on one host whose system lets them read each other's memory (Linux
+  // cross-memory attach, process_vm_readv) move a large collective's data without messages:
+  // each reads what it needs straight from the others' buffers, one copy where a message costs
+  // a send, a receive and the copies around them (bench_mpi_psum, bench_train's 2 processes).
+  // The distributed layer tries it at start-up and every process agrees on the answer
+  // (SPMD_DIRECT_READS=0 turns it off); the collectives still synchronise with messages, so a
+  // lost process is reported as before.
+  bool reads_directly(int peer) const {
+    return peer >= 0 && peer < static_cast<int>(direct_pids_.size()) && direct_pids_[peer] != 0;
+  }
+  // Copies each region of process `peer`'s memory into this process's. Throws spmd::Error
+  // naming the process when the system refuses (the process is gone).
+  void read_directly(int peer, const std::vector<PeerRegion>& regions, const std::string& what);
+  // Per process: its system process id where this process reads it directly, else 0.
+  void set_direct_peers(std::vector<long> pids) { direct_pids_ = std::move(pids); }
+
  protected:
   // What wait does, without the timeline.
   virtual void wait_for(Ticket ticket, const std::string& what) = 0;
+
+ private:
+  std::vector<long> direct_pids_;
 };
+
+// Whether this process can read process `pid`'s word at `address` and finds `expected` there
+// (the distributed layer's start-up check of direct reads).
+bool try_direct_read(long pid, const void* address, uint64_t expected);
 
 // The transport of this process, or nullptr when it runs alone.
 Transport* transport();

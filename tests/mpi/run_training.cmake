@@ -2,9 +2,16 @@
 # devices in one process, and with 2 processes x 4 devices, must end with bit-identical
 # parameters and optimiser state (the cross-process collectives sum device after device in
 # global order, as one process does); then both resume from their checkpoints for a second epoch
-# and must agree again. EXTRA: more options for every run (--sharded-update).
-# cmake -DMPIEXEC=... -DNP_FLAG=-n -DEXAMPLE=... -DCOMPARE=... -DWORK_DIR=... [-DEXTRA=...] -P run_training.cmake
+# and must agree again. EXTRA: more options for every run (--sharded-update). PER_PROCESS:
+# devices per process (default 4; the one process has twice as many): with 1, the processes'
+# large collectives read each other's buffers directly (Transport's direct reads).
+# cmake -DMPIEXEC=... -DNP_FLAG=-n -DEXAMPLE=... -DCOMPARE=... -DWORK_DIR=... [-DEXTRA=...]
+#       [-DPER_PROCESS=...] -P run_training.cmake
 file(MAKE_DIRECTORY ${WORK_DIR})
+if(NOT DEFINED PER_PROCESS)
+  set(PER_PROCESS 4)
+endif()
+math(EXPR total "2 * ${PER_PROCESS}")
 set(one ${WORK_DIR}/one_process.ckpt)
 set(two ${WORK_DIR}/two_processes.ckpt)
 # The example resumes from an existing checkpoint: start from none.
@@ -13,9 +20,9 @@ separate_arguments(extra UNIX_COMMAND "${EXTRA}")
 
 foreach(epochs 1 2)
   set(args --epochs ${epochs} --train-limit 2048 --test-limit 1000 --no-progress ${extra})
-  execute_process(COMMAND ${EXAMPLE} ${args} --devices 8 --checkpoint ${one}
+  execute_process(COMMAND ${EXAMPLE} ${args} --devices ${total} --checkpoint ${one}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT 100)
-  message(STATUS "one process, 8 devices, to epoch ${epochs} (exit status ${rc}):\n${out}")
+  message(STATUS "one process, ${total} devices, to epoch ${epochs} (exit status ${rc}):\n${out}")
   if(NOT rc EQUAL 0 OR NOT EXISTS ${one})
     message(FATAL_ERROR "the one-process run failed")
   endif()
@@ -23,16 +30,16 @@ foreach(epochs 1 2)
   if(NOT DEFINED ASYNC)
     set(ASYNC "")
   endif()
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=4 ${ASYNC}
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=${PER_PROCESS} ${ASYNC}
                           ${MPIEXEC} ${NP_FLAG} 2 --allow-run-as-root --oversubscribe
-                          ${EXAMPLE} ${args} --devices 4 --checkpoint ${two}
+                          ${EXAMPLE} ${args} --devices ${PER_PROCESS} --checkpoint ${two}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT 100)
-  message(STATUS "2 processes x 4 devices, to epoch ${epochs} (exit status ${rc}):\n${out}")
+  message(STATUS "2 processes x ${PER_PROCESS} devices, to epoch ${epochs} (exit status ${rc}):\n${out}")
   if(NOT rc EQUAL 0 OR NOT EXISTS ${two})
     message(FATAL_ERROR "the run under mpirun failed")
   endif()
-  if(epochs EQUAL 1 AND NOT out MATCHES "8 devices \\(2 processes\\)")
-    message(FATAL_ERROR "the run under mpirun did not train on 8 devices in 2 processes")
+  if(epochs EQUAL 1 AND NOT out MATCHES "${total} devices? \\(2 processes\\)")
+    message(FATAL_ERROR "the run under mpirun did not train on ${total} devices in 2 processes")
   endif()
   if(epochs EQUAL 2 AND NOT out MATCHES "resumed from [^\n]* after epoch 1")
     message(FATAL_ERROR "the run under mpirun did not resume from its checkpoint")

@@ -1,0 +1,183 @@
+// Collectives between processes of one host that read each other's memory directly
+// (Transport::reads_directly). Through messages, a process's data is copied into a message,
+// across, and out again, and along the chain of processes one of them does all of an
+// all-reduce's sums while the others wait; here each process reads what it needs from the
+// others' buffers, announced in the header exchange, and does its share:
+//   all-reduce: process k sums block k of the elements (every device's, in global order: the
+//     bits of one process with every device, and of the chain), meets the others, then reads
+//     the other blocks from their owners' outputs;
+//   reduce-scatter: each process sums its own devices' blocks only (a 1/P share of the
+//     traffic, where the chain made the whole all-reduce);
+//   all-gather: each process reads every other device's input into place.
+// A collective ends with a meeting: until every process has passed it, its buffers may still
+// be read. Measured on this 2-core machine, 2 processes x 1 device, 7.4 MB of float32 (the
+// training example's gradients): see bench_mpi_psum and bench_train.
+#include <algorithm>
+#include <cstring>
+
+#include "base/copy.h"
+#include "runtime/hierarchical_communicator.h"
+#include "runtime/reduce_buffers.h"
+#include "spmd/error.h"
+
+namespace spmd::runtime {
+namespace {
+// Below this many bytes per device the chain's few messages cost less than the meetings.
+constexpr size_t kDirectMinBytes = size_t{32} << 10;
+// Other processes' inputs are read and summed a chunk at a time, so they stay in cache.
+constexpr size_t kChunkBytes = size_t{64} << 10;
+}  // namespace
+
+bool HierarchicalCommunicator::direct(int64_t count, DType dtype) const {
+  return direct_ && static_cast<size_t>(count) * itemsize(dtype) >= kDirectMinBytes;
+}
+
+const char* HierarchicalCommunicator::peer_address(int k, size_t i) const {
+  const CollectiveHeader& h = headers_[static_cast<size_t>(procs_[k])];
+  if (h.addresses != static_cast<int64_t>(members_[k].size()))
+    fail("direct collective: process ", procs_[k], " announced ", h.addresses,
+         " buffers for its ", members_[k].size(), " devices");
+  return reinterpret_cast<const char*>(reinterpret_cast<const uint64_t*>(h.payload)[i]);
+}
+
+char* HierarchicalCommunicator::scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    scratch_ = std::make_unique<char[]>(bytes);
+    scratch_bytes_ = bytes;
+  }
+  return scratch_.get();
+}
+
+namespace {
+// Copies out[0]'s bytes [offset, offset + bytes) to the round's other outputs.
+void spread(const Rendezvous::Round& r, size_t offset, size_t bytes, bool stream) {
+  const char* from = static_cast<const char*>(r.out[0]) + offset;
+  for (size_t l = 1; l < r.out.size(); ++l) {
+    char* to = static_cast<char*>(r.out[l]) + offset;
+    if (stream)
+      cpu::stream_copy(to, from, bytes);
+    else
+      std::memcpy(to, from, bytes);
+  }
+}
+}  // namespace
+
+void HierarchicalCommunicator::meet(const std::string& what) {
+  thread_local std::vector<Message> sends, recvs;
+  thread_local std::vector<char> bytes;
+  sends.clear();
+  recvs.clear();
+  bytes.assign(procs_.size() + 1, 0);
+  for (size_t k = 0; k < procs_.size(); ++k) {
+    if (static_cast<int>(k) == me_) continue;
+    sends.push_back(message(static_cast<int>(k), &bytes.back(), 1));
+    recvs.push_back(message(static_cast<int>(k), &bytes[k], 1));
+  }
+  transport_->exchange(sends, recvs, what);
+}
+
+void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64_t first,
+                                               int64_t n, char* dst, DType dtype, ReduceOp op,
+                                               const std::string& what) {
+  const size_t item = itemsize(dtype), offset = static_cast<size_t>(first) * item;
+  const size_t bytes = static_cast<size_t>(n) * item;
+  size_t remote = 0;
+  for (size_t k = 0; k < procs_.size(); ++k)
+    if (static_cast<int>(k) != me_) remote += members_[k].size();
+  char* slot = scratch(remote * bytes);
+  thread_local std::vector<const void*> terms;
+  thread_local std::vector<PeerRegion> regions;
+  terms.clear();
+  for (int k = 0; k < static_cast<int>(procs_.size()); ++k) {
+    if (k == me_) {
+      for (const void* in : r.in) terms.push_back(static_cast<const char*>(in) + offset);
+      continue;
+    }
+    regions.clear();
+    for (size_t l = 0; l < members_[k].size(); ++l, slot += bytes) {
+      regions.push_back({peer_address(k, l) + offset, slot, bytes});
+      terms.push_back(slot);
+    }
+    transport_->read_directly(procs_[k], regions, what);
+  }
+  reduce_range(terms, 0, dst, 0, n, dtype, op);
+}
+
+void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int64_t count,
+                                                 DType dtype, ReduceOp op,
+                                                 const std::string& what) {
+  const int P = static_cast<int>(procs_.size());
+  const size_t item = itemsize(dtype), L = r.out.size();
+  auto block = [&](int k) {
+    return std::pair{count * k / P, count * (k + 1) / P};
+  };
+  char* out0 = static_cast<char*>(r.out[0]);
+  // Outputs far larger than the cache are written with non-temporal stores.
+  const bool stream = static_cast<int64_t>(L * static_cast<size_t>(count) * item) >=
+                      cpu::kStreamCopyBytes;
+  // This process's block, a chunk at a time.
+  const int64_t chunk = static_cast<int64_t>(std::max<size_t>(1, kChunkBytes / item));
+  const auto [lo, hi] = block(me_);
+  for (int64_t c = lo; c < hi; c += chunk) {
+    const int64_t n = std::min(chunk, hi - c);
+    const size_t offset = static_cast<size_t>(c) * item, bytes = static_cast<size_t>(n) * item;
+    reduce_from_all(r, c, n, out0 + offset, dtype, op, what);
+    spread(r, offset, bytes, stream);
+  }
+  // Every block is summed once the others have met here; then each is read from its owner, a
+  // piece at a time when there are other outputs to copy it to while it is in cache.
+  meet(what);
+  const int64_t piece = L > 1 ? chunk * 16 : count;
+  for (int k = 0; k < P; ++k) {
+    if (k == me_) continue;
+    const auto [b0, b1] = block(k);
+    for (int64_t c = b0; c < b1; c += piece) {
+      const size_t offset = static_cast<size_t>(c) * item;
+      const size_t bytes = static_cast<size_t>(std::min(piece, b1 - c)) * item;
+      transport_->read_directly(
+          procs_[k], {{peer_address(k, members_[k].size()) + offset, out0 + offset, bytes}}, what);
+      spread(r, offset, bytes, stream);
+    }
+  }
+  meet(what);  // (the others have read this process's block)
+}
+
+void HierarchicalCommunicator::direct_reduce_scatter(const Rendezvous::Round& r, int64_t count,
+                                                     DType dtype, ReduceOp op,
+                                                     const std::string& what) {
+  // Member m's block is the sum over every member (global order) of its inputs' block m.
+  const size_t item = itemsize(dtype);
+  const int64_t chunk = static_cast<int64_t>(std::max<size_t>(1, kChunkBytes / item));
+  for (size_t mine = 0; mine < r.out.size(); ++mine) {
+    const int64_t first = static_cast<int64_t>(members_[me_][mine]) * count;
+    for (int64_t c = 0; c < count; c += chunk)
+      reduce_from_all(r, first + c, std::min(chunk, count - c),
+                      static_cast<char*>(r.out[mine]) + static_cast<size_t>(c) * item, dtype, op,
+                      what);
+  }
+  meet(what);
+}
+
+void HierarchicalCommunicator::direct_all_gather(const Rendezvous::Round& r, int64_t count,
+                                                 DType dtype, const std::string& what) {
+  const int P = static_cast<int>(procs_.size());
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype), L = r.out.size();
+  char* out0 = static_cast<char*>(r.out[0]);
+  std::vector<PeerRegion> regions;
+  for (int k = 0; k < P; ++k) {
+    if (k == me_) {
+      for (size_t l = 0; l < L; ++l)
+        std::memcpy(out0 + static_cast<size_t>(members_[k][l]) * bytes, r.in[l], bytes);
+      continue;
+    }
+    regions.clear();
+    for (size_t l = 0; l < members_[k].size(); ++l)
+      regions.push_back(
+          {peer_address(k, l), out0 + static_cast<size_t>(members_[k][l]) * bytes, bytes});
+    transport_->read_directly(procs_[k], regions, what);
+  }
+  for (size_t l = 1; l < L; ++l) std::memcpy(r.out[l], out0, bytes * static_cast<size_t>(total_));
+  meet(what);
+}
+
+}  // namespace spmd::runtime
