@@ -24,6 +24,7 @@
 
 #include <unistd.h>
 
+#include "base/env.h"
 #include "runtime/client.h"
 #include "runtime/in_process_communicator.h"
 #include "runtime/process.h"
@@ -324,6 +325,7 @@ void at_exit() {
 // answer everywhere, so every process takes the same path through each collective), and
 // SPMD_DIRECT_READS is not 0 in any of them. Per process: its system process id, or 0.
 std::vector<long> direct_peers(int rank, int size, int host_id) {
+  int ok = static_cast<int>(runtime::env_int("SPMD_DIRECT_READS", 0, 1).value_or(1));
   static const uint64_t probe = 0x7370'6d64'7072'6f62ull;  // what the others look for
   struct Entry {
     long pid;
@@ -332,8 +334,6 @@ std::vector<long> direct_peers(int rank, int size, int host_id) {
   } mine{static_cast<long>(getpid()), reinterpret_cast<uint64_t>(&probe), host_id};
   std::vector<Entry> all(static_cast<size_t>(size));
   MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
-  const char* env = std::getenv("SPMD_DIRECT_READS");
-  int ok = env && std::string(env) == "0" ? 0 : 1;
   for (int p = 0; p < size && ok; ++p)
     if (p != rank && all[p].host == host_id)
       ok = runtime::try_direct_read(all[p].pid,
