@@ -272,6 +272,8 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
     Rendezvous::Round alone;
     alone.in.assign(1, in);
     alone.out.assign(1, out);
+    // Between processes that read each other's buffers, a large one is direct (a device per
+    // process: one_per_process_; direct_collectives.cpp).
     if (direct(count, dtype) && one_per_process_) {
       check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, nullptr, op, &alone);
       direct_all_reduce(alone, count, dtype, op, what_);
@@ -283,15 +285,9 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   auto& r =
       local_->arrive(seq, local_rank_, in, out,
                      Arrival{call, CollectiveKind::AllReduce, dtype, count, static_cast<int>(op)});
-  // A small all-reduce is done by the header exchange itself (its inputs ride along); between
-  // processes that read each other's buffers, a large one by the leader (direct_collectives.cpp).
-  if (local_rank_ == 0 && direct(count, dtype) && one_per_process_) {
-    check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, nullptr, op, &r);
-    direct_all_reduce(r, count, dtype, op, what_);
-    r.done_early = true;
-  } else if (local_rank_ == 0) {
+  // A small all-reduce is done by the header exchange itself (its inputs ride along).
+  if (local_rank_ == 0)
     r.done_early = check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &r, op);
-  }
   if (workers(static_cast<int>(r.out.size())) > 1) {  // no worker sends before the headers match
     local_->arrive(seq + kStep, local_rank_, nullptr, nullptr);
     local_->depart(seq + kStep);

@@ -7,7 +7,8 @@
 // chunk by chunk, its workers (one per core) add the local buffers to the running sum passed
 // along the chain of processes, and the result comes back down the chain, so compute and
 // messages overlap and the sums are those of one process (bit-identical); psum_scatter takes
-// its block of that. Each exchange starts with a header (collective, dtype, size, sequence
+// its block of that. Between processes of one host that read each other's memory, large
+// collectives skip the messages (direct_collectives.cpp). Each exchange starts with a header (collective, dtype, size, sequence
 // number, axis, and the collective as the program called it: reduction, permutation, layout)
 // so processes that reach different collectives are reported instead of deadlocking or
 // combining unlike things; the site compared with it tells apart identical-looking collectives
