@@ -645,6 +645,53 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fusion, ::testing::Values(Dims{64, 257}, Dims{3
                            return std::to_string(info.param.r) + "x" + std::to_string(info.param.c);
                          });
 
+// ---- reshapes are views ----------------------------------------------------------------------
+
+TEST(FusionViews, ReshapesAloneAreViewsNotCopyLoops) {
+  // A computed value reshaped twice before a product (the sharded update's raveled and blocked
+  // gradients): the reshapes alias their operand, so no loop kernel of reshapes alone copies it;
+  // and an output that is a reshape of a computed value is that value written in its place.
+  // (The reshaped value is a product's and an input: nothing elementwise to fuse them with.)
+  Array x = rand_f32({96, 128}, 31, -1, 1), w = rand_f32({4, 96 * 128 / 4}, 32, -1, 1);
+  auto f = [](const Array& a, const Array& b) {
+    Array r = reshape(reshape(a, {96 * 128}), {96 * 128 / 4, 4});
+    Array s = reshape(reshape(matmul(b, r), {16}), {2, 8});
+    return std::make_tuple(matmul(s, reshape(b, {8, 96 * 128 / 8})), reshape(a + 1.0, {128, 96}));
+  };
+  auto [p, q] = jit(f)(x, w);
+  std::vector<float> xv = f32s(x), wv = f32s(w), pv = f32s(p), qv = f32s(q);
+  std::vector<double> br(16);  // b . r, (4, 4) row-major = s, (2, 8)
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t k = 0; k < 96 * 128 / 4; ++k)
+        br[static_cast<size_t>(i * 4 + j)] +=
+            static_cast<double>(wv[static_cast<size_t>(i * (96 * 128 / 4) + k)]) *
+            xv[static_cast<size_t>(k * 4 + j)];
+  const int64_t m = 96 * 128 / 8;
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < m; j += 97) {
+      double want = 0;
+      for (int64_t k = 0; k < 8; ++k)
+        want += br[static_cast<size_t>(i * 8 + k)] * wv[static_cast<size_t>(k * m + j)];
+      EXPECT_NEAR(pv[static_cast<size_t>(i * m + j)], want, 1e-3 * std::max(1.0, std::abs(want)));
+    }
+  for (size_t k = 0; k < qv.size(); k += 101) EXPECT_EQ(qv[k], xv[k] + 1.0f);
+  EXPECT_EQ(shape_str(q.shape()), shape_str(Shape{128, 96}));
+  const std::string text = compiled_text(f, x, w);
+  for (size_t at = text.find("loop kernel"); at != std::string::npos;
+       at = text.find("loop kernel", at + 1)) {
+    const size_t end = std::min(text.find("loop kernel", at + 1), text.find("kernel:", at + 1));
+    std::istringstream group(text.substr(at, end == std::string::npos ? end : end - at));
+    bool computes = false;
+    for (std::string line; std::getline(group, line) && line.find("native code") ==
+                                                          std::string::npos;)  // (the LLVM IR)
+      if (line.find(" = ") != std::string::npos && line.find("= input") == std::string::npos &&
+          line.find("= reshape") == std::string::npos)
+        computes = true;
+    EXPECT_TRUE(computes) << "a loop kernel of reshapes alone:\n" << text;
+  }
+}
+
 // ---- whole stencil steps, as bench/bench_stencil.cpp runs them ----------------------------------
 
 TEST(FusionStencil, PeriodicHeatStepMatchesAHandLoop) {

@@ -264,6 +264,48 @@ TEST(BatchSumDot, HasTheBitsOfSeparateProductsSummedInOrder) {
       }
 }
 
+TEST(BatchSumDot, SeesThroughReshapesThatKeepTheBatchAxis) {
+  // The sharded update's psum_scatter of a weight gradient, batched over the replicas: the
+  // products are raveled and cut into blocks (reshapes keeping axis 0) before the sum over axis
+  // 0. The sum moves before the reshapes (one product's worth of memory), with the same bits as
+  // the eager separate products, and a reshape that moves the batch axis stays as it was.
+  for (int64_t b : {2, 8}) {
+    SCOPED_TRACE(std::to_string(b) + " products");
+    Array x = test_util::make(uniform(static_cast<size_t>(b * 16 * 24), -1, 1, 7), {b, 16, 24},
+                              DType::Float32);
+    Array dy = test_util::make(uniform(static_cast<size_t>(b * 16 * 40), -1, 1, 8), {b, 16, 40},
+                               DType::Float32);
+    auto blocks = [b](const Array& u, const Array& v) {
+      Array g = lax::dot_general(u, v, {1}, {1}, {0}, {0});  // (b, 24, 40)
+      return sum(reshape(reshape(g, {b, 24 * 40}), {b, b, 24 * 40 / b}), 0);
+    };
+    Array jitted = jit(blocks)(x, dy);
+    expect_same_bits(jitted, blocks(x, dy));
+    const std::string text = compiled_text(blocks, x, dy);
+    EXPECT_NE(text.find("batch_sum_dot"), std::string::npos) << text;
+    // Against a loop in double: block r, element e is the sum's element r * (960 / b) + e.
+    std::vector<double> xv = x.to_vector<double>(), yv = dy.to_vector<double>();
+    std::vector<double> got = jitted.to_vector<double>();
+    ASSERT_EQ(got.size(), 960u);
+    for (size_t at = 0; at < got.size(); at += 37) {
+      const int64_t i = static_cast<int64_t>(at) / 40, j = static_cast<int64_t>(at) % 40;
+      double want = 0;
+      for (int64_t p = 0; p < b; ++p)
+        for (int64_t r = 0; r < 16; ++r)
+          want += xv[static_cast<size_t>((p * 16 + r) * 24 + i)] *
+                  yv[static_cast<size_t>((p * 16 + r) * 40 + j)];
+      EXPECT_NEAR(got[at], want, 1e-4 * std::max(1.0, std::abs(want)));
+    }
+    // A reshape that merges the batch axis into others is not per product: no fold.
+    auto merged = [b](const Array& u, const Array& v) {
+      Array g = lax::dot_general(u, v, {1}, {1}, {0}, {0});
+      return sum(reshape(g, {b * 24, 40}), 0);
+    };
+    expect_same_bits(jit(merged)(x, dy), merged(x, dy));
+    EXPECT_EQ(compiled_text(merged, x, dy).find("batch_sum_dot"), std::string::npos);
+  }
+}
+
 TEST(PmapBatchedApart, WhileLoopsWithCollectivesStillReportMismatchedReplicas) {
   // Replica r loops r + 1 times around a psum: separate replicas disagree on the collectives
   // they call, a collective mismatch, not a batched result.

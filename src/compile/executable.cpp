@@ -775,7 +775,10 @@ std::string Executable::text() const {
     if (!generated.empty()) continue;
     if (st.fused >= 0) {
       s += "interpreted group:";
-      for (const Step& op : fused_[st.fused].ops) s += " " + op.primitive->name();
+      for (const Step& op : fused_[st.fused].ops) {
+        s += ' ';  // (two appends: GCC 12 warns of an overlap in " " + name, wrongly)
+        s += op.primitive->name();
+      }
       s += "\n";
     } else if (st.kernel) {
       s += "kernel: " + st.primitive->name() + "\n";
