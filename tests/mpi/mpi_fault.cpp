@@ -1,6 +1,8 @@
 // A multi-process run that goes wrong on purpose, for the fault tests (run_fault.cmake):
 //   exit      process 1 calls std::exit(3) after a few pmap(psum) steps while the others go on;
 //   stuck     process 1 stops answering (sleeps 40 s) there instead;
+//   exit_direct, stuck_direct: the same with psums of 256 KiB per device, which processes of
+//             one device each on one host make by reading each other's buffers directly;
 //   mismatch  process 0 runs psum while the others run all_gather;
 //   shapes    process 0 runs psum of 1024 floats per device, the others of 512;
 //   reductions   process 0 runs psum, the others pmax, of the same buffers;
@@ -37,12 +39,13 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   const std::vector<std::string> modes = {
       "exit",    "stuck",  "mismatch", "shapes",   "reductions", "minmax", "permutations",
-      "layouts", "groups", "finished", "diverged", "elsewhere",  "while"};
+      "layouts", "groups", "finished", "diverged", "elsewhere",  "while", "exit_direct",
+      "stuck_direct"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     std::fprintf(
         stderr,
         "usage: %s exit|stuck|mismatch|shapes|reductions|minmax|permutations|layouts|groups|"
-        "finished|diverged|elsewhere|while\n",
+        "finished|diverged|elsewhere|while|exit_direct|stuck_direct\n",
         argv[0]);
     return 2;
   }
@@ -51,7 +54,9 @@ int main(int argc, char** argv) {
   const int64_t local = local_device_count();
   try {
     if (process_count() < 2) fail("expected a run of at least 2 processes, got ", process_count());
-    Array x = ones({local, 1024}, float32);
+    const bool direct = mode.size() > 7 && mode.substr(mode.size() - 7) == "_direct";
+    if (direct) mode = mode.substr(0, mode.size() - 7);
+    Array x = ones({local, direct ? 65536 : 1024}, float32);
     auto step = pmap([](const Array& v) { return psum(v, "i"); }, "i");
     if (mode == "exit" || mode == "stuck") {
       for (int i = 0; i < 50; ++i) {

@@ -3,6 +3,8 @@
 #   exit:     3 processes; process 1 calls std::exit(3) mid-run. Processes 0 and 2 must each print
 #             an spmd::Error naming process 1, and mpirun must exit non-zero.
 #   stuck:    the same, but process 1 stops answering instead: reported after the timeout.
+#   exit_direct, stuck_direct: the same with a device per process and psums large enough to be
+#             made by direct reads of the other processes' buffers.
 #   mismatch: 3 processes; process 0 runs psum, 1 and 2 all_gather. Every process must print
 #             "processes reached different collectives" instead of deadlocking.
 #   shapes:   3 processes; process 0 runs psum of 1024 floats per device, 1 and 2 of 512: the same.
@@ -24,6 +26,11 @@ if(MODE STREQUAL "while")  # one device per process: only the processes can tell
   set(np 2)
   set(devices 1)
 endif()
+set(fault ${MODE})
+if(MODE MATCHES "_direct$")
+  set(devices 1)
+  string(REGEX REPLACE "_direct$" "" fault ${MODE})
+endif()
 string(TIMESTAMP start "%s")
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=${devices} SPMD_COLLECTIVE_TIMEOUT=10
@@ -43,13 +50,13 @@ endif()
 if(all MATCHES "no error")
   message(FATAL_ERROR "a process finished without an error")
 endif()
-if(MODE STREQUAL "exit" OR MODE STREQUAL "stuck")
+if(fault STREQUAL "exit" OR fault STREQUAL "stuck")
   if(NOT all MATCHES "process 1: (leaving|stuck)")
     message(FATAL_ERROR "process 1 did not reach its exit (the run failed before the fault)")
   endif()
   # An exit is announced, so the others report it at once ("lost process 1"); a process that
   # stops answering is reported when the collective timeout runs out ("process(es) 1").
-  if(MODE STREQUAL "exit")
+  if(fault STREQUAL "exit")
     set(naming "lost process 1[^0-9]")
   else()
     set(naming "timed out after 10 s waiting for process\\(es\\) 1[^0-9]")
