@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The scaling picture of the main job: the data-parallel training example run for 1, 2, 4 and 8
-emulated devices (and, with --mpi, 2 processes x 4 devices), each with a timeline (SPMD_TRACE).
+emulated devices (and, with --mpi, 2 processes x 4 devices and 2 processes x 1 device with a
+core each), each with a timeline (SPMD_TRACE).
 
 For every configuration it measures the throughput (the example's samples/s) and, from the
 timeline, how the devices' time splits: compute (their programs, collectives excluded),
@@ -61,7 +62,8 @@ def main():
     p.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--train-limit", type=int, default=25600)
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--mpi", action="store_true", help="also 2 processes x 4 devices under mpirun")
+    p.add_argument("--mpi", action="store_true",
+                   help="also 2 processes x 4 devices and 2 x 1 (a core each) under mpirun")
     p.add_argument("--out", default="scaling")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -69,7 +71,7 @@ def main():
               "--batch-size", str(a.batch_size), "--no-progress"]
     configs = [(1, d) for d in a.devices]
     if a.mpi and shutil.which("mpirun"):
-        configs.append((2, 4))
+        configs += [(2, 4), (2, 1)]
     rows = []
     for procs, devs in configs:
         trace = os.path.join(a.out, "trace_%dx%d.json" % (procs, devs))
@@ -79,6 +81,8 @@ def main():
             traces = [trace]
         else:
             env["SPMD_CPU_DEVICES"] = str(devs)
+            if devs == 1:  # a core each: the processes' large collectives read each other's buffers
+                env["SPMD_CPU_THREADS"] = "1"
             rate = run(["mpirun", "-np", str(procs), "--allow-run-as-root", "--oversubscribe",
                         a.example, "--devices", str(devs)] + common, env)
             base = trace[: -len(".json")]
@@ -119,7 +123,8 @@ def main():
     left.plot(xs, [x / xs[0] for x in xs], "--", color="gray", label="ideal")
     for r in rows:
         if r["processes"] > 1:
-            left.plot([r["devices"]], [r["speedup"]], "s", label="%d processes" % r["processes"])
+            left.plot([r["devices"]], [r["speedup"]], "s",
+                      label="%d processes x %d" % (r["processes"], r["devices"] // r["processes"]))
     left.set_xlabel("devices")
     left.set_ylabel("speed-up over %d device%s" % (xs[0], "s" if xs[0] > 1 else ""))
     left.set_xticks(sorted(set(r["devices"] for r in rows)))
