@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/copy.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/reduce_buffers.h"
 #include "spmd/error.h"
@@ -48,19 +47,6 @@ char* HierarchicalCommunicator::scratch(size_t bytes) {
   return scratch_.get();
 }
 
-namespace {
-// Copies out[0]'s bytes [offset, offset + bytes) to the round's other outputs.
-void spread(const Rendezvous::Round& r, size_t offset, size_t bytes, bool stream) {
-  const char* from = static_cast<const char*>(r.out[0]) + offset;
-  for (size_t l = 1; l < r.out.size(); ++l) {
-    char* to = static_cast<char*>(r.out[l]) + offset;
-    if (stream)
-      cpu::stream_copy(to, from, bytes);
-    else
-      std::memcpy(to, from, bytes);
-  }
-}
-}  // namespace
 
 void HierarchicalCommunicator::meet(const std::string& what) {
   thread_local std::vector<Message> sends, recvs;
@@ -106,38 +92,26 @@ void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64
 void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int64_t count,
                                                  DType dtype, ReduceOp op,
                                                  const std::string& what) {
+  // (A device per process, one_per_process_: one input and one output here.)
   const int P = static_cast<int>(procs_.size());
-  const size_t item = itemsize(dtype), L = r.out.size();
-  auto block = [&](int k) {
-    return std::pair{count * k / P, count * (k + 1) / P};
-  };
-  char* out0 = static_cast<char*>(r.out[0]);
-  // Outputs far larger than the cache are written with non-temporal stores.
-  const bool stream = static_cast<int64_t>(L * static_cast<size_t>(count) * item) >=
-                      cpu::kStreamCopyBytes;
+  const size_t item = itemsize(dtype);
+  auto block = [&](int k) { return std::pair{count * k / P, count * (k + 1) / P}; };
+  char* out = static_cast<char*>(r.out[0]);
   // This process's block, a chunk at a time.
   const int64_t chunk = static_cast<int64_t>(std::max<size_t>(1, kChunkBytes / item));
   const auto [lo, hi] = block(me_);
-  for (int64_t c = lo; c < hi; c += chunk) {
-    const int64_t n = std::min(chunk, hi - c);
-    const size_t offset = static_cast<size_t>(c) * item, bytes = static_cast<size_t>(n) * item;
-    reduce_from_all(r, c, n, out0 + offset, dtype, op, what);
-    spread(r, offset, bytes, stream);
-  }
-  // Every block is summed once the others have met here; then each is read from its owner, a
-  // piece at a time when there are other outputs to copy it to while it is in cache.
+  for (int64_t c = lo; c < hi; c += chunk)
+    reduce_from_all(r, c, std::min(chunk, hi - c), out + static_cast<size_t>(c) * item, dtype, op,
+                    what);
+  // Every block is summed once the others have met here; then each is read from its owner.
   meet(what);
-  const int64_t piece = L > 1 ? chunk * 16 : count;
   for (int k = 0; k < P; ++k) {
     if (k == me_) continue;
     const auto [b0, b1] = block(k);
-    for (int64_t c = b0; c < b1; c += piece) {
-      const size_t offset = static_cast<size_t>(c) * item;
-      const size_t bytes = static_cast<size_t>(std::min(piece, b1 - c)) * item;
-      transport_->read_directly(
-          procs_[k], {{peer_address(k, members_[k].size()) + offset, out0 + offset, bytes}}, what);
-      spread(r, offset, bytes, stream);
-    }
+    const size_t offset = static_cast<size_t>(b0) * item;
+    transport_->read_directly(
+        procs_[k],
+        {{peer_address(k, 1) + offset, out + offset, static_cast<size_t>(b1 - b0) * item}}, what);
   }
   meet(what);  // (the others have read this process's block)
 }
