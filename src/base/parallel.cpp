@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/blocking_queue.h"
 #include "base/env.h"
 #include "spmd/error.h"
 
@@ -23,48 +23,32 @@ class Pool {
   // leaves its half-made state to LeakSanitizer.
   explicit Pool(int n) {
     int started = 0;
+    std::mutex started_mu;
     std::condition_variable started_cv;
     try {
       for (int i = 0; i < n; ++i)
-        threads_.emplace_back([this, &started, &started_cv] {
+        threads_.emplace_back([this, &started, &started_mu, &started_cv] {
           {
-            std::lock_guard lock(mu_);
+            std::lock_guard lock(started_mu);
             ++started;
             started_cv.notify_all();
           }
-          for (;;) {
-            std::function<void()> task;
-            {
-              std::unique_lock lock(mu_);
-              cv_.wait(lock, [&] { return !tasks_.empty(); });
-              task = std::move(tasks_.front());
-              tasks_.pop_front();
-            }
-            task();
-          }
+          for (;;) tasks_.pop()();
         });
     } catch (const std::exception& e) {
       if (threads_.empty())
         fail("cannot start the CPU thread pool: the system refused its first thread (", e.what(),
              "); expected SPMD_CPU_THREADS=1 or resources for ", n, " threads");
     }
-    std::unique_lock lock(mu_);
+    std::unique_lock lock(started_mu);
     const int got = static_cast<int>(threads_.size());
     started_cv.wait(lock, [&] { return started == got; });
     for (auto& t : threads_) t.detach();
   }
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
+  void post(std::function<void()> task) { tasks_.push(std::move(task)); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
+  BlockingQueue<std::function<void()>> tasks_;
   std::vector<std::thread> threads_;
 };
 

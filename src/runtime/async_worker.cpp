@@ -1,11 +1,11 @@
 #include "runtime/async_worker.h"
 
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "base/blocking_queue.h"
 #include "runtime/timeline.h"
 
 namespace spmd::runtime {
@@ -45,28 +45,13 @@ class Worker {
   explicit Worker(int device) {
     std::thread([this, device] {
       Timeline::set_track(Timeline::kCommTrack + device);
-      for (;;) {
-        std::shared_ptr<AsyncJob> job;
-        {
-          std::unique_lock lock(mu_);
-          cv_.wait(lock, [&] { return !jobs_.empty(); });
-          job = std::move(jobs_.front());
-          jobs_.pop_front();
-        }
-        job->run();
-      }
+      for (;;) jobs_.pop()->run();
     }).detach();  // (lives as long as the process: devices do)
   }
-  void post(std::shared_ptr<AsyncJob> job) {
-    std::lock_guard lock(mu_);
-    jobs_.push_back(std::move(job));
-    cv_.notify_one();
-  }
+  void post(std::shared_ptr<AsyncJob> job) { jobs_.push(std::move(job)); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<AsyncJob>> jobs_;
+  cpu::BlockingQueue<std::shared_ptr<AsyncJob>> jobs_;
 };
 
 Worker& worker(int device) {
