@@ -13,6 +13,7 @@
 
 namespace spmd::runtime {
 class Communicator;
+struct AllReduceEpilogue;
 }
 
 namespace spmd::backend {
@@ -78,6 +79,11 @@ struct ExecContext {
   };
   const BlockCallback* on_block = nullptr;
   bool blocks_reported = false;
+  // Set by compile::Executable around an all-reduce whose result only an elementwise epilogue
+  // reads, its other operands the same on every member: the all-reduce kernel hands it to the
+  // communicator (Communicator::all_reduce_then) and sets blocks_reported when that computed
+  // the epilogue's outputs; otherwise the executable runs the epilogue afterwards.
+  const runtime::AllReduceEpilogue* all_reduce_epilogue = nullptr;
 };
 
 // A site derived from `site` and `part` (a position, signature or sub-program number), the same

@@ -14,7 +14,8 @@
 // row chain runs its kernels block by block, in order on each block, as a fused group runs its
 // ops tile by tile: the same rules hold with its kernels as the ops; so do a dot and its
 // epilogue (the dot, not elementwise, rules out any output of the epilogue in an input the dot
-// reads).
+// reads), and an all-reduce and its epilogue (compile/all_reduce_epilogue.cpp: its elements
+// that another process computes are read from there after the epilogue has run here).
 // Any later read, or a read of the same step that is not elementwise (a dot, a loop, a
 // broadcast scalar), rules the pair out: correctness first.
 #include <algorithm>
@@ -58,6 +59,11 @@ void Executable::plan_donation() {
       const auto& members = chains_[st.chain].steps;
       for (size_t o = 0; o < members.size(); ++o)
         scan(members[o], static_cast<int>(p), static_cast<int>(o));
+    } else if (st.then >= 0) {  // the all-reduce, then its epilogue on each block of elements
+      scan(st, static_cast<int>(p), 0);
+      const auto& members = chains_[st.then].steps;
+      for (size_t o = 0; o < members.size(); ++o)
+        scan(members[o], static_cast<int>(p), static_cast<int>(o) + 1);
     } else if (st.epilogue >= 0) {  // the dot, then its epilogue on each block of rows
       scan(st, static_cast<int>(p), 0);
       scan(epilogues_[st.epilogue].step, static_cast<int>(p), 1);

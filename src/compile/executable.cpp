@@ -92,7 +92,8 @@ class ArenaPlanner {
 
 }  // namespace
 
-Executable::Executable(Program p, bool keep_ir, bool async_collectives)
+Executable::Executable(Program p, bool keep_ir, bool async_collectives,
+                       const std::vector<bool>& same_everywhere)
     : program_(std::move(p)) {
   const Program& prog = program_;
   size_t nvars = prog.var_types.size();
@@ -193,6 +194,17 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives)
       last_use[r] = std::max(last_use[r], last_use[eq.outputs[0]]);
     }
   }
+  // An all-reduce's input lives through the elementwise equations right after it: with an
+  // epilogue, others may read it until the epilogue has run (run_all_reduce_then).
+  if (!same_everywhere.empty())
+    for (size_t s = 0; s < prog.equations.size(); ++s) {
+      if (!dynamic_cast<const prim::AllReduce*>(prog.equations[s].primitive.get())) continue;
+      size_t t = s + 1;
+      while (t < prog.equations.size() && prog.equations[t].primitive->is_elementwise()) ++t;
+      for (auto& a : prog.equations[s].inputs)
+        if (!a.is_literal())
+          last_use[root(a.var)] = std::max(last_use[root(a.var)], static_cast<int>(t) - 1);
+    }
   // Asynchronous all-reduces: those whose results are first read after at least one other
   // equation; their operands live until that read (the communication thread reads them).
   std::vector<bool> async_eq(prog.equations.size(), false);
@@ -522,6 +534,7 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives)
     }
     steps_ = std::move(steps);
   }
+  if (!same_everywhere.empty()) pair_all_reduce_epilogues(same_everywhere);
   for (size_t v = 0; v < slots_.size(); ++v) {
     if (slots_[v].where == Where::Input)
       bound_inputs_.emplace_back(static_cast<int>(v), slots_[v].index);
@@ -540,6 +553,8 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives)
       if (st.chain >= 0)
         for (const Step& m : chains_[st.chain].steps) add(m);
       if (st.epilogue >= 0) add(epilogues_[st.epilogue].step);
+      if (st.then >= 0)
+        for (const Step& m : chains_[st.then].steps) add(m);
       step_reads_.push_back(std::move(reads));
     }
     for (auto& c : donation_candidates_) c.clear();
@@ -597,6 +612,12 @@ void Executable::run_step(const Step& st, const std::vector<void*>& ptr,
   if (st.chain >= 0) return run_chain(chains_[st.chain], ptr, ctx);
   if (!st.kernel) return;  // an aliased view
   if (st.epilogue >= 0) return run_dot_with_epilogue(st, ptr, bufs, ctx);
+  if (st.then >= 0) return run_all_reduce_then(st, ptr, bufs, ctx);
+  run_kernel(st, ptr, bufs, ctx);
+}
+
+void Executable::run_kernel(const Step& st, const std::vector<void*>& ptr,
+                            std::vector<backend::Buf>& bufs, backend::ExecContext& ctx) const {
   const auto& types = program_.var_types;
   const uint64_t caller_site = ctx.site;
   size_t k = 0;
@@ -766,6 +787,11 @@ std::string Executable::text() const {
       s += "row chain: " + std::to_string(c.steps.size()) + " loop kernels run block by block (" +
            std::to_string(c.rows) + " rows, " + std::to_string(c.block) + " per block):\n";
       for (const Step& m : c.steps) generated.push_back(&m);
+    }
+    if (st.then >= 0) {
+      s += "kernel: " + st.primitive->name() + ", its epilogue shared between processes: " +
+           std::to_string(chains_[st.then].steps.size()) + " loop kernels run block by block:\n";
+      for (const Step& m : chains_[st.then].steps) generated.push_back(&m);
     }
     for (const Step* g_step : generated) {
       const Generated& g = generated_[g_step->generated];

@@ -30,7 +30,13 @@ class Executable {
   // their operands kept alive until then. For programs whose collectives cross processes, after
   // compile::hoist_all_reduces: a gradient's psum then runs while the layers before it compute
   // theirs (as XLA's async collectives and PyTorch DDP's buckets do).
-  explicit Executable(Program simplified, bool keep_ir = false, bool async_collectives = false);
+  //
+  // same_everywhere (by var; empty: unknown): the values every member of the program's
+  // collectives holds alike (compile::gather_all_reduce_updates). An all-reduce whose result
+  // only the row chain or loop kernel right after it reads, pointwise, its other operands all
+  // alike, hands it over as its epilogue (backend::ExecContext::all_reduce_epilogue).
+  explicit Executable(Program simplified, bool keep_ir = false, bool async_collectives = false,
+                      const std::vector<bool>& same_everywhere = {});
   const Program& program() const { return program_; }
   const std::vector<AbstractValue>& input_types() const { return input_types_; }
   const std::vector<AbstractValue>& output_types() const { return output_types_; }
@@ -94,6 +100,7 @@ class Executable {
     PrimitivePtr owned;  // a primitive made by the compiler (a tile's row reduction)
     uint64_t site = 0;   // the equation's position in the program (ExecContext::site)
     int chain = -1;      // index into chains_ when this step is a row chain
+    int then = -1;       // an all-reduce's epilogue: index into chains_
     int epilogue = -1;   // index into epilogues_: a generated kernel run on this dot's rows
     bool async = false;  // an all-reduce that may run on the communication thread
   };
@@ -152,6 +159,13 @@ class Executable {
   void run_dot_with_epilogue(const Step& st, const std::vector<void*>& ptr,
                              std::vector<backend::Buf>& bufs, backend::ExecContext& ctx) const;
   void run_chain(const Chain& c, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;
+  void run_all_reduce_then(const Step& st, const std::vector<void*>& ptr,
+                           std::vector<backend::Buf>& bufs, backend::ExecContext& ctx) const;
+  // The step's own kernel on its operands.
+  void run_kernel(const Step& st, const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
+                  backend::ExecContext& ctx) const;
+  // Pairs all-reduces with their epilogues (Step::then), given same_everywhere.
+  void pair_all_reduce_epilogues(const std::vector<bool>& same);
   void run_generated(const Step& st, const std::vector<void*>& ptr,
                      backend::ExecContext& ctx) const;
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "base/env.h"
+#include "base/parallel.h"
 #include "compile/executable.h"
 #include "compile/simplify.h"
 #include "ir/interpret.h"
@@ -12,6 +13,7 @@
 #include "primitives/callback.h"
 #include "primitives/collectives.h"
 #include "primitives/control_flow.h"
+#include "runtime/async_worker.h"
 #include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
@@ -19,6 +21,7 @@
 #include "transforms/axis_env.h"
 #include "transforms/batch.h"
 #include "transforms/forward.h"
+#include "transforms/varying_axes.h"
 
 namespace spmd::prim {
 
@@ -534,8 +537,22 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     const bool across = global_size != size || !mesh_devices.empty();
     Program simplified = compile::simplify(lowered);
     if (across) simplified = compile::hoist_all_reduces(simplified);
+    // With a core per replica, no communication thread overlaps the all-reduces: each shares
+    // its elementwise consumers instead (compile::gather_all_reduce_updates), given the values
+    // alike on every replica: a 1-D pmap's unmapped inputs and its constants, and what is
+    // computed from them and from psums (transforms::varying_axes_of_vars).
+    std::vector<bool> same;
+    const int threads = std::max(1, cpu::hardware_threads() / static_cast<int>(std::max<int64_t>(1, size)));
+    if (across && c->mesh_sizes.size() == 1 && !runtime::async_collectives(threads)) {
+      simplified = compile::gather_all_reduce_updates(simplified);
+      std::vector<transforms::AxisSet> axes(simplified.inputs.size());
+      for (size_t i = 0; i < nin && i < axes.size(); ++i)
+        if (c->in_dims[i][0] != not_mapped) axes[i] = {axis_name};
+      for (const transforms::AxisSet& v : transforms::varying_axes_of_vars(simplified, axes))
+        same.push_back(v.empty());
+    }
     c->executable =
-        std::make_unique<compile::Executable>(std::move(simplified), false, /*async=*/across);
+        std::make_unique<compile::Executable>(std::move(simplified), false, /*async=*/across, same);
     for (const Equation& eq : c->executable->program().equations)
       c->communicates = c->communicates || !eq.primitive->axis_names().empty();
     c->loops = has_loop(c->executable->program());

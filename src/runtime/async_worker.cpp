@@ -3,12 +3,19 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/blocking_queue.h"
+#include "base/env.h"
 #include "runtime/timeline.h"
 
 namespace spmd::runtime {
+
+bool async_collectives(int threads) {
+  static const std::optional<int64_t> forced = env_int("SPMD_ASYNC_COLLECTIVES", 0, 1);
+  return forced ? *forced == 1 : threads >= 2;
+}
 
 class AsyncJob {
  public:

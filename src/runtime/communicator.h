@@ -26,6 +26,16 @@ class CollectiveCall {
   ~CollectiveCall() = default;
 };
 
+// An elementwise consumer of an all-reduce's result whose every other operand is the same on
+// every member (a replicated optimiser's update of a gradient's psum): fn computes its outputs'
+// elements [lo, hi) from the result's elements [lo, hi). Each output holds `count` elements of
+// outputs[k].second bytes.
+struct AllReduceEpilogue {
+  void (*fn)(const void* self, int64_t lo, int64_t hi);
+  const void* self;
+  std::vector<std::pair<void*, size_t>> outputs;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -33,6 +43,16 @@ class Communicator {
   virtual int size() const = 0;
   // out = reduce over members of in (count elements each).
   virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) = 0;
+  // all_reduce followed by `then`, where the result has no other reader: returns true when it
+  // computed then's outputs everywhere (each member computing them on its share of the elements
+  // only, as it makes the result there, and reading the rest from the others: `out` then holds
+  // the result only where this member computed it); false when it made the whole result and
+  // left `then` to the caller. Every member passes an epilogue with as many outputs, or none.
+  virtual bool all_reduce_then(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                               const AllReduceEpilogue& then) {
+    all_reduce(in, out, count, dtype, op);
+    return false;
+  }
   // out = member 0's in, member 1's in, ... (size * count elements).
   virtual void all_gather(const void* in, void* out, int64_t count, DType dtype) = 0;
   // in holds size blocks of count elements; out = reduce over members of their block [rank].

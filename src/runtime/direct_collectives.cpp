@@ -5,7 +5,11 @@
 // others' buffers, announced in the header exchange, and does its share:
 //   all-reduce: process k sums block k of the elements (every device's, in global order: the
 //     bits of one process with every device, and of the chain), meets the others, then reads
-//     the other blocks from their owners' outputs;
+//     the other blocks from their owners' outputs; with an epilogue whose other operands are
+//     the same everywhere (a replicated optimiser's update, Communicator::all_reduce_then),
+//     process k runs it on block k as each chunk is summed and reads the other blocks of the
+//     epilogue's outputs instead: the update is computed once per element, not once per
+//     process (XLA's sharded weight update, for state that stays replicated);
 //   reduce-scatter: each process sums its own devices' blocks only (a 1/P share of the
 //     traffic, where the chain made the whole all-reduce);
 //   all-gather: each process reads every other device's input into place.
@@ -90,8 +94,8 @@ void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64
 }
 
 void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int64_t count,
-                                                 DType dtype, ReduceOp op,
-                                                 const std::string& what) {
+                                                 DType dtype, ReduceOp op, const std::string& what,
+                                                 const AllReduceEpilogue* then) {
   // (A device per process, one_per_process_: one input and one output here.)
   const int P = static_cast<int>(procs_.size());
   const size_t item = itemsize(dtype);
@@ -100,20 +104,34 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
   // This process's block, a chunk at a time.
   const int64_t chunk = static_cast<int64_t>(std::max<size_t>(1, kChunkBytes / item));
   const auto [lo, hi] = block(me_);
-  for (int64_t c = lo; c < hi; c += chunk)
-    reduce_from_all(r, c, std::min(chunk, hi - c), out + static_cast<size_t>(c) * item, dtype, op,
-                    what);
-  // Every block is summed once the others have met here; then each is read from its owner.
+  for (int64_t c = lo; c < hi; c += chunk) {
+    const int64_t n = std::min(chunk, hi - c);
+    reduce_from_all(r, c, n, out + static_cast<size_t>(c) * item, dtype, op, what);
+    if (then) then->fn(then->self, c, c + n);  // (the chunk's sums are in cache)
+  }
+  // Every block is summed once the others have met here; then each is read from its owner:
+  // the block of the result, or with an epilogue, the blocks of its outputs.
   meet(what);
+  std::vector<PeerRegion> regions;
   for (int k = 0; k < P; ++k) {
     if (k == me_) continue;
     const auto [b0, b1] = block(k);
-    const size_t offset = static_cast<size_t>(b0) * item;
-    transport_->read_directly(
-        procs_[k],
-        {{peer_address(k, 1) + offset, out + offset, static_cast<size_t>(b1 - b0) * item}}, what);
+    regions.clear();
+    if (!then) {
+      const size_t offset = static_cast<size_t>(b0) * item;
+      regions.push_back(
+          {peer_address(k, 1) + offset, out + offset, static_cast<size_t>(b1 - b0) * item});
+    } else {
+      for (size_t j = 0; j < then->outputs.size(); ++j) {
+        const auto [to, size] = then->outputs[j];
+        const size_t offset = static_cast<size_t>(b0) * size;
+        regions.push_back({peer_address(k, 2 + j) + offset, static_cast<char*>(to) + offset,
+                           static_cast<size_t>(b1 - b0) * size});
+      }
+    }
+    transport_->read_directly(procs_[k], regions, what);
   }
-  meet(what);  // (the others have read this process's block)
+  meet(what);  // (the others have read this process's blocks)
 }
 
 void HierarchicalCommunicator::direct_reduce_scatter(const Rendezvous::Round& r, int64_t count,

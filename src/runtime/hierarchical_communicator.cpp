@@ -99,8 +99,10 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
   // Only the payload's used part is sent (a receive may take a shorter message than its buffer).
   const size_t used = mine.members > 0 ? static_cast<size_t>(mine.members * mine.count) *
                                              itemsize(static_cast<DType>(mine.dtype))
-                     : mine.addresses >= 0 ? static_cast<size_t>(mine.addresses + 1) * sizeof(uint64_t)
-                                           : 0;
+                     : mine.addresses >= 0
+                         ? static_cast<size_t>(mine.addresses + 1 + mine.epilogue_outputs) *
+                               sizeof(uint64_t)
+                         : 0;
   const size_t bytes = sizeof mine - kInlineBytes + used;
   for (int p : peers) {
     if (p == me) continue;
@@ -167,7 +169,8 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
                                              uint64_t seq, const CollectiveCall* call,
                                              const std::string& undescribed,
                                              const Rendezvous::Round* inline_inputs, ReduceOp op,
-                                             const Rendezvous::Round* addresses) {
+                                             const Rendezvous::Round* addresses,
+                                             const AllReduceEpilogue* epilogue) {
   // A call's description and its hash, made once per site: the communicator serves one
   // compiled program (its launch is kept between calls), where a site is one equation.
   const std::pair<std::string, int64_t>* described = nullptr;
@@ -209,6 +212,11 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
     auto* at = reinterpret_cast<uint64_t*>(mine.payload);
     for (size_t l = 0; l < n; ++l) at[l] = reinterpret_cast<uint64_t>(addresses->in[l]);
     at[n] = addresses->out.empty() ? 0 : reinterpret_cast<uint64_t>(addresses->out[0]);
+    if (epilogue && n + 1 + epilogue->outputs.size() <= kMaxAddresses) {
+      mine.epilogue_outputs = static_cast<int64_t>(epilogue->outputs.size());
+      for (size_t j = 0; j < epilogue->outputs.size(); ++j)
+        at[n + 1 + j] = reinterpret_cast<uint64_t>(epilogue->outputs[j].first);
+    }
   }
   what_.assign(kind_name(kind));
   what_ += " #";
@@ -263,6 +271,18 @@ constexpr int64_t kChunkBytes = int64_t{1} << 19;
 
 void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp op) {
+  all_reduce_impl(in, out, count, dtype, op, nullptr);
+}
+
+bool HierarchicalCommunicator::all_reduce_then(const void* in, void* out, int64_t count,
+                                               DType dtype, ReduceOp op,
+                                               const AllReduceEpilogue& then) {
+  return all_reduce_impl(in, out, count, dtype, op, &then);
+}
+
+bool HierarchicalCommunicator::all_reduce_impl(const void* in, void* out, int64_t count,
+                                               DType dtype, ReduceOp op,
+                                               const AllReduceEpilogue* then) {
   check_collective_op(op, "all_reduce");
   const CollectiveCall* call = take_call();
   uint64_t seq = seq_++;
@@ -275,12 +295,21 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
     // Between processes that read each other's buffers, a large one is direct (a device per
     // process: one_per_process_; direct_collectives.cpp).
     if (direct(count, dtype) && one_per_process_) {
-      check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, nullptr, op, &alone);
-      direct_all_reduce(alone, count, dtype, op, what_);
-    } else if (!check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &alone, op)) {
-      chain_all_reduce(alone, count, dtype, op, seq);
+      check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, nullptr, op, &alone,
+                    then);
+      // The epilogue is shared where every process brought one with as many outputs.
+      // (check_headers announces it when its addresses fit: one input, the output, its own.)
+      bool shared = then && !then->outputs.empty() && then->outputs.size() + 2 <= kMaxAddresses;
+      for (int p : procs_)
+        shared = shared && (p == transport_->rank() ||
+                            headers_[static_cast<size_t>(p)].epilogue_outputs ==
+                                static_cast<int64_t>(then->outputs.size()));
+      direct_all_reduce(alone, count, dtype, op, what_, shared ? then : nullptr);
+      return shared;
     }
-    return;
+    if (!check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &alone, op))
+      chain_all_reduce(alone, count, dtype, op, seq);
+    return false;
   }
   auto& r =
       local_->arrive(seq, local_rank_, in, out,
@@ -294,6 +323,7 @@ void HierarchicalCommunicator::all_reduce(const void* in, void* out, int64_t cou
   }
   if (!r.done_early) chain_all_reduce(r, count, dtype, op, seq);
   local_->depart(seq);
+  return false;
 }
 
 int HierarchicalCommunicator::workers(int members) const {

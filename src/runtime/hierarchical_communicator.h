@@ -54,7 +54,10 @@ struct CollectiveHeader {
   // Collectives between processes that read each other's memory directly: how many of this
   // process's input buffers' addresses the payload holds (then its output's), -1: none.
   int64_t addresses = -1;
-  char call[432];
+  // An all-reduce's epilogue (Communicator::all_reduce_then): how many output addresses follow
+  // the output's in the payload.
+  int64_t epilogue_outputs = 0;
+  char call[424];
   char payload[kInlineBytes];
 };
 constexpr size_t kMaxAddresses = kInlineBytes / sizeof(uint64_t);
@@ -72,6 +75,8 @@ class HierarchicalCommunicator : public Communicator {
   int rank() const override { return members_[me_][local_rank_]; }
   int size() const override { return total_; }
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
+  bool all_reduce_then(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                       const AllReduceEpilogue& then) override;
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) override;
   void all_to_all(const void* in, void* out, int64_t count, DType dtype) override;
@@ -87,7 +92,11 @@ class HierarchicalCommunicator : public Communicator {
   bool check_headers(CollectiveKind kind, DType dtype, int64_t count, uint64_t seq,
                      const CollectiveCall* call, const std::string& undescribed = {},
                      const Rendezvous::Round* inline_inputs = nullptr, ReduceOp op = ReduceOp::Sum,
-                     const Rendezvous::Round* addresses = nullptr);
+                     const Rendezvous::Round* addresses = nullptr,
+                     const AllReduceEpilogue* epilogue = nullptr);
+  // all_reduce, and all_reduce_then where `then` is given.
+  bool all_reduce_impl(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                       const AllReduceEpilogue* then);
   // How many local members work on a cross-process all-reduce's chunks.
   int workers(int members) const;
   void chain_all_reduce(const Rendezvous::Round& r, int64_t count, DType dtype, ReduceOp op,
@@ -96,8 +105,10 @@ class HierarchicalCommunicator : public Communicator {
   // other's buffers (Transport::reads_directly), a large collective is its header exchange,
   // the reads, and one or two meetings. Whether this one goes that way (every process agrees).
   bool direct(int64_t count, DType dtype) const;
+  // With `then`, each process runs it on its block and reads the others' outputs instead of
+  // their blocks of the result.
   void direct_all_reduce(const Rendezvous::Round& r, int64_t count, DType dtype, ReduceOp op,
-                         const std::string& what);
+                         const std::string& what, const AllReduceEpilogue* then = nullptr);
   void direct_reduce_scatter(const Rendezvous::Round& r, int64_t count, DType dtype, ReduceOp op,
                              const std::string& what);
   void direct_all_gather(const Rendezvous::Round& r, int64_t count, DType dtype,

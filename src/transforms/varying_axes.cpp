@@ -4,7 +4,8 @@
 
 namespace spmd::transforms {
 
-std::vector<AxisSet> varying_axes(const Program& program, const std::vector<AxisSet>& inputs) {
+std::vector<AxisSet> varying_axes_of_vars(const Program& program,
+                                          const std::vector<AxisSet>& inputs) {
   std::vector<AxisSet> var(program.var_types.size());
   for (size_t i = 0; i < program.inputs.size() && i < inputs.size(); ++i)
     var[static_cast<size_t>(program.inputs[i])] = inputs[i];
@@ -28,6 +29,14 @@ std::vector<AxisSet> varying_axes(const Program& program, const std::vector<Axis
     }
     for (int v : eq.outputs) var[static_cast<size_t>(v)] = out;
   }
+  return var;
+}
+
+std::vector<AxisSet> varying_axes(const Program& program, const std::vector<AxisSet>& inputs) {
+  const std::vector<AxisSet> var = varying_axes_of_vars(program, inputs);
+  auto of = [&](const Atom& a) {
+    return a.is_literal() ? AxisSet{} : var[static_cast<size_t>(a.var)];
+  };
   std::vector<AxisSet> outs;
   for (const Atom& a : program.outputs) outs.push_back(of(a));
   return outs;

@@ -21,5 +21,8 @@ using AxisSet = std::set<std::string>;
 // The axes each output of `program` varies over, given those of each input (explicit, then
 // captured: program.inputs order).
 std::vector<AxisSet> varying_axes(const Program& program, const std::vector<AxisSet>& inputs);
+// The same for every var of `program` (by var id).
+std::vector<AxisSet> varying_axes_of_vars(const Program& program,
+                                          const std::vector<AxisSet>& inputs);
 
 }  // namespace spmd::transforms

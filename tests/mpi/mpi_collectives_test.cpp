@@ -288,6 +288,82 @@ TEST_P(Collectives, LargeCollectivesCombineDeviceAfterDeviceInGlobalOrder) {
   }, "all_gather");
 }
 
+// An optimiser's update of a psum whose other operands are unmapped (the same on every device):
+// with a core per process and a device each, the processes share it (each updates its block of
+// the elements as it sums them and reads the rest from the others: compile/all_reduce_epilogue.cpp).
+// Its results are the update of the fold over devices in global order, bit for bit as one
+// process computes it, on every device, for blocks of every size; an update that also reads a
+// mapped value, or whose psum is returned too, is not shared and is right as well.
+TEST_P(Collectives, AReplicatedUpdateOfAPsumIsTheUpdateOfTheFoldInGlobalOrder) {
+  if (dtype() != DType::Float32) GTEST_SKIP() << "float32 training state";
+  const int64_t n = global_count(), local = local_device_count();
+  for (int64_t m : {int64_t{100003}, int64_t{40000}, int64_t{7}}) {
+    std::vector<std::vector<float>> g(static_cast<size_t>(n));
+    std::vector<float> mine, p(static_cast<size_t>(m)), v(static_cast<size_t>(m));
+    for (int64_t d = 0; d < n; ++d)
+      for (int64_t k = 0; k < m; ++k) {
+        g[d].push_back(static_cast<float>(std::sin(0.37 * static_cast<double>(k) + 1.3 * d) * 100.0 / (1.0 + d)));
+        if (d >= first_local() && d < first_local() + local) mine.push_back(g[d].back());
+      }
+    for (int64_t k = 0; k < m; ++k) {
+      p[k] = static_cast<float>(std::cos(0.11 * static_cast<double>(k)));
+      v[k] = static_cast<float>(std::sin(0.05 * static_cast<double>(k)) * 0.01);
+    }
+    std::vector<float> folded(static_cast<size_t>(m));
+    for (int64_t k = 0; k < m; ++k) {
+      float acc = g[0][k];
+      for (int64_t d = 1; d < n; ++d) acc += g[d][k];
+      folded[k] = 2.0f * acc;  // (the fold of the doubled values, exactly)
+    }
+    Array x = Array(mine, Shape{local, m}), pa = Array(p, Shape{m}),
+          va = Array(v, Shape{m});
+    auto update = [](const Array& sum, const Array& params, const Array& velocity) {
+      Array vel = velocity * 0.9 + sum;
+      return std::make_pair(params - vel * 0.05, vel);
+    };
+    // The reference: the same update of the fold, computed here by jit.
+    auto [want_p, want_v] = jit(update)(Array(folded, Shape{m}), pa, va);
+    PmapOptions o;
+    o.in_axes = AxisSpec{0, none, none};
+    o.out_axes = AxisSpec{none, none};
+    auto step = pmap([&](const Array& xs, const Array& params, const Array& velocity) {
+      return update(psum(xs * 2.0, "i"), params, velocity);  // (a psum of a computed value)
+    }, "i", o);
+    for (int call = 0; call < 2; ++call) {  // (a second call: the compiled program again)
+      auto [got_p, got_v] = step(x, pa, va);
+      const std::string at = "m = " + std::to_string(m) + ", call " + std::to_string(call);
+      EXPECT_EQ(got_p.to_vector<float>(), want_p.to_vector<float>()) << "parameters, " << at;
+      EXPECT_EQ(got_v.to_vector<float>(), want_v.to_vector<float>()) << "velocity, " << at;
+      for (int64_t k = 0; k < m; k += 997)  // and a plain loop, within rounding
+        EXPECT_NEAR(got_p.to_vector<float>()[k], p[k] - 0.05f * (0.9f * v[k] + folded[k]),
+                    1e-4 * (1.0 + std::fabs(p[k]))) << at << ", element " << k;
+    }
+    // Not shared: the update reads this device's rows; the psum is returned too.
+    PmapOptions mapped;
+    mapped.in_axes = AxisSpec{0, none, none};
+    mapped.out_axes = AxisSpec{0, none};
+    auto [each, vel] = pmap([&](const Array& xs, const Array& params, const Array& velocity) {
+      auto [np, nv] = update(psum(xs * 2.0, "i"), params, velocity);
+      return std::make_pair(np + xs, nv);
+    }, "i", mapped)(x, pa, va);
+    EXPECT_EQ(vel.to_vector<float>(), want_v.to_vector<float>()) << "m = " << m;
+    std::vector<float> each_v = each.to_vector<float>(), wp = want_p.to_vector<float>();
+    for (int64_t r = 0; r < local; ++r)
+      for (int64_t k = 0; k < m; k += 991)
+        EXPECT_EQ(each_v[r * m + k], wp[k] + mine[r * m + k]) << "m = " << m << ", row " << r;
+    PmapOptions both;
+    both.in_axes = AxisSpec{0, none, none};
+    both.out_axes = AxisSpec{none, none, none};
+    auto [p3, v3, s3] = pmap([&](const Array& xs, const Array& params, const Array& velocity) {
+      Array sum = psum(xs * 2.0, "i");
+      auto [np, nv] = update(sum, params, velocity);
+      return std::make_tuple(np, nv, sum);
+    }, "i", both)(x, pa, va);
+    EXPECT_EQ(p3.to_vector<float>(), want_p.to_vector<float>()) << "m = " << m;
+    EXPECT_EQ(s3.to_vector<float>(), folded) << "m = " << m;
+  }
+}
+
 TEST_P(Collectives, PmeanIsTheMeanOverEveryProcesssDevices) {
   auto ref = [](const std::vector<H>& xs) {
     H s = reduce(xs, add);

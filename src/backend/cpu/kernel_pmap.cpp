@@ -22,6 +22,7 @@
 #include "compile/executable.h"
 #include "core/array_impl.h"
 #include "primitives/pmap_call.h"
+#include "runtime/async_worker.h"
 #include "runtime/client.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/mesh.h"
@@ -126,16 +127,6 @@ struct Launch {
   std::vector<std::unique_ptr<MeshAxes>> axes;  // per replica this process runs
 };
 constexpr size_t kIdleLaunches = 4;  // calls of one pmap at once from several threads
-
-// Whether a cross-process replica's all-reduces overlap the work after them on the device's
-// communication thread (compile/simplify.h (hoist_all_reduces)): SPMD_ASYNC_COLLECTIVES=1 or 0 says so;
-// by default, where each replica has a core to spare (`threads` >= 2). With one core per
-// replica the communication thread shares it with the compute and gains nothing: bench_train,
-// 2 processes x 1 core, 12.0-12.7 ms per step with the overlap, 11.7-12.1 without.
-bool async_collectives(int threads) {
-  static const std::optional<int64_t> forced = runtime::env_int("SPMD_ASYNC_COLLECTIVES", 0, 1);
-  return forced ? *forced == 1 : threads >= 2;
-}
 
 // Every replica at once, as the rows of one batched program on all the cores
 // (PmapCall::Compiled::batched); its operands and results are the call's, in place.
@@ -313,7 +304,7 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     ctx.device = devices[k];
     ctx.axes = launch->axes[k].get();
     ctx.threads = threads;
-    ctx.async_collectives = mesh.spans_processes() && async_collectives(threads);
+    ctx.async_collectives = mesh.spans_processes() && runtime::async_collectives(threads);
     exe.run_into(ins, outs, ctx);
     run->finish(k);  // a replica still waiting for this one now never will be joined
   };

@@ -59,7 +59,12 @@ void all_reduce_kernel(const Primitive& p, std::span<const Buf> in, std::span<co
   runtime::Timeline::Span span("collective");
   const auto& c = backend::as<prim::AllReduce>(p);
   const EquationCall call(ctx, c, *in[0].aval);
-  comm_for(ctx, c, call).all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.op);
+  runtime::Communicator& comm = comm_for(ctx, c, call);
+  if (ctx.all_reduce_epilogue)
+    ctx.blocks_reported = comm.all_reduce_then(in[0].data, out[0].data, in[0].size(),
+                                               in[0].aval->dtype, c.op, *ctx.all_reduce_epilogue);
+  else
+    comm.all_reduce(in[0].data, out[0].data, in[0].size(), in[0].aval->dtype, c.op);
 }
 
 void all_gather_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,

@@ -1,0 +1,136 @@
+// An all-reduce and the elementwise consumer of its result right after it, run as one step
+// (Executable::Step::then): the all-reduce's communicator may compute the consumer's outputs
+// itself, each member on its share of the elements (runtime::Communicator::all_reduce_then),
+// where every other operand of the consumer is the same on every member. That is the
+// optimiser's update of replicated training: with a device per process, each process updates
+// half of the parameters and momenta as it sums their gradients, and reads the other half of
+// the new values from its peer, instead of each process updating all of them (measured below,
+// bench_train 2 processes x 1 core). The outputs are the ones the consumer computes, element by
+// element, from the same operands: bit for bit those of running it after the all-reduce.
+#include <algorithm>
+
+#include "codegen/loop_kernel.h"
+#include "compile/executable.h"
+#include "primitives/collectives.h"
+#include "runtime/communicator.h"
+#include "spmd/error.h"
+
+namespace spmd::compile {
+
+void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same) {
+  const Program& prog = program_;
+  // How many steps read each var (a program output counts as a reader of its own).
+  std::vector<int> readers(slots_.size(), 0);
+  auto count = [&](const Step& st) {
+    for (int v : st.in_vars) ++readers[static_cast<size_t>(v)];
+  };
+  for (const Step& st : steps_) {
+    count(st);
+    if (st.fused >= 0)
+      for (const Step& m : fused_[st.fused].ops) count(m);
+    if (st.chain >= 0)
+      for (const Step& m : chains_[st.chain].steps) count(m);
+    if (st.epilogue >= 0) count(epilogues_[st.epilogue].step);
+  }
+  for (const Atom& a : prog.outputs)
+    if (!a.is_literal()) ++readers[static_cast<size_t>(a.var)];
+  // Whether `members`, run in order after the all-reduce `st`, form its epilogue.
+  auto pairs = [&](const Step& st, const std::vector<const Step*>& members) {
+    if (!dynamic_cast<const prim::AllReduce*>(st.primitive) || st.in_vars.size() != 1 ||
+        st.out_vars.size() != 1 || slots_[st.in_vars[0]].where == Where::Input)
+      return false;
+    const int result = st.out_vars[0];
+    const int64_t n = prog.var_types[result].size();
+    std::vector<bool> made(slots_.size(), false);
+    made[result] = true;
+    int reads = 0;
+    for (const Step* m : members) {
+      const Generated& g = generated_[m->generated];
+      if (!g.pointwise || g.per != 1 || g.iterations != n || m->out_vars.size() != 1 ||
+          prog.var_types[m->out_vars[0]].size() != n)
+        return false;
+      for (int v : m->in_vars) {
+        reads += v == result;
+        const bool alike = slots_[v].where == Where::Literal || made[v] ||
+                           (v < static_cast<int>(same.size()) && same[v]);
+        if (!alike) return false;
+      }
+      made[m->out_vars[0]] = true;
+    }
+    return reads > 0 && reads == readers[result];  // nothing else reads the result
+  };
+  std::vector<Step> steps;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& st = steps_[i];
+    if (i + 1 < steps_.size() && st.kernel && st.fused < 0 && st.generated < 0 && st.chain < 0 &&
+        st.epilogue < 0) {
+      Step& next = steps_[i + 1];
+      std::vector<const Step*> members;
+      if (next.chain >= 0)
+        for (const Step& m : chains_[next.chain].steps) members.push_back(&m);
+      else if (next.generated >= 0 && next.epilogue < 0)
+        members.push_back(&next);
+      if (!members.empty() && pairs(st, members)) {
+        if (next.chain >= 0) {
+          st.then = next.chain;
+        } else {  // a chain of one, over the elements
+          Chain c;
+          c.rows = generated_[next.generated].iterations;
+          c.per_row = {1};
+          c.block = 8192;
+          c.grain = std::max<int64_t>(c.block, generated_[next.generated].grain);
+          c.steps.push_back(std::move(next));
+          st.then = static_cast<int>(chains_.size());
+          chains_.push_back(std::move(c));
+        }
+        steps.push_back(std::move(st));
+        ++i;
+        continue;
+      }
+    }
+    steps.push_back(std::move(st));
+  }
+  steps_ = std::move(steps);
+}
+
+void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& ptr,
+                                     std::vector<backend::Buf>& bufs,
+                                     backend::ExecContext& ctx) const {
+  const Chain& c = chains_[st.then];
+  struct Self {
+    const Executable* exe;
+    const Chain* chain;
+    std::vector<std::vector<void*>> args;  // per member: its operands, then its output
+  } self{this, &c, {}};
+  runtime::AllReduceEpilogue then{
+      [](const void* p, int64_t lo, int64_t hi) {
+        const Self& s = *static_cast<const Self*>(p);
+        for (size_t m = 0; m < s.chain->steps.size(); ++m)
+          s.exe->generated_[s.chain->steps[m].generated].code->fn(
+              s.args[m].data(), lo, hi);
+      },
+      &self,
+      {}};
+  for (const Step& m : c.steps) {
+    std::vector<void*>& a = self.args.emplace_back();
+    for (int v : m.in_vars) a.push_back(ptr[v]);
+    const int out = m.out_vars[0];
+    a.push_back(ptr[out]);
+    then.outputs.emplace_back(ptr[out], static_cast<size_t>(itemsize(program_.var_types[out].dtype)));
+  }
+  ctx.all_reduce_epilogue = &then;
+  ctx.blocks_reported = false;
+  try {
+    run_kernel(st, ptr, bufs, ctx);
+  } catch (...) {
+    ctx.all_reduce_epilogue = nullptr;
+    ctx.blocks_reported = false;
+    throw;
+  }
+  const bool done = ctx.blocks_reported;
+  ctx.all_reduce_epilogue = nullptr;
+  ctx.blocks_reported = false;
+  if (!done) run_chain(c, ptr, ctx);
+}
+
+}  // namespace spmd::compile
