@@ -29,8 +29,9 @@ void expect_ordered(const Program& p) {
   std::set<int> defined(p.inputs.begin(), p.inputs.end());
   for (size_t e = 0; e < p.equations.size(); ++e) {
     for (const Atom& a : p.equations[e].inputs)
-      if (!a.is_literal()) EXPECT_TRUE(defined.count(a.var)) << "equation " << e << " reads var "
-                                                             << a.var << " before it is defined";
+      if (!a.is_literal())
+        EXPECT_TRUE(defined.count(a.var))
+            << "equation " << e << " reads var " << a.var << " before it is defined";
     for (int v : p.equations[e].outputs) defined.insert(v);
   }
 }
@@ -50,14 +51,14 @@ TEST(GatherAllReduceUpdates, AnUpdateOfEachPsumMovesToJustAfterIt) {
   };
   Array a = ones({6}), b = ones({4});
   Program p = compile::simplify(make_jaxpr(step)(a, b, a, a, b, b));
-  ASSERT_THAT(names(p), ::testing::ElementsAre("mul", "psum", "mul", "psum", "reduce_sum", "mul",
-                                               "add", "mul", "add", "mul", "sub", "mul", "sub",
-                                               "exp"));
+  ASSERT_THAT(names(p),
+              ::testing::ElementsAre("mul", "psum", "mul", "psum", "reduce_sum", "mul", "add",
+                                     "mul", "add", "mul", "sub", "mul", "sub", "exp"));
   Program moved = compile::gather_all_reduce_updates(p);
   expect_ordered(moved);
-  EXPECT_THAT(names(moved), ::testing::ElementsAre("mul", "psum", "mul", "add", "mul", "sub", "mul",
-                                                   "psum", "mul", "add", "mul", "sub",
-                                                   "reduce_sum", "exp"));
+  EXPECT_THAT(names(moved),
+              ::testing::ElementsAre("mul", "psum", "mul", "add", "mul", "sub", "mul", "psum",
+                                     "mul", "add", "mul", "sub", "reduce_sum", "exp"));
   // Each update follows its own psum: the equations after psum #1 read its result (s1 is var
   // of equation 1), those after psum #2 read s2's.
   auto reads = [&](size_t e, int var) {

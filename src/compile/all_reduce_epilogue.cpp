@@ -102,21 +102,21 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
     const Chain* chain;
     std::vector<std::vector<void*>> args;  // per member: its operands, then its output
   } self{this, &c, {}};
-  runtime::AllReduceEpilogue then{
-      [](const void* p, int64_t lo, int64_t hi) {
-        const Self& s = *static_cast<const Self*>(p);
-        for (size_t m = 0; m < s.chain->steps.size(); ++m)
-          s.exe->generated_[s.chain->steps[m].generated].code->fn(
-              s.args[m].data(), lo, hi);
-      },
-      &self,
-      {}};
+  runtime::AllReduceEpilogue then{[](const void* p, int64_t lo, int64_t hi) {
+                                    const Self& s = *static_cast<const Self*>(p);
+                                    for (size_t m = 0; m < s.chain->steps.size(); ++m)
+                                      s.exe->generated_[s.chain->steps[m].generated].code->fn(
+                                          s.args[m].data(), lo, hi);
+                                  },
+                                  &self,
+                                  {}};
   for (const Step& m : c.steps) {
     std::vector<void*>& a = self.args.emplace_back();
     for (int v : m.in_vars) a.push_back(ptr[v]);
     const int out = m.out_vars[0];
     a.push_back(ptr[out]);
-    then.outputs.emplace_back(ptr[out], static_cast<size_t>(itemsize(program_.var_types[out].dtype)));
+    then.outputs.emplace_back(ptr[out],
+                              static_cast<size_t>(itemsize(program_.var_types[out].dtype)));
   }
   ctx.all_reduce_epilogue = &then;
   ctx.blocks_reported = false;

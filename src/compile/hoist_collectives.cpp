@@ -1,7 +1,6 @@
-#include "compile/simplify.h"
-
 #include <algorithm>
 
+#include "compile/simplify.h"
 #include "primitives/collectives.h"
 
 namespace spmd::compile {
