@@ -102,6 +102,10 @@ class Primitive {
   virtual std::shared_ptr<const Primitive> with_subprograms(
       std::vector<std::shared_ptr<const Program>> programs) const;
 
+  // What the primitive compiles for itself and runs, as compile::Executable::text shows it (a
+  // pmap's per-replica program: its fused loops, shared epilogues, kernels); empty for most.
+  virtual std::string compiled_text() const { return {}; }
+
   // Typed identity: the same primitive type with equal parameter values, so CSE and caches may
   // use one for the other. PrimitiveOf implements both from the parameters' key().
   virtual bool equals(const Primitive& other) const = 0;

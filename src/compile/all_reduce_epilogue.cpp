@@ -6,8 +6,12 @@
 // half of the parameters and momenta as it sums their gradients, and reads the other half of
 // the new values from its peer, instead of each process updating all of them (measured below,
 // bench_train 2 processes x 1 core). The outputs are the ones the consumer computes, element by
-// element, from the same operands: bit for bit those of running it after the all-reduce.
+// element, from the same operands: bit for bit those of running it after the all-reduce. Where
+// the all-reduce runs on the device's communication thread (a core to spare), the pair does.
+// A communicator that does not share the epilogue (within a process, through messages, small
+// arrays, a process that brought none) leaves it to run_all_reduce_then, after the result.
 #include <algorithm>
+#include <cstdint>
 
 #include "codegen/loop_kernel.h"
 #include "compile/executable.h"
@@ -17,7 +21,8 @@
 
 namespace spmd::compile {
 
-void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same) {
+void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same,
+                                           const std::vector<int>& epilogue_end) {
   const Program& prog = program_;
   // How many steps read each var (a program output counts as a reader of its own).
   std::vector<int> readers(slots_.size(), 0);
@@ -39,6 +44,9 @@ void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same) {
     if (!dynamic_cast<const prim::AllReduce*>(st.primitive) || st.in_vars.size() != 1 ||
         st.out_vars.size() != 1 || slots_[st.in_vars[0]].where == Where::Input)
       return false;
+    const int end = epilogue_end.at(st.site);  // (its input lives until then)
+    for (const Step* m : members)
+      if (m->site <= st.site || static_cast<int>(m->site) >= end) return false;
     const int result = st.out_vars[0];
     const int64_t n = prog.var_types[result].size();
     std::vector<bool> made(slots_.size(), false);
@@ -97,22 +105,36 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
                                      std::vector<backend::Buf>& bufs,
                                      backend::ExecContext& ctx) const {
   const Chain& c = chains_[st.then];
+  // Per member, its operands then its output; where an operand is the all-reduce's result,
+  // the address that puts element lo at `result` (the kernels index their buffers by element).
   struct Self {
     const Executable* exe;
     const Chain* chain;
-    std::vector<std::vector<void*>> args;  // per member: its operands, then its output
-  } self{this, &c, {}};
-  runtime::AllReduceEpilogue then{[](const void* p, int64_t lo, int64_t hi) {
-                                    const Self& s = *static_cast<const Self*>(p);
-                                    for (size_t m = 0; m < s.chain->steps.size(); ++m)
-                                      s.exe->generated_[s.chain->steps[m].generated].code->fn(
-                                          s.args[m].data(), lo, hi);
-                                  },
-                                  &self,
-                                  {}};
+    std::vector<std::vector<void*>> args;
+    std::vector<std::vector<size_t>> at_result;  // per member: operand positions of the result
+    size_t item;                                 // the result's bytes per element
+  } self{this, &c, {}, {}, static_cast<size_t>(itemsize(program_.var_types[st.out_vars[0]].dtype))};
+  runtime::AllReduceEpilogue then{
+      [](const void* p, int64_t lo, int64_t hi, const void* result) {
+        const Self& s = *static_cast<const Self*>(p);
+        const uintptr_t base =
+            reinterpret_cast<uintptr_t>(result) - static_cast<uintptr_t>(lo) * s.item;
+        thread_local std::vector<void*> args;
+        for (size_t m = 0; m < s.chain->steps.size(); ++m) {
+          args = s.args[m];
+          for (size_t k : s.at_result[m]) args[k] = reinterpret_cast<void*>(base);
+          s.exe->generated_[s.chain->steps[m].generated].code->fn(args.data(), lo, hi);
+        }
+      },
+      &self,
+      {}};
   for (const Step& m : c.steps) {
     std::vector<void*>& a = self.args.emplace_back();
-    for (int v : m.in_vars) a.push_back(ptr[v]);
+    std::vector<size_t>& r = self.at_result.emplace_back();
+    for (int v : m.in_vars) {
+      if (v == st.out_vars[0]) r.push_back(a.size());
+      a.push_back(ptr[v]);
+    }
     const int out = m.out_vars[0];
     a.push_back(ptr[out]);
     then.outputs.emplace_back(ptr[out],

@@ -194,37 +194,46 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
       last_use[r] = std::max(last_use[r], last_use[eq.outputs[0]]);
     }
   }
-  // An all-reduce's input lives through the elementwise equations right after it: with an
-  // epilogue, others may read it until the epilogue has run (run_all_reduce_then).
-  if (!same_everywhere.empty())
-    for (size_t s = 0; s < prog.equations.size(); ++s) {
-      if (!dynamic_cast<const prim::AllReduce*>(prog.equations[s].primitive.get())) continue;
-      size_t t = s + 1;
-      while (t < prog.equations.size() && prog.equations[t].primitive->is_elementwise()) ++t;
-      for (auto& a : prog.equations[s].inputs)
-        if (!a.is_literal())
-          last_use[root(a.var)] = std::max(last_use[root(a.var)], static_cast<int>(t) - 1);
-    }
-  // Asynchronous all-reduces: those whose results are first read after at least one other
-  // equation; their operands live until that read (the communication thread reads them).
+  // An all-reduce may take the elementwise equations right after it as its epilogue (given
+  // same_everywhere: pair_all_reduce_epilogues): epilogue_end[s] ends the run it may take.
+  // Other processes may read the all-reduce's input until the epilogue has run, so the input
+  // lives through the run.
+  const int neqs = static_cast<int>(prog.equations.size());
+  std::vector<int> epilogue_end(prog.equations.size(), -1);
+  for (int s = 0; s < neqs; ++s) {
+    if (!dynamic_cast<const prim::AllReduce*>(prog.equations[s].primitive.get())) continue;
+    int t = s + 1;
+    if (!same_everywhere.empty())
+      while (t < neqs && prog.equations[t].primitive->is_elementwise()) ++t;
+    epilogue_end[s] = t;
+    for (auto& a : prog.equations[s].inputs)
+      if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], t - 1);
+  }
+  // Asynchronous all-reduces: those whose results (and their epilogue run's) are first read
+  // after at least one other equation; everything they and the run read and write lives until
+  // that read (the communication thread reads and writes them).
   std::vector<bool> async_eq(prog.equations.size(), false);
   if (async_collectives) {
-    std::vector<int> first_read(nvars, static_cast<int>(prog.equations.size()));
-    for (size_t s = prog.equations.size(); s-- > 0;)
-      for (auto& a : prog.equations[s].inputs)
-        if (!a.is_literal()) first_read[a.var] = static_cast<int>(s);
-    for (size_t s = 0; s < prog.equations.size(); ++s) {
+    for (int s = 0; s < neqs; ++s) {
       const Equation& eq = prog.equations[s];
-      if (!dynamic_cast<const prim::AllReduce*>(eq.primitive.get()) || absorbed[s] ||
-          loop_at[s] >= 0)
-        continue;
-      int f = static_cast<int>(prog.equations.size());
-      for (int v : eq.outputs) f = std::min(f, first_read[v]);
-      if (f <= static_cast<int>(s) + 1) continue;  // read at once: nothing to overlap
+      if (epilogue_end[s] < 0 || absorbed[s] || loop_at[s] >= 0) continue;
+      const int t = epilogue_end[s];
+      std::vector<bool> made(nvars, false);
+      for (int e = s; e < t; ++e)
+        for (int v : prog.equations[e].outputs) made[v] = true;
+      int f = neqs;
+      for (int e = t; e < neqs && f == neqs; ++e)
+        for (auto& a : prog.equations[e].inputs)
+          if (!a.is_literal() && made[a.var]) f = e;
+      if (f <= t) continue;  // read at once: nothing to overlap
       async_eq[s] = true;
       any_async_ = true;
-      for (auto& a : eq.inputs)
-        if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], f);
+      for (int e = s; e < t; ++e) {
+        for (auto& a : prog.equations[e].inputs)
+          if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], f);
+        if (e > s)
+          for (int v : prog.equations[e].outputs) last_use[v] = std::max(last_use[v], f);
+      }
     }
   }
   // Fusion groups: maximal runs of consecutive elementwise equations over the same number of
@@ -534,7 +543,7 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
     }
     steps_ = std::move(steps);
   }
-  if (!same_everywhere.empty()) pair_all_reduce_epilogues(same_everywhere);
+  if (!same_everywhere.empty()) pair_all_reduce_epilogues(same_everywhere, epilogue_end);
   for (size_t v = 0; v < slots_.size(); ++v) {
     if (slots_[v].where == Where::Input)
       bound_inputs_.emplace_back(static_cast<int>(v), slots_[v].index);
@@ -663,6 +672,18 @@ void Executable::run_steps_async(const std::vector<void*>& ptr, backend::ExecCon
       }
       if (!st.async) {
         run_step(st, ptr, bufs, ctx);
+        continue;
+      }
+      if (st.then >= 0) {  // an all-reduce and its epilogue, on the communication thread
+        std::vector<int> made = st.out_vars;
+        for (const Step& m : chains_[st.then].steps) made.push_back(m.out_vars[0]);
+        backend::ExecContext job_ctx = ctx;
+        job_ctx.on_block = nullptr;
+        job_ctx.threads = 1;  // (the compute keeps the cores)
+        pending.push_back({std::move(made), runtime::post_async(ctx.device, [this, &st, &ptr, job_ctx]() mutable {
+                             std::vector<backend::Buf> job_bufs(max_operands_ + 1);
+                             run_all_reduce_then(st, ptr, job_bufs, job_ctx);
+                           })});
         continue;
       }
       // The step's operands and context as values: the job runs after this returns.
@@ -807,7 +828,7 @@ std::string Executable::text() const {
       }
       s += "\n";
     } else if (st.kernel) {
-      s += "kernel: " + st.primitive->name() + "\n";
+      s += "kernel: " + st.primitive->name() + "\n" + st.primitive->compiled_text();
       if (st.epilogue >= 0) {
         const Generated& g = generated_[epilogues_[st.epilogue].step.generated];
         s += "  epilogue, run on each block of rows the product writes: loop kernel (" +

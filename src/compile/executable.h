@@ -164,8 +164,10 @@ class Executable {
   // The step's own kernel on its operands.
   void run_kernel(const Step& st, const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                   backend::ExecContext& ctx) const;
-  // Pairs all-reduces with their epilogues (Step::then), given same_everywhere.
-  void pair_all_reduce_epilogues(const std::vector<bool>& same);
+  // Pairs all-reduces with their epilogues (Step::then), given same_everywhere, each within the
+  // run of equations [s + 1, epilogue_end[s]) after all-reduce s.
+  void pair_all_reduce_epilogues(const std::vector<bool>& same,
+                                 const std::vector<int>& epilogue_end);
   void run_generated(const Step& st, const std::vector<void*>& ptr,
                      backend::ExecContext& ctx) const;
   void run_fused(const Fused& f, const std::vector<void*>& ptr, backend::ExecContext& ctx) const;

@@ -21,15 +21,17 @@ Program simplify(const Program& p);
 // (compile/hoist_collectives.cpp)
 Program hoist_all_reduces(const Program& p);
 
-// A Program -> Program pass for replicas whose collectives cross processes and run on the
-// compute thread (one core per replica): the elementwise equations that read an all-reduce's
-// result, and the elementwise equations of values ready by then that they read, move to just
-// after it (in their order). An optimiser's update of a gradient's psum then follows the psum,
-// and compile::Executable hands it to the all-reduce as its epilogue: where every operand but
-// the result is the same on every member (the parameters and optimiser state of replicated
-// training), each process computes the update on its own block of the elements only, as it
-// sums that block, and reads the other blocks' results from their owners (XLA's sharded weight
-// update, for state that stays replicated; runtime/direct_collectives.cpp).
+// A Program -> Program pass for replicas whose collectives cross processes: the elementwise
+// equations that read an all-reduce's result, and the elementwise equations of values ready by
+// then that they read, move to just after it (in their order). An optimiser's update of a
+// gradient's psum then follows the psum, and compile::Executable hands it to the all-reduce as
+// its epilogue: where every operand but the result is the same on every member (the parameters
+// and optimiser state of replicated training), each process computes the update on its own
+// block of the elements only, as it sums that block, and reads the other blocks' results from
+// their owners (XLA's sharded weight update, for state that stays replicated;
+// runtime/direct_collectives.cpp); with a communication thread, the pair runs there.
+// Collectives keep their places relative to each other, and the pass depends on the program
+// only: every process makes the same program, whatever its devices and cores.
 // (compile/hoist_collectives.cpp)
 Program gather_all_reduce_updates(const Program& p);
 

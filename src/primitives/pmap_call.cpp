@@ -4,7 +4,6 @@
 #include <map>
 
 #include "base/env.h"
-#include "base/parallel.h"
 #include "compile/executable.h"
 #include "compile/simplify.h"
 #include "ir/interpret.h"
@@ -13,7 +12,6 @@
 #include "primitives/callback.h"
 #include "primitives/collectives.h"
 #include "primitives/control_flow.h"
-#include "runtime/async_worker.h"
 #include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
@@ -537,13 +535,15 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     const bool across = global_size != size || !mesh_devices.empty();
     Program simplified = compile::simplify(lowered);
     if (across) simplified = compile::hoist_all_reduces(simplified);
-    // With a core per replica, no communication thread overlaps the all-reduces: each shares
-    // its elementwise consumers instead (compile::gather_all_reduce_updates), given the values
-    // alike on every replica: a 1-D pmap's unmapped inputs and its constants, and what is
-    // computed from them and from psums (transforms::varying_axes_of_vars).
+    // Each all-reduce may share its elementwise consumers of values alike on every replica (an
+    // optimiser's update of replicated state: compile::gather_all_reduce_updates), given those
+    // values: a 1-D pmap's unmapped inputs (equal on every process, as JAX asks of them) and
+    // its constants, and what is computed from them and from psums
+    // (transforms::varying_axes_of_vars; a pure_callback's results are its operands' function,
+    // as its contract says). The same on every process whatever its devices and cores: the
+    // programs, and so the collectives' sites, must match.
     std::vector<bool> same;
-    const int threads = std::max(1, cpu::hardware_threads() / static_cast<int>(std::max<int64_t>(1, size)));
-    if (across && c->mesh_sizes.size() == 1 && !runtime::async_collectives(threads)) {
+    if (across && c->mesh_sizes.size() == 1) {
       simplified = compile::gather_all_reduce_updates(simplified);
       std::vector<transforms::AxisSet> axes(simplified.inputs.size());
       for (size_t i = 0; i < nin && i < axes.size(); ++i)
@@ -564,6 +564,16 @@ const PmapCall::Compiled& PmapCall::compiled() const {
     compiled_ = std::move(c);
   });
   return *compiled_;
+}
+
+std::string PmapCall::compiled_text() const {
+  std::string text = compiled().executable->text(), out;
+  for (size_t at = 0; at < text.size();) {  // indented under the pmap's line
+    const size_t end = std::min(text.find('\n', at), text.size());
+    out += "  " + text.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  return out;
 }
 
 int64_t PmapCall::nested_replicas() const {

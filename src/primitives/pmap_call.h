@@ -50,6 +50,7 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
   std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
                          const std::vector<Array>&) const override;
   bool has_jvp() const override { return true; }
+  std::string compiled_text() const override;
   Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
 
   // The per-device program (nested pmaps lowered onto the mesh) compiled once, and the mesh.

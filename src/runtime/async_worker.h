@@ -17,8 +17,7 @@ class AsyncJob;
 // the work after them: SPMD_ASYNC_COLLECTIVES=1 or 0 says so; by default, where the replica has
 // a core to spare (threads >= 2). With one core per replica the communication thread shares it
 // with the compute and gains nothing (bench_train, 2 processes x 1 core: 12.0-12.7 ms per step
-// with the overlap, 11.7-12.1 without); its all-reduces then run in place and share their
-// epilogues instead (compile::gather_all_reduce_updates).
+// with the overlap, 11.7-12.1 without).
 bool async_collectives(int threads);
 
 // Runs fn on device's communication thread after the jobs posted before it.

@@ -28,10 +28,11 @@ class CollectiveCall {
 
 // An elementwise consumer of an all-reduce's result whose every other operand is the same on
 // every member (a replicated optimiser's update of a gradient's psum): fn computes its outputs'
-// elements [lo, hi) from the result's elements [lo, hi). Each output holds `count` elements of
-// outputs[k].second bytes.
+// elements [lo, hi) from the result's elements [lo, hi), which `result` points at (wherever the
+// communicator made them: a chunk in cache, not the output buffer, which nothing else reads).
+// Each output holds `count` elements of outputs[k].second bytes.
 struct AllReduceEpilogue {
-  void (*fn)(const void* self, int64_t lo, int64_t hi);
+  void (*fn)(const void* self, int64_t lo, int64_t hi, const void* result);
   const void* self;
   std::vector<std::pair<void*, size_t>> outputs;
 };

@@ -104,10 +104,14 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
   // This process's block, a chunk at a time.
   const int64_t chunk = static_cast<int64_t>(std::max<size_t>(1, kChunkBytes / item));
   const auto [lo, hi] = block(me_);
+  // With an epilogue, nothing else reads the result: each chunk of sums goes to a buffer that
+  // stays in cache, the epilogue reads it there, and the output buffer is never written.
+  if (then) sums_.resize(static_cast<size_t>(chunk) * item);
   for (int64_t c = lo; c < hi; c += chunk) {
     const int64_t n = std::min(chunk, hi - c);
-    reduce_from_all(r, c, n, out + static_cast<size_t>(c) * item, dtype, op, what);
-    if (then) then->fn(then->self, c, c + n);  // (the chunk's sums are in cache)
+    char* sums = then ? sums_.data() : out + static_cast<size_t>(c) * item;
+    reduce_from_all(r, c, n, sums, dtype, op, what);
+    if (then) then->fn(then->self, c, c + n, sums);
   }
   // Every block is summed once the others have met here; then each is read from its owner:
   // the block of the result, or with an epilogue, the blocks of its outputs.

@@ -153,6 +153,7 @@ class HierarchicalCommunicator : public Communicator {
   bool one_per_process_ = false;
   std::unique_ptr<char[]> scratch_;
   size_t scratch_bytes_ = 0;
+  std::vector<char> sums_;  // a chunk of an all-reduce's result that only its epilogue reads
 };
 
 // At the end of a program that communicates across processes: tells every other process that

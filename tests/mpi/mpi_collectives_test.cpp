@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -329,6 +330,13 @@ TEST_P(Collectives, AReplicatedUpdateOfAPsumIsTheUpdateOfTheFoldInGlobalOrder) {
     auto step = pmap([&](const Array& xs, const Array& params, const Array& velocity) {
       return update(psum(xs * 2.0, "i"), params, velocity);  // (a psum of a computed value)
     }, "i", o);
+    // The update is the psum's epilogue (where it is compiled to loops: SPMD_CODEGEN not 0, and
+    // more than a few elements).
+    const char* codegen = std::getenv("SPMD_CODEGEN");
+    if ((!codegen || std::string(codegen) != "0") && m > 1000)
+      EXPECT_NE(compiled_text(step, x, pa, va).find("its epilogue shared between processes"),
+                std::string::npos)
+          << compiled_text(step, x, pa, va);
     for (int call = 0; call < 2; ++call) {  // (a second call: the compiled program again)
       auto [got_p, got_v] = step(x, pa, va);
       const std::string at = "m = " + std::to_string(m) + ", call " + std::to_string(call);
@@ -354,11 +362,14 @@ TEST_P(Collectives, AReplicatedUpdateOfAPsumIsTheUpdateOfTheFoldInGlobalOrder) {
     PmapOptions both;
     both.in_axes = AxisSpec{0, none, none};
     both.out_axes = AxisSpec{none, none, none};
-    auto [p3, v3, s3] = pmap([&](const Array& xs, const Array& params, const Array& velocity) {
+    auto returned = pmap([&](const Array& xs, const Array& params, const Array& velocity) {
       Array sum = psum(xs * 2.0, "i");
       auto [np, nv] = update(sum, params, velocity);
       return std::make_tuple(np, nv, sum);
-    }, "i", both)(x, pa, va);
+    }, "i", both);
+    EXPECT_EQ(compiled_text(returned, x, pa, va).find("shared between processes"),
+              std::string::npos) << "the psum is returned: every process needs all of it";
+    auto [p3, v3, s3] = returned(x, pa, va);
     EXPECT_EQ(p3.to_vector<float>(), want_p.to_vector<float>()) << "m = " << m;
     EXPECT_EQ(s3.to_vector<float>(), folded) << "m = " << m;
   }
