@@ -25,7 +25,7 @@ import sys
 
 def shares(trace_paths):
     """(compute, communication, wait) shares of the devices' time, from Chrome trace events."""
-    compute = collective = wait = 0.0
+    compute = collective = wait = epilogue = 0.0
     for path in trace_paths:
         with open(path) as f:
             events = json.load(f)["traceEvents"]
@@ -39,9 +39,13 @@ def shares(trace_paths):
                 collective += dur
             elif name in ("collective wait", "exchange wait"):
                 wait += dur
+            elif name == "epilogue":  # an all-reduce's shared update: computing inside it
+                epilogue += dur
     if compute <= 0:
         return (1.0, 0.0, 0.0)
     # Waits happen inside collectives; collectives inside the devices' compute spans.
+    epilogue = min(epilogue, collective)
+    collective -= epilogue
     wait = min(wait, collective)
     return ((compute - collective) / compute, (collective - wait) / compute, wait / compute)
 

@@ -21,6 +21,7 @@
 
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/reduce_buffers.h"
+#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {
@@ -111,7 +112,10 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
     const int64_t n = std::min(chunk, hi - c);
     char* sums = then ? sums_.data() : out + static_cast<size_t>(c) * item;
     reduce_from_all(r, c, n, sums, dtype, op, what);
-    if (then) then->fn(then->self, c, c + n, sums);
+    if (then) {
+      Timeline::Span span("epilogue");  // (computing, inside the collective)
+      then->fn(then->self, c, c + n, sums);
+    }
   }
   // Every block is summed once the others have met here; then each is read from its owner:
   // the block of the result, or with an epilogue, the blocks of its outputs.
