@@ -65,6 +65,15 @@ void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same,
       }
       made[m->out_vars[0]] = true;
     }
+    // What the epilogue makes is taken alike where anything else reads it (same_everywhere
+    // excludes what a mapped output is computed from).
+    for (const Step* m : members) {
+      const int v = m->out_vars[0];
+      int inside = 0;
+      for (const Step* k : members)
+        inside += static_cast<int>(std::count(k->in_vars.begin(), k->in_vars.end(), v));
+      if (readers[v] > inside && !(v < static_cast<int>(same.size()) && same[v])) return false;
+    }
     return reads > 0 && reads == readers[result];  // nothing else reads the result
   };
   std::vector<Step> steps;

@@ -32,9 +32,11 @@ class Executable {
   // theirs (as XLA's async collectives and PyTorch DDP's buckets do).
   //
   // same_everywhere (by var; empty: unknown): the values every member of the program's
-  // collectives holds alike (compile::gather_all_reduce_updates). An all-reduce whose result
-  // only the row chain or loop kernel right after it reads, pointwise, its other operands all
-  // alike, hands it over as its epilogue (backend::ExecContext::all_reduce_epilogue).
+  // collectives holds alike (compile::gather_all_reduce_updates; pmap leaves out what a mapped
+  // result is computed from). An all-reduce whose result only the row chain or loop kernel
+  // right after it reads, pointwise, its other operands all alike, and what it makes alike
+  // wherever anything else reads it, hands it over as its epilogue
+  // (backend::ExecContext::all_reduce_epilogue).
   explicit Executable(Program simplified, bool keep_ir = false, bool async_collectives = false,
                       const std::vector<bool>& same_everywhere = {});
   const Program& program() const { return program_; }

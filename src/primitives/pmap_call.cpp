@@ -550,6 +550,24 @@ const PmapCall::Compiled& PmapCall::compiled() const {
         if (c->in_dims[i][0] != not_mapped) axes[i] = {axis_name};
       for (const transforms::AxisSet& v : transforms::varying_axes_of_vars(simplified, axes))
         same.push_back(v.empty());
+      // A mapped result is each replica's own, and so is every value computed here that it is
+      // computed from: an epilogue does not make them (were an unmapped input to differ between
+      // processes, against the contract, such a result is still its own process's, as without
+      // sharing; inputs themselves are never made by an epilogue).
+      std::vector<bool> input(same.size(), false);
+      for (int v : simplified.inputs) input[static_cast<size_t>(v)] = true;
+      for (size_t j = 0; j < nout && j < simplified.outputs.size(); ++j)
+        if (!simplified.outputs[j].is_literal() && c->out_dims[j][0] != not_mapped)
+          same[static_cast<size_t>(simplified.outputs[j].var)] = false;
+      for (size_t e = simplified.equations.size(); e-- > 0;) {
+        const Equation& eq = simplified.equations[e];
+        bool own = false;
+        for (int v : eq.outputs) own = own || !same[static_cast<size_t>(v)];
+        if (own)
+          for (const Atom& a : eq.inputs)
+            if (!a.is_literal() && !input[static_cast<size_t>(a.var)])
+              same[static_cast<size_t>(a.var)] = false;
+      }
     }
     c->executable =
         std::make_unique<compile::Executable>(std::move(simplified), false, /*async=*/across, same);
