@@ -221,16 +221,24 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
       std::vector<bool> made(nvars, false);
       for (int e = s; e < t; ++e)
         for (int v : prog.equations[e].outputs) made[v] = true;
+      // What a step reads: a loop kernel reads its group's inputs where its root runs (an
+      // equation folded into it reads nothing where it stands).
+      auto reads_of = [&](int e) -> const std::vector<Atom>& {
+        return loop_at[e] >= 0 ? loops[loop_at[e]].inputs : prog.equations[e].inputs;
+      };
       int f = neqs;
-      for (int e = t; e < neqs && f == neqs; ++e)
-        for (auto& a : prog.equations[e].inputs)
+      for (int e = t; e < neqs && f == neqs; ++e) {
+        if (absorbed[e]) continue;
+        for (auto& a : reads_of(e))
           if (!a.is_literal() && made[a.var]) f = e;
+      }
       if (f <= t) continue;  // read at once: nothing to overlap
       async_eq[s] = true;
       any_async_ = true;
       for (int e = s; e < t; ++e) {
-        for (auto& a : prog.equations[e].inputs)
-          if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], f);
+        for (const std::vector<Atom>* reads : {&prog.equations[e].inputs, &reads_of(e)})
+          for (auto& a : *reads)
+            if (!a.is_literal()) last_use[root(a.var)] = std::max(last_use[root(a.var)], f);
         if (e > s)
           for (int v : prog.equations[e].outputs) last_use[v] = std::max(last_use[v], f);
       }

@@ -554,20 +554,21 @@ const PmapCall::Compiled& PmapCall::compiled() const {
       // computed from: an epilogue does not make them (were an unmapped input to differ between
       // processes, against the contract, such a result is still its own process's, as without
       // sharing; inputs themselves are never made by an epilogue).
-      std::vector<bool> input(same.size(), false);
+      std::vector<bool> input(same.size(), false), own(same.size(), false);
       for (int v : simplified.inputs) input[static_cast<size_t>(v)] = true;
       for (size_t j = 0; j < nout && j < simplified.outputs.size(); ++j)
         if (!simplified.outputs[j].is_literal() && c->out_dims[j][0] != not_mapped)
-          same[static_cast<size_t>(simplified.outputs[j].var)] = false;
+          own[static_cast<size_t>(simplified.outputs[j].var)] = true;
       for (size_t e = simplified.equations.size(); e-- > 0;) {
         const Equation& eq = simplified.equations[e];
-        bool own = false;
-        for (int v : eq.outputs) own = own || !same[static_cast<size_t>(v)];
-        if (own)
+        bool feeds = false;
+        for (int v : eq.outputs) feeds = feeds || own[static_cast<size_t>(v)];
+        if (feeds)
           for (const Atom& a : eq.inputs)
-            if (!a.is_literal() && !input[static_cast<size_t>(a.var)])
-              same[static_cast<size_t>(a.var)] = false;
+            if (!a.is_literal()) own[static_cast<size_t>(a.var)] = true;
       }
+      for (size_t v = 0; v < same.size(); ++v)
+        if (own[v] && !input[v]) same[v] = false;
     }
     c->executable =
         std::make_unique<compile::Executable>(std::move(simplified), false, /*async=*/across, same);
