@@ -150,18 +150,7 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
                               static_cast<size_t>(itemsize(program_.var_types[out].dtype)));
   }
   ctx.all_reduce_epilogue = &then;
-  ctx.blocks_reported = false;
-  try {
-    run_kernel(st, ptr, bufs, ctx);
-  } catch (...) {
-    ctx.all_reduce_epilogue = nullptr;
-    ctx.blocks_reported = false;
-    throw;
-  }
-  const bool done = ctx.blocks_reported;
-  ctx.all_reduce_epilogue = nullptr;
-  ctx.blocks_reported = false;
-  if (!done) run_chain(c, ptr, ctx);
+  if (!run_kernel_with_consumer(st, ptr, bufs, ctx)) run_chain(c, ptr, ctx);
 }
 
 }  // namespace spmd::compile

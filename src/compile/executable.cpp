@@ -215,7 +215,6 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
   std::vector<bool> async_eq(prog.equations.size(), false);
   if (async_collectives) {
     for (int s = 0; s < neqs; ++s) {
-      const Equation& eq = prog.equations[s];
       if (epilogue_end[s] < 0 || absorbed[s] || loop_at[s] >= 0) continue;
       const int t = epilogue_end[s];
       std::vector<bool> made(nvars, false);
@@ -641,10 +640,30 @@ void Executable::run_kernel(const Step& st, const std::vector<void*>& ptr,
   for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
   for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
   ctx.site = backend::sub_site(caller_site, st.site);
+  struct Restore {
+    backend::ExecContext& ctx;
+    uint64_t site;
+    ~Restore() { ctx.site = site; }
+  } restore{ctx, caller_site};
   st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
             std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
             ctx);
-  ctx.site = caller_site;
+}
+
+bool Executable::run_kernel_with_consumer(const Step& st, const std::vector<void*>& ptr,
+                                          std::vector<backend::Buf>& bufs,
+                                          backend::ExecContext& ctx) const {
+  ctx.blocks_reported = false;
+  struct Clear {
+    backend::ExecContext& ctx;
+    ~Clear() {
+      ctx.on_block = nullptr;
+      ctx.all_reduce_epilogue = nullptr;
+      ctx.blocks_reported = false;
+    }
+  } clear{ctx};
+  run_kernel(st, ptr, bufs, ctx);
+  return ctx.blocks_reported;
 }
 
 void Executable::run_steps_async(const std::vector<void*>& ptr, backend::ExecContext& ctx) const {
@@ -725,7 +744,6 @@ void Executable::run_steps_async(const std::vector<void*>& ptr, backend::ExecCon
 void Executable::run_dot_with_epilogue(const Step& st, const std::vector<void*>& ptr,
                                        std::vector<backend::Buf>& bufs,
                                        backend::ExecContext& ctx) const {
-  const auto& types = program_.var_types;
   const Epilogue& e = epilogues_[st.epilogue];
   std::vector<void*> args;
   for (int v : e.step.in_vars) args.push_back(ptr[v]);
@@ -744,27 +762,8 @@ void Executable::run_dot_with_epilogue(const Step& st, const std::vector<void*>&
         for (int64_t r = r0; r < r1; ++r) b.fn(b.args, r * b.cols + c0, r * b.cols + c1);
       },
       &block, e.per_row == block.cols};
-  size_t k = 0;
-  for (int v : st.in_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
-  for (int v : st.out_vars) bufs[k++] = backend::Buf{ptr[v], &types[v]};
-  const uint64_t caller_site = ctx.site;
-  ctx.site = backend::sub_site(caller_site, st.site);
   ctx.on_block = &on_block;
-  ctx.blocks_reported = false;
-  try {
-    st.kernel(*st.primitive, std::span<const backend::Buf>(bufs.data(), st.in_vars.size()),
-              std::span<const backend::Buf>(bufs.data() + st.in_vars.size(), st.out_vars.size()),
-              ctx);
-  } catch (...) {
-    ctx.on_block = nullptr;
-    ctx.site = caller_site;
-    throw;
-  }
-  const bool reported = ctx.blocks_reported;
-  ctx.on_block = nullptr;
-  ctx.blocks_reported = false;
-  ctx.site = caller_site;
-  if (!reported) run_generated(e.step, ptr, ctx);
+  if (!run_kernel_with_consumer(st, ptr, bufs, ctx)) run_generated(e.step, ptr, ctx);
 }
 
 void Executable::run_generated(const Step& st, const std::vector<void*>& ptr,

@@ -166,6 +166,10 @@ class Executable {
   // The step's own kernel on its operands.
   void run_kernel(const Step& st, const std::vector<void*>& ptr, std::vector<backend::Buf>& bufs,
                   backend::ExecContext& ctx) const;
+  // run_kernel with the consumer the caller set in ctx (on_block, all_reduce_epilogue): whether
+  // the kernel ran it (blocks_reported); the consumer is cleared either way.
+  bool run_kernel_with_consumer(const Step& st, const std::vector<void*>& ptr,
+                                std::vector<backend::Buf>& bufs, backend::ExecContext& ctx) const;
   // Pairs all-reduces with their epilogues (Step::then), given same_everywhere, each within the
   // run of equations [s + 1, epilogue_end[s]) after all-reduce s.
   void pair_all_reduce_epilogues(const std::vector<bool>& same,
