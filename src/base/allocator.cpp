@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #endif
 
+#include "base/shared_heap.h"
+
 namespace spmd::runtime {
 namespace {
 
@@ -34,6 +36,8 @@ size_t size_class(size_t bytes) {
 constexpr size_t kHugePage = size_t{2} << 20;
 
 void* fresh_block(size_t cap) {
+  if (cap >= shared_heap::kMinBytes)
+    if (void* p = shared_heap::allocate(cap)) return p;  // (when other processes map it)
   if (cap < kHugePage) return std::aligned_alloc(kAlign, (cap + kAlign - 1) / kAlign * kAlign);
   const size_t bytes = (cap + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, bytes);
@@ -41,6 +45,14 @@ void* fresh_block(size_t cap) {
   if (p) madvise(p, bytes, MADV_HUGEPAGE);  // (a hint: refused, the block keeps small pages)
 #endif
   return p;
+}
+
+void free_block(void* p, size_t cap) {
+  if (shared_heap::contains(p)) {
+    if (!shared_heap::forked()) shared_heap::release(p, cap);  // (else its parent's as well)
+    return;
+  }
+  std::free(p);
 }
 
 struct Cache {
@@ -134,13 +146,14 @@ void charge(Buffer& b, const std::vector<int>& devices) {
 Buffer::~Buffer() {
   if (!data) return;
   uncharge(*this);
+  if (shared_heap::forked() && shared_heap::contains(data)) return;  // (its parent's as well)
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   if (c.total + capacity <= kMaxCached) {
     c.free_blocks[capacity].push_back(data);
     c.total += capacity;
   } else {
-    std::free(data);
+    free_block(data, capacity);
   }
 }
 
@@ -173,10 +186,12 @@ std::shared_ptr<Buffer> allocate(size_t bytes, int device) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
     auto it = c.free_blocks.find(cap);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      buf->data = it->second.back();
+    while (it != c.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
       it->second.pop_back();
       c.total -= cap;
+      if (shared_heap::forked() && shared_heap::contains(p)) continue;  // (its parent's as well)
+      buf->data = p;
       note_allocated(cap, device);
       return buf;
     }
@@ -191,7 +206,7 @@ void release_cached_memory() {
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   for (auto& [cap, blocks] : c.free_blocks)
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) free_block(p, cap);
   c.free_blocks.clear();
   c.total = 0;
 }

@@ -22,9 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/shared_heap.h"
 #include "runtime/client.h"
 #include "runtime/in_process_communicator.h"
 #include "runtime/process.h"
@@ -306,6 +308,7 @@ class MpiTransport : public runtime::Transport {
 
 MpiTransport* g_transport = nullptr;
 bool g_initialized = false;
+std::string g_host_peer_access = "none";
 
 void at_exit() {
   if (!g_initialized) return;
@@ -326,7 +329,8 @@ void at_exit() {
 // SPMD_DIRECT_READS is not 0 in any of them. Per process: its system process id, or 0.
 std::vector<long> direct_peers(int rank, int size, int host_id) {
   int ok = static_cast<int>(runtime::env_int("SPMD_DIRECT_READS", 0, 1).value_or(1));
-  static const uint64_t probe = 0x7370'6d64'7072'6f62ull;  // what the others look for
+  // What the others look for (and write back: writable memory).
+  static uint64_t probe = 0x7370'6d64'7072'6f62ull;
   struct Entry {
     long pid;
     uint64_t address;
@@ -337,12 +341,37 @@ std::vector<long> direct_peers(int rank, int size, int host_id) {
   for (int p = 0; p < size && ok; ++p)
     if (p != rank && all[p].host == host_id)
       ok = runtime::try_direct_read(all[p].pid,
-                                    reinterpret_cast<const void*>(all[p].address), probe);
+                                    reinterpret_cast<void*>(all[p].address), probe);
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   std::vector<long> pids(static_cast<size_t>(size), 0);
   for (int p = 0; p < size; ++p)
     if (ok && p != rank && all[p].host == host_id) pids[p] = all[p].pid;
   return pids;
+}
+
+// The shared heaps of the processes this one reads directly (base/shared_heap.h): each opens
+// its own and maps the others'; where any process cannot (or SPMD_SHARED_HEAP is 0 in any),
+// none takes blocks from its heap and collectives copy through the system as before.
+std::vector<runtime::Transport::SharedView> share_heaps(int rank, int size,
+                                                        const std::vector<long>& pids) {
+  const bool peers = std::any_of(pids.begin(), pids.end(), [](long p) { return p != 0; });
+  int ok = runtime::env_int("SPMD_SHARED_HEAP", 0, 1).value_or(1) == 1 &&
+           (!peers || runtime::shared_heap::open());  // (alone on its host: nothing to share)
+  std::vector<runtime::shared_heap::Identity> all(static_cast<size_t>(size));
+  runtime::shared_heap::Identity mine = runtime::shared_heap::identity();
+  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+  std::vector<runtime::Transport::SharedView> views(static_cast<size_t>(size));
+  for (int p = 0; p < size && ok; ++p) {
+    if (p == rank || pids[p] == 0) continue;
+    views[p] = {all[p].base, all[p].bytes, runtime::shared_heap::map(all[p])};
+    ok = views[p].here != nullptr;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (ok) return peers ? views : std::vector<runtime::Transport::SharedView>{};
+  runtime::shared_heap::stop();
+  for (auto& v : views)
+    if (v.here) munmap(v.here, v.bytes);
+  return {};
 }
 
 }  // namespace
@@ -374,7 +403,15 @@ bool initialize() {
   MPI_Comm_free(&host);
   runtime::set_process_layout(rank, counts, on_host);
   g_transport = new MpiTransport(rank, size);
-  g_transport->set_direct_peers(direct_peers(rank, size, host_id));
+  std::vector<long> pids = direct_peers(rank, size, host_id);
+  std::vector<runtime::Transport::SharedView> views = share_heaps(rank, size, pids);
+  g_host_peer_access = !views.empty()                                           ? "shared memory"
+                       : std::any_of(pids.begin(), pids.end(), [](long p) { return p != 0; })
+                           ? "system copies"
+                       : on_host > 1 ? "messages"
+                                     : "none";
+  g_transport->set_shared_views(std::move(views));
+  g_transport->set_direct_peers(std::move(pids));
   runtime::set_transport(g_transport);
   return true;
 }
@@ -390,5 +427,7 @@ void shutdown() {
 }
 
 bool available() { return true; }
+
+std::string host_peer_access() { return g_host_peer_access; }
 
 }  // namespace spmd::distributed

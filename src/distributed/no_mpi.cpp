@@ -7,5 +7,6 @@ bool initialize() { return false; }
 bool is_initialized() { return false; }
 void shutdown() {}
 bool available() { return false; }
+std::string host_peer_access() { return "none"; }
 
 }  // namespace spmd::distributed

@@ -20,10 +20,11 @@ struct Message {
 };
 constexpr int kChannels = 16384;
 
-// A stretch of another process's memory to copy into this process's.
+// A stretch of memory to copy between this process and another: a read copies from the other
+// process's memory into this one's, a write from this one's into the other's.
 struct PeerRegion {
-  const void* from;  // in the other process
-  void* to;          // in this one
+  const void* from;
+  void* to;
   size_t bytes;
 };
 
@@ -64,20 +65,46 @@ class Transport {
   // Copies each region of process `peer`'s memory into this process's. Throws spmd::Error
   // naming the process when the system refuses (the process is gone).
   void read_directly(int peer, const std::vector<PeerRegion>& regions, const std::string& what);
+  // Copies each region of this process's memory into process `peer`'s (the same permission as
+  // reading it): a result is written to its readers while it is still in this core's cache.
+  void write_directly(int peer, const std::vector<PeerRegion>& regions, const std::string& what);
   // Per process: its system process id where this process reads it directly, else 0.
   void set_direct_peers(std::vector<long> pids) { direct_pids_ = std::move(pids); }
+
+  // Another process's shared heap (base/shared_heap.h) as this process maps it: where the
+  // other process sees it, and where this one does.
+  struct SharedView {
+    uint64_t base = 0, bytes = 0;
+    char* here = nullptr;
+  };
+  // Per process (none where this process maps nothing of it). Direct reads and writes of
+  // memory there are plain copies (writes with streaming stores), without a system call.
+  void set_shared_views(std::vector<SharedView> views) { views_ = std::move(views); }
+  // Where this process sees [address, address + bytes) of process `peer`'s memory when that
+  // lies in the peer's shared heap, else nullptr: a collective reads its inputs there in place.
+  char* shared_view(int peer, const void* address, size_t bytes) const {
+    if (peer < 0 || peer >= static_cast<int>(views_.size())) return nullptr;
+    const SharedView& v = views_[static_cast<size_t>(peer)];
+    const uint64_t a = reinterpret_cast<uint64_t>(address);
+    if (!v.here || a < v.base || a - v.base > v.bytes || bytes > v.bytes - (a - v.base))
+      return nullptr;
+    return v.here + (a - v.base);
+  }
 
  protected:
   // What wait does, without the timeline.
   virtual void wait_for(Ticket ticket, const std::string& what) = 0;
 
  private:
+  void move_directly(int peer, const std::vector<PeerRegion>& regions, bool write,
+                     const std::string& what);
   std::vector<long> direct_pids_;
+  std::vector<SharedView> views_;
 };
 
-// Whether this process can read process `pid`'s word at `address` and finds `expected` there
-// (the distributed layer's start-up check of direct reads).
-bool try_direct_read(long pid, const void* address, uint64_t expected);
+// Whether this process can read process `pid`'s word at `address`, finds `expected` there, and
+// can write it back (the distributed layer's start-up check of direct reads and writes).
+bool try_direct_read(long pid, void* address, uint64_t expected);
 
 // The transport of this process, or nullptr when it runs alone.
 Transport* transport();

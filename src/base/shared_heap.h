@@ -1,0 +1,54 @@
+#pragma once
+// This process's shared heap: memory the other processes of its host can map (a Linux memfd),
+// so that a collective between them reads their inputs and writes their results with plain
+// loads and streaming stores instead of the kernel's cross-memory copies (process_vm_readv/
+// writev: a system call per region, a pinned page per 4 KiB, and writes that read every
+// destination line first, ~9 GB/s where streaming stores make ~19 GB/s here; PERF-NOTES.md).
+//
+// Once open, the allocator (base/allocator.cpp) takes its large blocks from here; a process
+// opens it only when it runs beside others on its host (distributed/mpi.cpp), which map it
+// (runtime::Transport::shared_view). Its pages are small pages: the system's transparent huge
+// pages cover shared memory only where an administrator turned them on (shmem_enabled), and
+// measured here the small pages cost the products nothing (bench_train, one process, either
+// way: 6.2–6.5 ms/step). Addresses stay reserved for the life of the process; a block given
+// back has its pages returned to the system (only its address range is kept, for reuse).
+#include <cstddef>
+#include <cstdint>
+
+namespace spmd::runtime::shared_heap {
+
+// Blocks of at least this many bytes come from the heap (the smallest a collective moves
+// directly, runtime/direct_collectives.cpp).
+constexpr size_t kMinBytes = size_t{32} << 10;
+
+// What another process needs to map this process's heap.
+struct Identity {
+  long pid = 0;
+  int fd = -1;
+  uint64_t base = 0, bytes = 0;
+};
+
+// Creates the heap (a memfd as large as the machine's memory, mapped here, without reserving
+// it); from then on, fresh blocks of kMinBytes or more come from it. False where the system
+// has none (the allocator then goes on as before).
+bool open();
+// Stops taking fresh blocks from the heap (the others could not map it: it would only cost the
+// small pages); blocks already there stay valid.
+void stop();
+Identity identity();
+
+// A block of `bytes` (a multiple of 64, 4 KiB aligned), or nullptr when the heap is not taking
+// blocks or is full.
+void* allocate(size_t bytes);
+bool contains(const void* p);
+// Gives a block back (its pages go back to the system; its range is reused for its size).
+void release(void* p, size_t bytes);
+// Whether this process is a child made by fork since the heap opened: it shares the heap's
+// pages with its parent, so its blocks must never be reused or given back (the allocator
+// leaves them be).
+bool forked();
+
+// Maps another process's heap here (read and write); nullptr when the system refuses.
+char* map(const Identity& other);
+
+}  // namespace spmd::runtime::shared_heap
