@@ -18,9 +18,10 @@ void shutdown();
 bool available();
 // How large collectives reach the other processes of this host, as start-up settled it (every
 // process the same): "shared memory" (each maps the others' shared heaps, base/shared_heap.h:
-// plain copies), "system copies" (the system copies between them, Linux cross-memory attach;
-// SPMD_SHARED_HEAP=0), "messages" (SPMD_DIRECT_READS=0, or a system that allows neither), or
-// "none" (alone on its host, or a single-process run).
+// plain copies; where every process runs one device), "system copies" (the system copies
+// between them, Linux cross-memory attach; SPMD_SHARED_HEAP=0, or several devices in a
+// process), "messages" (SPMD_DIRECT_READS=0, or a system that allows neither), or "none"
+// (alone on its host, or a single-process run).
 std::string host_peer_access();
 
 }  // namespace spmd::distributed

@@ -351,11 +351,16 @@ std::vector<long> direct_peers(int rank, int size, int host_id) {
 
 // The shared heaps of the processes this one reads directly (base/shared_heap.h): each opens
 // its own and maps the others'; where any process cannot (or SPMD_SHARED_HEAP is 0 in any),
-// none takes blocks from its heap and collectives copy through the system as before.
+// none takes blocks from its heap and collectives copy through the system as before. Only
+// where every process runs one device: with several, a process's all-reduce keeps the chain of
+// messages, which MPI copies through the system, and on the heap's small pages that cost more
+// than the heap saves (bench_mpi_psum, 2 processes x 4 devices, 16M: 47-50 ms against 43).
 std::vector<runtime::Transport::SharedView> share_heaps(int rank, int size,
-                                                        const std::vector<long>& pids) {
+                                                        const std::vector<long>& pids,
+                                                        const std::vector<int>& devices) {
   const bool peers = std::any_of(pids.begin(), pids.end(), [](long p) { return p != 0; });
-  int ok = runtime::env_int("SPMD_SHARED_HEAP", 0, 1).value_or(1) == 1 &&
+  const bool one_each = std::all_of(devices.begin(), devices.end(), [](int d) { return d == 1; });
+  int ok = runtime::env_int("SPMD_SHARED_HEAP", 0, 1).value_or(1) == 1 && one_each &&
            (!peers || runtime::shared_heap::open());  // (alone on its host: nothing to share)
   std::vector<runtime::shared_heap::Identity> all(static_cast<size_t>(size));
   runtime::shared_heap::Identity mine = runtime::shared_heap::identity();
@@ -404,7 +409,7 @@ bool initialize() {
   runtime::set_process_layout(rank, counts, on_host);
   g_transport = new MpiTransport(rank, size);
   std::vector<long> pids = direct_peers(rank, size, host_id);
-  std::vector<runtime::Transport::SharedView> views = share_heaps(rank, size, pids);
+  std::vector<runtime::Transport::SharedView> views = share_heaps(rank, size, pids, counts);
   g_host_peer_access = !views.empty()                                           ? "shared memory"
                        : std::any_of(pids.begin(), pids.end(), [](long p) { return p != 0; })
                            ? "system copies"
