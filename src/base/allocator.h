@@ -3,7 +3,9 @@
 // fresh large buffer costs more in page faults than most kernels cost in arithmetic
 // (PERF-NOTES.md: 32.5 ms vs 16.8 ms for the 10M dot products). In base/, the bottom layer
 // (README, layers), since core/'s arrays, compiled programs, kernels and communicators all
-// allocate here; the namespace runtime:: is the one it had in runtime/.
+// allocate here; the namespace runtime:: is the one it had in runtime/. Once this process's
+// shared heap is open (base/shared_heap.h: processes of one host that map each other's
+// memory), fresh blocks of 32 KiB and more come from it, so that the others can reach them.
 #include <atomic>
 #include <cstddef>
 #include <memory>
