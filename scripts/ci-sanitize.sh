@@ -11,7 +11,8 @@ subset=(hostile_inputs_test io_test device_test pmap_nested_test pmap_stress_tes
         scan_test while_loop_test cond_test collective_mismatch_test checkpoint_test
         codegen_test fusion_test  # generated loop kernels run under the sanitizers too
         pmap_batched_test float16_test  # batched replicas, 16-bit floats
-        complex_test fft_test)  # complex arithmetic, kissfft
+        complex_test fft_test  # complex arithmetic, kissfft
+        shared_heap_test)  # memory other processes map, and fork
 scripts/fuzz-build.sh fuzz_targets "${subset[@]}"
 export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
