@@ -16,8 +16,8 @@ bool is_initialized();
 void shutdown();
 // Whether this build can run across processes (compiled with MPI).
 bool available();
-// How large collectives reach the other processes of this host, as start-up settled it (every
-// process the same): "shared memory" (each maps the others' shared heaps, base/shared_heap.h:
+// How large collectives reach the other processes of this host, as start-up settled it (the
+// same in every process of the host): "shared memory" (each maps the others' shared heaps, base/shared_heap.h:
 // plain copies; where every process runs one device), "system copies" (the system copies
 // between them, Linux cross-memory attach; SPMD_SHARED_HEAP=0, or several devices in a
 // process), "messages" (SPMD_DIRECT_READS=0, or a system that allows neither), or "none"

@@ -49,7 +49,7 @@ void* fresh_block(size_t cap) {
 
 void free_block(void* p, size_t cap) {
   if (shared_heap::contains(p)) {
-    if (!shared_heap::forked()) shared_heap::release(p, cap);  // (else its parent's as well)
+    shared_heap::release(p, cap);  // (kept as it is once the heap is retired)
     return;
   }
   std::free(p);
@@ -146,7 +146,7 @@ void charge(Buffer& b, const std::vector<int>& devices) {
 Buffer::~Buffer() {
   if (!data) return;
   uncharge(*this);
-  if (shared_heap::forked() && shared_heap::contains(data)) return;  // (its parent's as well)
+  if (shared_heap::retired() && shared_heap::contains(data)) return;  // (never reused)
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   if (c.total + capacity <= kMaxCached) {
@@ -190,7 +190,7 @@ std::shared_ptr<Buffer> allocate(size_t bytes, int device) {
       void* p = it->second.back();
       it->second.pop_back();
       c.total -= cap;
-      if (shared_heap::forked() && shared_heap::contains(p)) continue;  // (its parent's as well)
+      if (shared_heap::retired() && shared_heap::contains(p)) continue;  // (never reused)
       buf->data = p;
       note_allocated(cap, device);
       return buf;

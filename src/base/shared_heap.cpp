@@ -1,6 +1,9 @@
 #include "base/shared_heap.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -16,9 +19,22 @@
 namespace spmd::runtime::shared_heap {
 namespace {
 
-constexpr size_t kPage = size_t{4} << 10;
+// At most this much address space per process (each process of a host maps every other's).
+constexpr size_t kMaxBytes = size_t{64} << 30;
 
-size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+size_t page_size() {
+#if defined(__linux__)
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+#else
+  return 4096;
+#endif
+}
+
+size_t round_to_pages(size_t bytes) {
+  const size_t page = page_size();
+  return (bytes + page - 1) / page * page;
+}
 
 struct Heap {
   std::mutex mu;
@@ -35,30 +51,79 @@ Heap& heap() {
   return *h;
 }
 
+// Set in a child made by fork, and after a collective failed (retire()): the heap's blocks are
+// then never reused or given back, and no new block is taken. Read before any lock: in a child,
+// the lock may have been held by a thread that did not come along.
+std::atomic<bool> g_retired{false};
+
 }  // namespace
 
+bool retired() { return g_retired.load(std::memory_order_acquire); }
+
+void retire() { g_retired.store(true, std::memory_order_release); }
+
 #if defined(__linux__)
-// A child made by fork shares the heap's pages with its parent (a shared mapping is not copied
-// on write): the child takes no more blocks from it, and keeps the ones it has from being
-// reused (base/allocator.cpp asks forked()), so that neither overwrites the other's arrays.
-std::atomic<bool> g_forked{false};
-void in_forked_child() {
-  g_forked.store(true);
-  heap().taking = false;  // (one thread now; the lock may have been held by another at the fork)
+namespace {
+// A shared mapping is not copied on write: a child made by fork would share every array the
+// parent keeps in the heap, and each would see the other's later writes (or reuse of a block).
+// The child makes itself a private copy of the part in use, in place, while the parent waits
+// for it in fork (so that the copy is the heap as it was at the fork); a pipe says when.
+int g_fork_pipe[2] = {-1, -1};
+size_t g_fork_used = 0;
+
+// (The heap's lock is held across the fork: nothing is allocated past what the child copies.)
+void before_fork() {
+  Heap& h = heap();
+  h.mu.lock();
+  g_fork_used = h.base.load() ? h.used : 0;
+  if (g_fork_used == 0 || pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
 }
 
+void in_parent_after_fork() {
+  heap().mu.unlock();
+  if (g_fork_pipe[0] < 0) return;
+  close(g_fork_pipe[1]);  // (read ends at the child's byte, or when no child holds this end)
+  char c = 0;
+  while (read(g_fork_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(g_fork_pipe[0]);
+}
+
+void in_child_after_fork() {
+  heap().mu.unlock();
+  g_retired.store(true, std::memory_order_release);
+  char* base = heap().base.load(std::memory_order_acquire);
+  if (base && g_fork_used > 0) {
+    const size_t used = g_fork_used;
+    void* copy = mmap(nullptr, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy != MAP_FAILED) {  // (else left shared: no memory for the copy)
+      std::memcpy(copy, base, used);
+      if (mremap(copy, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED)
+        munmap(copy, used);
+    }
+  }
+  if (g_fork_pipe[1] >= 0) {
+    (void)!write(g_fork_pipe[1], "c", 1);
+    close(g_fork_pipe[0]);
+    close(g_fork_pipe[1]);
+  }
+}
+}  // namespace
+
 bool open() {
+  if (retired()) return false;
   Heap& h = heap();
   std::lock_guard lock(h.mu);
-  if (g_forked.load()) return false;
   if (!h.base) {
-    static const int registered = pthread_atfork(nullptr, nullptr, in_forked_child);
+    static const int registered =
+        pthread_atfork(before_fork, in_parent_after_fork, in_child_after_fork);
     (void)registered;
     const int fd = memfd_create("spmd-shared-heap", MFD_CLOEXEC);
     if (fd < 0) return false;
-    // As large as the machine's memory: only the pages touched are ever allocated.
+    // As large as the machine's memory (at most kMaxBytes): only pages touched are allocated.
     const long pages = sysconf(_SC_PHYS_PAGES);
-    const size_t bytes = pages > 0 ? static_cast<size_t>(pages) * kPage : size_t{16} << 30;
+    const size_t bytes = std::min(
+        kMaxBytes, pages > 0 ? static_cast<size_t>(pages) * page_size() : size_t{16} << 30);
     void* p = ftruncate(fd, static_cast<off_t>(bytes)) == 0
                   ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0)
                   : MAP_FAILED;
@@ -85,21 +150,24 @@ char* map(const Identity& other) {
 }
 
 void release(void* p, size_t bytes) {
+  if (retired()) return;  // (kept as it is: another process may still hold or write it)
   Heap& h = heap();
   bytes = round_to_pages(bytes);
   madvise(p, bytes, MADV_REMOVE);  // (its pages back to the system; read again, it is zeros)
   std::lock_guard lock(h.mu);
   h.free_ranges[bytes].push_back(static_cast<char*>(p));
 }
-bool forked() { return g_forked.load(std::memory_order_relaxed); }
+
+long this_process() { return static_cast<long>(getpid()); }
 #else
 bool open() { return false; }
-bool forked() { return false; }
 char* map(const Identity&) { return nullptr; }
 void release(void*, size_t) {}
+long this_process() { return 0; }
 #endif
 
 void stop() {
+  if (retired()) return;
   Heap& h = heap();
   std::lock_guard lock(h.mu);
   h.taking = false;
@@ -107,16 +175,11 @@ void stop() {
 
 Identity identity() {
   Heap& h = heap();
-  std::lock_guard lock(h.mu);
-#if defined(__linux__)
-  const long pid = static_cast<long>(getpid());
-#else
-  const long pid = 0;
-#endif
-  return {pid, h.fd, reinterpret_cast<uint64_t>(h.base.load()), h.bytes};
+  return {this_process(), h.fd, reinterpret_cast<uint64_t>(h.base.load()), h.bytes};
 }
 
 void* allocate(size_t bytes) {
+  if (retired()) return nullptr;
   Heap& h = heap();
   bytes = round_to_pages(bytes);
   std::lock_guard lock(h.mu);

@@ -12,6 +12,7 @@
 // measured here the small pages cost the products nothing (bench_train, one process, either
 // way: 6.2–6.5 ms/step). Addresses stay reserved for the life of the process; a block given
 // back has its pages returned to the system (only its address range is kept, for reuse).
+// At most 64 GiB of address space (or the machine's memory), beyond which blocks are private.
 #include <cstddef>
 #include <cstdint>
 
@@ -43,10 +44,14 @@ void* allocate(size_t bytes);
 bool contains(const void* p);
 // Gives a block back (its pages go back to the system; its range is reused for its size).
 void release(void* p, size_t bytes);
-// Whether this process is a child made by fork since the heap opened: it shares the heap's
-// pages with its parent, so its blocks must never be reused or given back (the allocator
-// leaves them be).
-bool forked();
+// After retire(), and in a child made by fork, the heap takes no new blocks and its blocks are
+// never reused or given back (the allocator leaves them be): a collective that failed may
+// leave another process writing into this one's blocks after the error (its late writes land
+// in memory nobody uses); a child gets a private copy of the heap's pages in use at the fork,
+// in place (its parent waits in fork until it has it), so that neither sees the other's later
+// writes.
+bool retired();
+void retire();
 
 // Maps another process's heap here (read and write); nullptr when the system refuses.
 char* map(const Identity& other);

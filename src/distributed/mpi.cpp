@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/allocator.h"
 #include "base/env.h"
 #include "base/shared_heap.h"
 #include "runtime/client.h"
@@ -372,7 +373,11 @@ std::vector<runtime::Transport::SharedView> share_heaps(int rank, int size,
     ok = views[p].here != nullptr;
   }
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (ok) return peers ? views : std::vector<runtime::Transport::SharedView>{};
+  if (ok && peers) {
+    runtime::release_cached_memory();  // (blocks freed before would be reused, and private)
+    return views;
+  }
+  if (ok) return {};
   runtime::shared_heap::stop();
   for (auto& v : views)
     if (v.here) munmap(v.here, v.bytes);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "base/shared_heap.h"
 #include "runtime/timeline.h"
 
 namespace spmd::runtime {
@@ -13,6 +14,13 @@ void set_transport(Transport* t) { g_transport.store(t); }
 
 void Transport::wait(Ticket ticket, const std::string& what) {
   Timeline::Span span("exchange wait");
-  wait_for(ticket, what);
+  try {
+    wait_for(ticket, what);
+  } catch (...) {
+    // A process that did not meet may still be writing into this one's shared heap: nothing
+    // there is reused from now on.
+    if (!views_.empty()) shared_heap::retire();
+    throw;
+  }
 }
 }  // namespace spmd::runtime
