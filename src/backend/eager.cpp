@@ -60,6 +60,24 @@ std::vector<Array> execute_eager_on_cpu(const Primitive& p, const std::vector<Ar
   ExecContext ctx;
   ctx.device = device;
   ctx.threads = cpu::hardware_threads();
+  // Outputs made here (not donated inputs' storage) may take storage the kernel hands over.
+  struct Adopting {
+    std::vector<Array>* outs;
+    const std::vector<Array>* into;
+  } adopting{&outs, &into};
+  const ExecContext::OutputAdopter adopter{
+      [](const void* self, size_t j, std::shared_ptr<runtime::Buffer> storage) {
+        const Adopting& a = *static_cast<const Adopting*>(self);
+        if (j >= a.outs->size() || (j < a.into->size() && (*a.into)[j].valid())) return false;
+        detail::ArrayImpl& impl = *(*a.outs)[j].impl();
+        if (impl.sharded || impl.offset != 0 || !impl.buffer) return false;
+        if (!storage) return true;  // (asked whether it would)
+        if (storage->bytes != impl.aval.nbytes()) return false;
+        impl.buffer = std::move(storage);
+        return true;
+      },
+      &adopting};
+  ctx.adopt_output = &adopter;
   runtime::DeviceScope on_device(device);  // the kernel's scratch is the device's memory
   kernel_for(p, in_types, out_types)(p, in, out, ctx);
   return outs;

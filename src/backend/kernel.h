@@ -3,6 +3,7 @@
 // math. A registry maps a primitive's C++ type to its kernel, so a new backend adds a folder,
 // not a method on every primitive.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <typeindex>
@@ -14,6 +15,7 @@
 namespace spmd::runtime {
 class Communicator;
 struct AllReduceEpilogue;
+struct Buffer;
 }
 
 namespace spmd::backend {
@@ -84,6 +86,17 @@ struct ExecContext {
   // communicator (Communicator::all_reduce_then) and sets blocks_reported when that computed
   // the epilogue's outputs; otherwise the executable runs the epilogue afterwards.
   const runtime::AllReduceEpilogue* all_reduce_epilogue = nullptr;
+  // Set by a caller whose outputs are arrays of their own, made for this call (the eager
+  // dispatch; a pmap kernel passes it on to its only replica): output j may take `storage`
+  // (holding exactly its bytes) as its array's storage instead of the buffer it was given,
+  // which is then left unwritten. Returns whether it did; with a null `storage`, whether it
+  // would. Processes of one host then share one copy of an all-reduce's replicated results
+  // (runtime/direct_collectives.cpp).
+  struct OutputAdopter {
+    bool (*fn)(const void* self, size_t output, std::shared_ptr<runtime::Buffer> storage);
+    const void* self;
+  };
+  const OutputAdopter* adopt_output = nullptr;
 };
 
 // A site derived from `site` and `part` (a position, signature or sub-program number), the same

@@ -49,6 +49,7 @@ void* fresh_block(size_t cap) {
 
 void free_block(void* p, size_t cap) {
   if (shared_heap::contains(p)) {
+    if (shared_heap::aliases(p) > 0) return;  // (another process holds it: left as it is)
     shared_heap::release(p, cap);  // (kept as it is once the heap is retired)
     return;
   }
@@ -146,6 +147,10 @@ void charge(Buffer& b, const std::vector<int>& devices) {
 Buffer::~Buffer() {
   if (!data) return;
   uncharge(*this);
+  if (peer_holders) {  // (another process's block: its owner reuses it once no one holds it)
+    peer_holders->fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
   if (shared_heap::retired() && shared_heap::contains(data)) return;  // (never reused)
   Cache& c = cache();
   std::lock_guard lock(c.mu);
@@ -186,20 +191,43 @@ std::shared_ptr<Buffer> allocate(size_t bytes, int device) {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
     auto it = c.free_blocks.find(cap);
-    while (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      c.total -= cap;
-      if (shared_heap::retired() && shared_heap::contains(p)) continue;  // (never reused)
-      buf->data = p;
-      note_allocated(cap, device);
-      return buf;
+    if (it != c.free_blocks.end()) {
+      std::vector<void*>& blocks = it->second;
+      for (size_t k = blocks.size(); k-- > 0;) {
+        void* p = blocks[k];
+        const bool heap = shared_heap::contains(p);
+        if (heap && !shared_heap::retired() && shared_heap::aliases(p) > 0) continue;  // (held)
+        blocks[k] = blocks.back();
+        blocks.pop_back();
+        c.total -= cap;
+        if (heap && shared_heap::retired()) continue;  // (never reused)
+        buf->data = p;
+        note_allocated(cap, device);
+        return buf;
+      }
     }
   }
   buf->data = fresh_block(cap);
   if (!buf->data) throw std::bad_alloc();
   note_allocated(cap, device);
   return buf;
+}
+
+std::shared_ptr<Buffer> adopt_peer_block(void* data, size_t bytes, std::atomic<uint32_t>& holders) {
+  holders.fetch_add(1, std::memory_order_acq_rel);
+  auto buf = std::make_shared<Buffer>();
+  buf->data = data;
+  buf->bytes = bytes;
+  buf->capacity = bytes;
+  buf->peer_holders = &holders;
+  const int device = t_device;
+  buf->device.store(device, std::memory_order_relaxed);
+  note_allocated(bytes, device);
+  return buf;
+}
+
+bool writable_in_place(const Buffer& b) {
+  return !b.peer_holders && !(b.data && shared_heap::contains(b.data) && shared_heap::aliases(b.data) > 0);
 }
 
 void release_cached_memory() {

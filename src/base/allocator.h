@@ -24,6 +24,8 @@ struct Buffer {
   std::atomic<int> device{0};
   std::vector<int> split;
   static constexpr int kSplit = -1;
+  // Another process's block held here (adopt_peer_block): dropping it lets the owner go.
+  std::atomic<uint32_t>* peer_holders = nullptr;
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -52,6 +54,12 @@ std::shared_ptr<Buffer> allocate(size_t bytes, int device);
 // Charges buffer's capacity to `devices` from now on, in equal parts (consecutive row blocks of
 // a sharded array); one device takes all of it. Cheap when nothing changes.
 void charge(Buffer& buffer, const std::vector<int>& devices);
+// A block of another process's shared heap (base/shared_heap.h), mapped here at `data`, held
+// as this process's own (counted in `holders`, which the owner reads before reusing it).
+std::shared_ptr<Buffer> adopt_peer_block(void* data, size_t bytes, std::atomic<uint32_t>& holders);
+// Whether the buffer's storage may be written in place (donated): not a block shared with
+// other processes (adopted here, or held by another).
+bool writable_in_place(const Buffer& buffer);
 // Drops every cached block (tests use it to check for leaks).
 void release_cached_memory();
 size_t cached_bytes();

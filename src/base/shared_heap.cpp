@@ -133,6 +133,8 @@ bool open() {
     }
     h.bytes = bytes;
     h.fd = fd;
+    // The heap starts with its pages' counts of holders in other processes (aliases()).
+    h.used = round_to_pages(bytes / page_size() * sizeof(std::atomic<uint32_t>));
     h.base.store(static_cast<char*>(p), std::memory_order_release);
   }
   h.taking = true;
@@ -194,6 +196,16 @@ void* allocate(size_t bytes) {
   char* p = h.base.load() + h.used;
   h.used += bytes;
   return p;
+}
+
+std::atomic<uint32_t>& holders(char* heap, size_t offset) {
+  return reinterpret_cast<std::atomic<uint32_t>*>(heap)[offset / page_size()];
+}
+
+uint32_t aliases(const void* p) {
+  char* base = heap().base.load(std::memory_order_acquire);
+  return holders(base, static_cast<size_t>(static_cast<const char*>(p) - base))
+      .load(std::memory_order_acquire);
 }
 
 bool contains(const void* p) {

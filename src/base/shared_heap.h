@@ -13,6 +13,7 @@
 // way: 6.2–6.5 ms/step). Addresses stay reserved for the life of the process; a block given
 // back has its pages returned to the system (only its address range is kept, for reuse).
 // At most 64 GiB of address space (or the machine's memory), beyond which blocks are private.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -55,5 +56,13 @@ void retire();
 
 // Maps another process's heap here (read and write); nullptr when the system refuses.
 char* map(const Identity& other);
+
+// Blocks another process holds as its own arrays (an all-reduce's output that every process
+// shares, runtime/direct_collectives.cpp): the count of holders of the block at `offset` in a
+// heap, as mapped at `heap` (this process's or another's); the heap's first pages hold them.
+// A block whose count is not 0 is never reused, given back or written in place here.
+std::atomic<uint32_t>& holders(char* heap, size_t offset);
+// The count for a block of this process's heap (contains(p)).
+uint32_t aliases(const void* p);
 
 }  // namespace spmd::runtime::shared_heap

@@ -88,8 +88,20 @@ void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same,
       else if (next.generated >= 0 && next.epilogue < 0)
         members.push_back(&next);
       if (!members.empty() && pairs(st, members)) {
+        // Members whose results only the program's outputs read, once, in place.
+        std::vector<int> sole;
+        for (const Step* m : members) {
+          const int v = m->out_vars[0];
+          int inside = 0;
+          for (const Step* k : members)
+            inside += static_cast<int>(std::count(k->in_vars.begin(), k->in_vars.end(), v));
+          sole.push_back(slots_[v].where == Where::Output && readers[v] == inside + 1
+                             ? static_cast<int>(slots_[v].index)
+                             : -1);
+        }
         if (next.chain >= 0) {
           st.then = next.chain;
+          chains_[next.chain].sole_output = std::move(sole);
         } else {  // a chain of one, over the elements
           Chain c;
           c.rows = generated_[next.generated].iterations;
@@ -97,6 +109,7 @@ void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same,
           c.block = 8192;
           c.grain = std::max<int64_t>(c.block, generated_[next.generated].grain);
           c.steps.push_back(std::move(next));
+          c.sole_output = std::move(sole);
           st.then = static_cast<int>(chains_.size());
           chains_.push_back(std::move(c));
         }
@@ -119,10 +132,12 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
   struct Self {
     const Executable* exe;
     const Chain* chain;
-    std::vector<std::vector<void*>> args;
+    mutable std::vector<std::vector<void*>> args;  // (adopt moves outputs)
     std::vector<std::vector<size_t>> at_result;  // per member: operand positions of the result
     size_t item;                                 // the result's bytes per element
-  } self{this, &c, {}, {}, static_cast<size_t>(itemsize(program_.var_types[st.out_vars[0]].dtype))};
+    const backend::ExecContext::OutputAdopter* adopter;
+  } self{this, &c, {}, {}, static_cast<size_t>(itemsize(program_.var_types[st.out_vars[0]].dtype)),
+         ctx.adopt_output};
   runtime::AllReduceEpilogue then{
       [](const void* p, int64_t lo, int64_t hi, const void* result) {
         const Self& s = *static_cast<const Self*>(p);
@@ -149,6 +164,27 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
     then.outputs.emplace_back(ptr[out],
                               static_cast<size_t>(itemsize(program_.var_types[out].dtype)));
   }
+  // Where the caller lets an output take other storage, the communicator may give it another
+  // process's block: every member's reads and writes of it go there.
+  then.adopt = [](const void* p, size_t k, void* data, std::shared_ptr<runtime::Buffer> storage) {
+    const Self& s = *static_cast<const Self*>(p);
+    if (!s.adopter || !s.adopter->fn(s.adopter->self, static_cast<size_t>(s.chain->sole_output[k]),
+                                     std::move(storage)))
+      return false;
+    const int v = s.chain->steps[k].out_vars[0];
+    for (size_t m = 0; m < s.chain->steps.size(); ++m) {
+      const Step& member = s.chain->steps[m];
+      for (size_t i = 0; i < member.in_vars.size(); ++i)
+        if (member.in_vars[i] == v) s.args[m][i] = data;
+      if (member.out_vars[0] == v) s.args[m].back() = data;
+    }
+    return true;
+  };
+  for (size_t k = 0; k < c.steps.size(); ++k)
+    then.adoptable.push_back(ctx.adopt_output && k < c.sole_output.size() &&
+                             c.sole_output[k] >= 0 &&
+                             ctx.adopt_output->fn(ctx.adopt_output->self,
+                                                  static_cast<size_t>(c.sole_output[k]), nullptr));
   ctx.all_reduce_epilogue = &then;
   if (!run_kernel_with_consumer(st, ptr, bufs, ctx)) run_chain(c, ptr, ctx);
 }

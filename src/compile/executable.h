@@ -134,6 +134,10 @@ class Executable {
     std::vector<Step> steps;       // generated steps, in order
     std::vector<int64_t> per_row;  // each one's iterations per row
     int64_t rows = 0, block = 1, grain = 1;
+    // An all-reduce's epilogue: per member, the program output its result is bound to when
+    // nothing else reads it (its storage may be another process's, AllReduceEpilogue::adopt),
+    // else -1.
+    std::vector<int> sole_output;
   };
   // A dot's epilogue: the generated kernel right after it (nothing runs between them) that reads
   // its output row by row (the bias add and activation of a dense layer, an optimiser's update

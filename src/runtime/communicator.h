@@ -4,6 +4,7 @@
 // collectives in the same order. Implementations: InProcessCommunicator (device threads of one
 // process, rendezvous in shared memory); an MPI one spans processes.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "spmd/dtype.h"
 
 namespace spmd::runtime {
+
+struct Buffer;  // (base/allocator.h)
 
 // A collective call as the program makes it: where (its site, backend::ExecContext::site) and,
 // built only when needed (an error, a header to another process), what it computes.
@@ -31,10 +34,16 @@ class CollectiveCall {
 // elements [lo, hi) from the result's elements [lo, hi), which `result` points at (wherever the
 // communicator made them: a chunk in cache, not the output buffer, which nothing else reads).
 // Each output holds `count` elements of outputs[k].second bytes.
+// Processes of one host may keep one copy of an output (runtime/direct_collectives.cpp):
+// adoptable[k] says this member may take storage for output k (its output is an array of its
+// own, at the start of its buffer, read by nothing else in the program); adopt(self, k, data,
+// storage) makes `storage` (at `data`) output k's storage and where the epilogue writes it.
 struct AllReduceEpilogue {
   void (*fn)(const void* self, int64_t lo, int64_t hi, const void* result);
   const void* self;
   std::vector<std::pair<void*, size_t>> outputs;
+  std::vector<bool> adoptable;
+  bool (*adopt)(const void* self, size_t k, void* data, std::shared_ptr<Buffer> storage) = nullptr;
 };
 
 class Communicator {

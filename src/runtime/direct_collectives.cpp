@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/allocator.h"
 #include "base/copy.h"
+#include "base/shared_heap.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/reduce_buffers.h"
 #include "runtime/timeline.h"
@@ -101,9 +103,41 @@ void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64
   reduce_range(terms, 0, dst, 0, n, dtype, op);
 }
 
+std::vector<bool> HierarchicalCommunicator::adopt_outputs(const AllReduceEpilogue& then,
+                                                         int64_t count) {
+  const int P = static_cast<int>(procs_.size());
+  const size_t m = then.outputs.size();
+  std::vector<bool> adopted(m, false);
+  if (m > 63 || !then.adopt) return adopted;
+  for (size_t j = 0; j < m; ++j) {
+    bool everyone = true;
+    for (int k = 0; k < P && everyone; ++k)
+      everyone = k == me_ ? j < then.adoptable.size() && then.adoptable[j]
+                          : (headers_[static_cast<size_t>(procs_[k])].epilogue_adoptable >> j) & 1;
+    const int owner = static_cast<int>(j % static_cast<size_t>(P));
+    const size_t bytes = static_cast<size_t>(count) * then.outputs[j].second;
+    if (!everyone) continue;
+    if (owner == me_) {
+      adopted[j] = shared_heap::contains(then.outputs[j].first);
+      continue;
+    }
+    char* there = transport_->shared_view(procs_[owner], peer_address(owner, 2 + j), bytes);
+    if (!there) continue;  // (not in the owner's heap: every process sees that the same way)
+    const Transport::SharedView& heap = transport_->shared_heap_of(procs_[owner]);
+    std::shared_ptr<Buffer> storage = adopt_peer_block(
+        there, bytes,
+        shared_heap::holders(heap.here, static_cast<size_t>(there - heap.here)));
+    if (!then.adopt(then.self, j, there, std::move(storage)))
+      fail("all-reduce: output ", j, " of its epilogue could not take the storage it said it could");
+    adopted[j] = true;
+  }
+  return adopted;
+}
+
 void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int64_t count,
                                                  DType dtype, ReduceOp op, const std::string& what,
-                                                 const AllReduceEpilogue* then) {
+                                                 const AllReduceEpilogue* then,
+                                                 const std::vector<bool>& adopted) {
   // (A device per process, one_per_process_: one input and one output here.)
   const int P = static_cast<int>(procs_.size());
   const size_t item = itemsize(dtype);
@@ -137,6 +171,7 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
       if (k == me_) continue;
       Timeline::Span span("direct write");
       for (size_t j = 0; j < made.size(); ++j) {
+        if (j < adopted.size() && adopted[j]) continue;  // (written where every process holds it)
         const auto [mine, size] = made[j];
         const size_t offset = static_cast<size_t>(c) * size, bytes = static_cast<size_t>(n) * size;
         char* to = const_cast<char*>(peer_address(k, then ? 2 + j : 1)) + offset;

@@ -198,6 +198,8 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
               -1,
               left_ > 0 ? --left_ : -1,
               -1,
+              0,
+              0,
               {},
               {}};
   std::memcpy(mine.call, text.data(), std::min(text.size(), sizeof mine.call - 1));
@@ -214,8 +216,11 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
     at[n] = addresses->out.empty() ? 0 : reinterpret_cast<uint64_t>(addresses->out[0]);
     if (epilogue && n + 1 + epilogue->outputs.size() <= kMaxAddresses) {
       mine.epilogue_outputs = static_cast<int64_t>(epilogue->outputs.size());
-      for (size_t j = 0; j < epilogue->outputs.size(); ++j)
+      for (size_t j = 0; j < epilogue->outputs.size(); ++j) {
         at[n + 1 + j] = reinterpret_cast<uint64_t>(epilogue->outputs[j].first);
+        if (j < 63 && j < epilogue->adoptable.size() && epilogue->adoptable[j])
+          mine.epilogue_adoptable |= int64_t{1} << j;
+      }
     }
   }
   what_.assign(kind_name(kind));
@@ -247,7 +252,7 @@ void HierarchicalCommunicator::begin_call(int64_t collectives) {
 }
 
 void end_program_across_processes(Transport& transport, const std::string& axis) {
-  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, -1, -1, -1, {}, {}};
+  Header mine{kEndOfProgram, 0, 0, 0, hash63(axis), 0, 0, -1, -1, -1, 0, 0, {}, {}};
   std::vector<int> everyone(static_cast<size_t>(transport.size()));
   for (int p = 0; p < transport.size(); ++p) everyone[p] = p;
   std::vector<Header> theirs;
@@ -304,7 +309,9 @@ bool HierarchicalCommunicator::all_reduce_impl(const void* in, void* out, int64_
         shared = shared && (p == transport_->rank() ||
                             headers_[static_cast<size_t>(p)].epilogue_outputs ==
                                 static_cast<int64_t>(then->outputs.size()));
-      direct_all_reduce(alone, count, dtype, op, what_, shared ? then : nullptr);
+      std::vector<bool> adopted;
+      if (shared) adopted = adopt_outputs(*then, count);
+      direct_all_reduce(alone, count, dtype, op, what_, shared ? then : nullptr, adopted);
       return shared;
     }
     if (!check_headers(CollectiveKind::AllReduce, dtype, count, seq, call, {}, &alone, op))

@@ -57,7 +57,10 @@ struct CollectiveHeader {
   // An all-reduce's epilogue (Communicator::all_reduce_then): how many output addresses follow
   // the output's in the payload.
   int64_t epilogue_outputs = 0;
-  char call[424];
+  // Bit k: this process may hold output k of the epilogue as its own array in another
+  // process's memory (AllReduceEpilogue::adoptable), and its own output k is such an array.
+  int64_t epilogue_adoptable = 0;
+  char call[416];
   char payload[kInlineBytes];
 };
 constexpr size_t kMaxAddresses = kInlineBytes / sizeof(uint64_t);
@@ -108,7 +111,13 @@ class HierarchicalCommunicator : public Communicator {
   // With `then`, each process runs it on its block and reads the others' outputs instead of
   // their blocks of the result.
   void direct_all_reduce(const Rendezvous::Round& r, int64_t count, DType dtype, ReduceOp op,
-                         const std::string& what, const AllReduceEpilogue* then = nullptr);
+                         const std::string& what, const AllReduceEpilogue* then = nullptr,
+                         const std::vector<bool>& adopted = {});
+  // A shared epilogue's outputs that every process holds in one copy: output k lives in the
+  // memory of process k % P, where every process announced it could (the header's
+  // epilogue_adoptable) and the owner's lies in its shared heap; the others adopt it as their
+  // own output's storage (AllReduceEpilogue::adopt) and their epilogue writes its block there.
+  std::vector<bool> adopt_outputs(const AllReduceEpilogue& then, int64_t count);
   void direct_reduce_scatter(const Rendezvous::Round& r, int64_t count, DType dtype, ReduceOp op,
                              const std::string& what);
   void direct_all_gather(const Rendezvous::Round& r, int64_t count, DType dtype,

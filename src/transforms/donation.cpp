@@ -1,5 +1,6 @@
 #include "transforms/donation.h"
 
+#include "base/allocator.h"
 #include "core/array_impl.h"
 
 namespace spmd::transforms {
@@ -11,6 +12,8 @@ std::vector<bool> reusable_leaves(const std::vector<Array>& leaves,
     if (!donated[i] || !leaves[i].valid()) continue;
     const detail::ArrayImpl& impl = *leaves[i].impl();
     if (impl.is_tracer() || impl.deleted || !impl.buffer || impl.buffer.use_count() != 1) continue;
+    // (shared with other processes: written in place here, it would change under them)
+    if (!runtime::writable_in_place(*impl.buffer)) continue;
     bool repeated = false;
     for (size_t k = 0; k < leaves.size() && !repeated; ++k)
       repeated = k != i && leaves[k].impl() == leaves[i].impl();

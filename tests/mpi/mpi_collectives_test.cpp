@@ -21,12 +21,15 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <unistd.h>
 
+#include "base/allocator.h"
 #include "collective_reference.h"
+#include "core/array_impl.h"
 #include "mpi_harness.h"
 #include "spmd/collectives.h"
 #include "spmd/control_flow.h"
@@ -420,6 +423,99 @@ TEST_P(Collectives, AReplicatedUpdateOfAPsumIsTheUpdateOfTheFoldInGlobalOrder) {
     EXPECT_EQ(p3.to_vector<float>(), want_p.to_vector<float>()) << "m = " << m;
     EXPECT_EQ(s3.to_vector<float>(), folded) << "m = " << m;
   }
+}
+
+// With a device per process, the processes of a host hold one copy of a shared update's
+// results (each process writes its block of each where it lives, in one process's memory:
+// runtime/direct_collectives.cpp). Every result stays as it was made while later calls run:
+// results of earlier calls held, others donated to the next call (never written in place where
+// another process holds them), processes that drop theirs at different times; each equals the
+// same iteration run by jit on the fold, bit for bit.
+TEST_P(Collectives, HeldResultsOfASharedUpdateStayAsTheyWereMade) {
+  if (dtype() != DType::Float32) GTEST_SKIP() << "float32 training state";
+  // (A weight matrix: its update compiles to one row chain making both results.)
+  const int64_t n = global_count(), local = local_device_count(), rows = 97, cols = 517,
+                m = rows * cols;
+  std::vector<float> mine, folded(static_cast<size_t>(m), 0.0f), p(static_cast<size_t>(m)),
+      v(static_cast<size_t>(m), 0.0f);
+  for (int64_t d = 0; d < n; ++d)
+    for (int64_t k = 0; k < m; ++k) {
+      const float g = static_cast<float>(std::cos(0.013 * static_cast<double>(k) * (d + 1)));
+      folded[k] = d == 0 ? g : folded[k] + g;
+      if (d >= first_local() && d < first_local() + local) mine.push_back(g);
+    }
+  for (int64_t k = 0; k < m; ++k) p[k] = static_cast<float>(std::sin(0.07 * static_cast<double>(k)));
+  auto update = [](const Array& sum, const Array& params, const Array& velocity) {
+    Array vel = velocity * 0.9 + sum;
+    return std::make_pair(params - vel * 0.05, vel);
+  };
+  constexpr int kSteps = 6;
+  std::vector<std::pair<Array, Array>> want;
+  {
+    auto jitted = jit(update);
+    Array wp(p, Shape{rows, cols}), wv(v, Shape{rows, cols}), sum(folded, Shape{rows, cols});
+    sum = sum * 2.0;  // (the fold of the doubled values, exactly)
+    for (int s = 0; s < kSteps; ++s) {
+      std::tie(wp, wv) = jitted(sum, wp, wv);
+      want.emplace_back(wp, wv);
+    }
+  }
+  PmapOptions o;
+  o.in_axes = AxisSpec{0, none, none};
+  o.out_axes = AxisSpec{none, none};
+  PmapOptions donating = o;
+  donating.donate_argnums = {1, 2};
+  auto body = [&](const Array& xs, const Array& params, const Array& velocity) {
+    return update(psum(xs * 2.0, "i"), params, velocity);  // (of a computed value: shared)
+  };
+  auto step = pmap(body, "i", o), donating_step = pmap(body, "i", donating);
+  const Array x(mine, Shape{local, rows, cols});
+  Array params(p, Shape{rows, cols}), velocity(v, Shape{rows, cols});
+  std::vector<std::pair<int, std::pair<Array, Array>>> held;  // (step, its results)
+  bool one_copy = false;
+  std::vector<std::pair<int, Array>> kept;  // views of donated inputs, on some processes only
+  for (int s = 0; s < kSteps; ++s) {
+    if (s % 2 == 1 && process_index() % 2 == 1) {  // (their buffers then are not reused here)
+      kept.emplace_back(s - 1, reshape(params, Shape{m}));
+      kept.emplace_back(s - 1, reshape(velocity, Shape{m}));
+    }
+    auto [np, nv] = s % 2 ? donating_step(x, params, velocity) : step(x, params, velocity);
+    for (const Array& a : {np, nv}) one_copy = one_copy || a.impl()->buffer->peer_holders;
+    // (an odd step's results go to a step that does not donate them: they stay held here; an
+    // even step's are donated to the next)
+    if (s % 2 == 1) held.emplace_back(s, std::make_pair(np, nv));
+    params = np;
+    velocity = nv;
+    if (s == 3 && process_index() % 2 == 1) held.clear();  // (dropped by some processes only)
+  }
+  for (const auto& [s, results] : held) {
+    EXPECT_EQ(results.first.to_vector<float>(), want[s].first.to_vector<float>()) << "step " << s;
+    EXPECT_EQ(results.second.to_vector<float>(), want[s].second.to_vector<float>()) << "step " << s;
+  }
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const auto& [s, view] = kept[k];
+    const Array& w = k % 2 ? want[s].second : want[s].first;
+    EXPECT_EQ(view.to_vector<float>(), w.to_vector<float>())
+        << "step " << s << "'s results, kept by this process while another donated them";
+  }
+  // One process donates its last results to a jit call that could write in place: the others'
+  // stay as they were (the call writes elsewhere where another process holds the storage).
+  JitOptions jo;
+  jo.donate_argnums = {0};
+  if (process_index() == 0) {
+    Array doubled = jit([](const Array& a) { return a * 2.0; }, jo)(params);
+    EXPECT_EQ(doubled.to_vector<float>(), (want.back().first * 2.0).to_vector<float>());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (process_index() != 0)
+    EXPECT_EQ(params.to_vector<float>(), want.back().first.to_vector<float>());
+  EXPECT_EQ(velocity.to_vector<float>(), want.back().second.to_vector<float>());
+  // One copy per host where the processes share memory, run a device each, and the update
+  // compiles to loops.
+  const char* codegen = std::getenv("SPMD_CODEGEN");
+  if (distributed::host_peer_access() == "shared memory" && local == 1 &&
+      !(codegen && std::string(codegen) == "0"))
+    EXPECT_TRUE(one_copy) << "every process holds at least one result in another's memory";
 }
 
 TEST_P(Collectives, PmeanIsTheMeanOverEveryProcesssDevices) {

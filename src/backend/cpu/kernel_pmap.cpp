@@ -148,7 +148,7 @@ void run_batched(const prim::PmapCall::Compiled& compiled, std::span<const Buf> 
 }
 
 void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Buf> out,
-                 ExecContext&) {
+                 ExecContext& caller) {
   const auto& call = backend::as<prim::PmapCall>(p);
   const auto& compiled = call.compiled();
   const compile::Executable& exe = *compiled.executable;
@@ -305,6 +305,21 @@ void pmap_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
     ctx.axes = launch->axes[k].get();
     ctx.threads = threads;
     ctx.async_collectives = mesh.spans_processes() && runtime::async_collectives(threads);
+    // The only replica here writes each result whole, in place: it may hand its caller storage
+    // for one (ExecContext::adopt_output).
+    struct Passing {
+      const ExecContext::OutputAdopter* outer;
+      const std::vector<void*>* outs;
+      std::span<const Buf> out;
+    } passing{caller.adopt_output, &outs, out};
+    const ExecContext::OutputAdopter adopter{
+        [](const void* self, size_t j, std::shared_ptr<runtime::Buffer> storage) {
+          const Passing& s = *static_cast<const Passing*>(self);
+          return j < s.out.size() && (*s.outs)[j] == s.out[j].data &&
+                 s.outer->fn(s.outer->self, j, std::move(storage));
+        },
+        &passing};
+    if (caller.adopt_output && replicas == 1 && total == 1) ctx.adopt_output = &adopter;
     exe.run_into(ins, outs, ctx);
     run->finish(k);  // a replica still waiting for this one now never will be joined
   };
