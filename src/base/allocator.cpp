@@ -49,7 +49,6 @@ void* fresh_block(size_t cap) {
 
 void free_block(void* p, size_t cap) {
   if (shared_heap::contains(p)) {
-    if (shared_heap::aliases(p) > 0) return;  // (another process holds it: left as it is)
     shared_heap::release(p, cap);  // (kept as it is once the heap is retired)
     return;
   }
@@ -148,13 +147,14 @@ Buffer::~Buffer() {
   if (!data) return;
   uncharge(*this);
   if (peer_holders) {  // (another process's block: its owner reuses it once no one holds it)
-    peer_holders->fetch_sub(1, std::memory_order_acq_rel);
-    return;
+    if (!shared_heap::forked()) peer_holders->fetch_sub(1, std::memory_order_acq_rel);
+    return;  // (a child made by fork never held it: its parent's count stands)
   }
   if (shared_heap::retired() && shared_heap::contains(data)) return;  // (never reused)
   Cache& c = cache();
   std::lock_guard lock(c.mu);
-  if (c.total + capacity <= kMaxCached) {
+  // (a block another process holds stays cached whatever the cache holds: taken again once free)
+  if (c.total + capacity <= kMaxCached || (shared_heap::contains(data) && shared_heap::aliases(data) > 0)) {
     c.free_blocks[capacity].push_back(data);
     c.total += capacity;
   } else {
@@ -233,10 +233,20 @@ bool writable_in_place(const Buffer& b) {
 void release_cached_memory() {
   Cache& c = cache();
   std::lock_guard lock(c.mu);
-  for (auto& [cap, blocks] : c.free_blocks)
-    for (void* p : blocks) free_block(p, cap);
-  c.free_blocks.clear();
-  c.total = 0;
+  size_t held = 0;  // (blocks another process holds stay, to be taken again once free)
+  for (auto& [cap, blocks] : c.free_blocks) {
+    std::vector<void*> kept;
+    for (void* p : blocks) {
+      if (shared_heap::contains(p) && !shared_heap::retired() && shared_heap::aliases(p) > 0) {
+        kept.push_back(p);
+        held += cap;
+        continue;
+      }
+      free_block(p, cap);
+    }
+    blocks = std::move(kept);
+  }
+  c.total = held;
 }
 
 size_t cached_bytes() {

@@ -40,7 +40,7 @@ struct Heap {
   std::mutex mu;
   // Set once (open), read without the lock by contains(): whether a block is the heap's.
   std::atomic<char*> base{nullptr};
-  size_t bytes = 0, used = 0;
+  size_t bytes = 0, used = 0, counts = 0;  // (counts: the holders' counts, first in the heap)
   int fd = -1;
   bool taking = false;
   std::map<size_t, std::vector<char*>> free_ranges;  // by size: ranges whose pages went back
@@ -55,10 +55,12 @@ Heap& heap() {
 // then never reused or given back, and no new block is taken. Read before any lock: in a child,
 // the lock may have been held by a thread that did not come along.
 std::atomic<bool> g_retired{false};
+std::atomic<bool> g_forked{false};
 
 }  // namespace
 
 bool retired() { return g_retired.load(std::memory_order_acquire); }
+bool forked() { return g_forked.load(std::memory_order_acquire); }
 
 void retire() { g_retired.store(true, std::memory_order_release); }
 
@@ -91,10 +93,15 @@ void in_parent_after_fork() {
 
 void in_child_after_fork() {
   heap().mu.unlock();
+  g_forked.store(true, std::memory_order_release);
   g_retired.store(true, std::memory_order_release);
   char* base = heap().base.load(std::memory_order_acquire);
-  if (base && g_fork_used > 0) {
-    const size_t used = g_fork_used;
+  // (The holders' counts stay shared: they are the others' business, and the child's own
+  // blocks are never reused.)
+  const size_t counts = heap().counts;
+  if (base && g_fork_used > counts) {
+    base += counts;
+    const size_t used = g_fork_used - counts;
     void* copy = mmap(nullptr, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy != MAP_FAILED) {  // (else left shared: no memory for the copy)
       std::memcpy(copy, base, used);
@@ -134,7 +141,8 @@ bool open() {
     h.bytes = bytes;
     h.fd = fd;
     // The heap starts with its pages' counts of holders in other processes (aliases()).
-    h.used = round_to_pages(bytes / page_size() * sizeof(std::atomic<uint32_t>));
+    h.counts = round_to_pages(bytes / page_size() * sizeof(std::atomic<uint32_t>));
+    h.used = h.counts;
     h.base.store(static_cast<char*>(p), std::memory_order_release);
   }
   h.taking = true;

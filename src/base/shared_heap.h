@@ -53,6 +53,10 @@ void release(void* p, size_t bytes);
 // writes.
 bool retired();
 void retire();
+// In a child made by fork (retired too): blocks of other processes it inherited are not its
+// to let go of (their holders' counts are its parent's), and they stay theirs: the child
+// should copy what it keeps of them before its parent drops them.
+bool forked();
 
 // Maps another process's heap here (read and write); nullptr when the system refuses.
 char* map(const Identity& other);

@@ -95,9 +95,19 @@ void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same,
           int inside = 0;
           for (const Step* k : members)
             inside += static_cast<int>(std::count(k->in_vars.begin(), k->in_vars.end(), v));
-          sole.push_back(slots_[v].where == Where::Output && readers[v] == inside + 1
-                             ? static_cast<int>(slots_[v].index)
-                             : -1);
+          // Bound to an output as itself (no view of it shares the output's slot, nor is
+          // copied to another output), and read by nothing else.
+          bool sole_var = slots_[v].where == Where::Output && readers[v] == inside + 1 &&
+                          std::count_if(prog.outputs.begin(), prog.outputs.end(), [&](const Atom& a) {
+                            return !a.is_literal() && a.var == v;
+                          }) == 1;
+          for (size_t u = 0; u < slots_.size() && sole_var; ++u)
+            sole_var = static_cast<int>(u) == v || slots_[u].where != Where::Output ||
+                       slots_[u].index != slots_[v].index;
+          for (const Copy& copy : output_copies_)
+            sole_var = sole_var && !(slots_[copy.var].where == Where::Output &&
+                                     slots_[copy.var].index == slots_[v].index);
+          sole.push_back(sole_var ? static_cast<int>(slots_[v].index) : -1);
         }
         if (next.chain >= 0) {
           st.then = next.chain;

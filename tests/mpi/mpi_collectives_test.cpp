@@ -498,6 +498,23 @@ TEST_P(Collectives, HeldResultsOfASharedUpdateStayAsTheyWereMade) {
     EXPECT_EQ(view.to_vector<float>(), w.to_vector<float>())
         << "step " << s << "'s results, kept by this process while another donated them";
   }
+  // A result also read through a view of it (returned reshaped, and summed): every process's
+  // are right (such a result is not held in one copy: its readers use the process's own).
+  PmapOptions three;
+  three.in_axes = AxisSpec{0, none, none};
+  three.out_axes = AxisSpec{none, none, none};
+  auto viewed = pmap([&](const Array& xs, const Array& ps, const Array& vs) {
+    auto [np, nv] = update(psum(xs * 2.0, "i"), ps, vs);
+    Array flat = reshape(nv, Shape{m});
+    return std::make_tuple(np, flat, sum(flat));
+  }, "i", three);
+  auto [vp, vflat, vsum] = viewed(x, Array(p, Shape{rows, cols}), Array(v, Shape{rows, cols}));
+  EXPECT_EQ(vp.to_vector<float>(), want[0].first.to_vector<float>());
+  const std::vector<float> wv0 = want[0].second.to_vector<float>();
+  EXPECT_EQ(vflat.to_vector<float>(), wv0);
+  double total = 0;
+  for (float e : wv0) total += e;
+  EXPECT_NEAR(vsum.to_vector<float>()[0], total, 1e-3 * (1.0 + std::fabs(total)));
   // One process donates its last results to a jit call that could write in place: the others'
   // stay as they were (the call writes elsewhere where another process holds the storage).
   JitOptions jo;
