@@ -3,9 +3,10 @@
 // itself, each member on its share of the elements (runtime::Communicator::all_reduce_then),
 // where every other operand of the consumer is the same on every member. That is the
 // optimiser's update of replicated training: with a device per process, each process updates
-// half of the parameters and momenta as it sums their gradients, and reads the other half of
-// the new values from its peer, instead of each process updating all of them (measured below,
-// bench_train 2 processes x 1 core). The outputs are the ones the consumer computes, element by
+// half of the parameters and momenta as it sums their gradients, and writes its half to its
+// peer (or, through the shared heap, into the one copy of each result that the processes of a
+// host hold: AllReduceEpilogue::adopt), instead of each process updating all of them
+// (bench_train, 2 processes x 1 core; README). The outputs are the ones the consumer computes, element by
 // element, from the same operands: bit for bit those of running it after the all-reduce. Where
 // the all-reduce runs on the device's communication thread (a core to spare), the pair does.
 // A communicator that does not share the epilogue (within a process, through messages, small

@@ -10,7 +10,9 @@
 //     Communicator::all_reduce_then), process k runs it on each chunk of block k as it is
 //     summed and writes the chunk of the epilogue's outputs to the others instead: the update
 //     is computed once per element, not once per process (XLA's sharded weight update, for
-//     state that stays replicated);
+//     state that stays replicated); through the shared heap, the processes hold one copy of
+//     each of the epilogue's results where they can (adopt_outputs), and each process's
+//     epilogue writes its block there: nothing is copied;
 //   reduce-scatter: each process sums its own devices' blocks only (a 1/P share of the
 //     traffic, where the chain made the whole all-reduce);
 //   all-gather: each process reads every other device's input into place.
