@@ -162,7 +162,9 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
         }
       },
       &self,
-      {}};
+      {},
+      {},
+      nullptr};
   for (const Step& m : c.steps) {
     std::vector<void*>& a = self.args.emplace_back();
     std::vector<size_t>& r = self.at_result.emplace_back();
