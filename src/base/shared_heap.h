@@ -3,11 +3,11 @@
 // so that a collective between them reads their inputs and writes their results with plain
 // loads and streaming stores instead of the kernel's cross-memory copies (process_vm_readv/
 // writev: a system call per region, a pinned page per 4 KiB, and writes that read every
-// destination line first, ~9 GB/s where streaming stores make ~19 GB/s here; PERF-NOTES.md).
+// destination line first: ~9 GB/s where streaming stores make ~19 GB/s on this machine).
 //
 // Once open, the allocator (base/allocator.cpp) takes its large blocks from here; a process
-// opens it only when it runs beside others on its host (distributed/mpi.cpp), which map it
-// (runtime::Transport::shared_view). Its pages are small pages: the system's transparent huge
+// opens it only when it runs beside others on its host and every process runs one device
+// (distributed/mpi.cpp), and they map it (runtime::Transport::shared_view). Its pages are small pages: the system's transparent huge
 // pages cover shared memory only where an administrator turned them on (shmem_enabled), and
 // measured here the small pages cost the products nothing (bench_train, one process, either
 // way: 6.2–6.5 ms/step). Addresses stay reserved for the life of the process; a block given
@@ -39,8 +39,8 @@ bool open();
 void stop();
 Identity identity();
 
-// A block of `bytes` (a multiple of 64, 4 KiB aligned), or nullptr when the heap is not taking
-// blocks or is full.
+// A block of `bytes` (rounded up to whole pages, page aligned), or nullptr when the heap is not
+// taking blocks or is full.
 void* allocate(size_t bytes);
 bool contains(const void* p);
 // Gives a block back (its pages go back to the system; its range is reused for its size).
