@@ -47,6 +47,10 @@ void* fresh_block(size_t cap) {
   return p;
 }
 
+// Whether another process holds the block as its own array's storage (base/shared_heap.h):
+// it is then never reused, given back or written in place here.
+bool held_elsewhere(const void* p) { return shared_heap::contains(p) && shared_heap::aliases(p) > 0; }
+
 void free_block(void* p, size_t cap) {
   if (shared_heap::contains(p)) {
     shared_heap::release(p, cap);  // (kept as it is once the heap is retired)
@@ -154,7 +158,7 @@ Buffer::~Buffer() {
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   // (a block another process holds stays cached whatever the cache holds: taken again once free)
-  if (c.total + capacity <= kMaxCached || (shared_heap::contains(data) && shared_heap::aliases(data) > 0)) {
+  if (c.total + capacity <= kMaxCached || held_elsewhere(data)) {
     c.free_blocks[capacity].push_back(data);
     c.total += capacity;
   } else {
@@ -195,12 +199,11 @@ std::shared_ptr<Buffer> allocate(size_t bytes, int device) {
       std::vector<void*>& blocks = it->second;
       for (size_t k = blocks.size(); k-- > 0;) {
         void* p = blocks[k];
-        const bool heap = shared_heap::contains(p);
-        if (heap && !shared_heap::retired() && shared_heap::aliases(p) > 0) continue;  // (held)
+        if (held_elsewhere(p)) continue;
         blocks[k] = blocks.back();
         blocks.pop_back();
         c.total -= cap;
-        if (heap && shared_heap::retired()) continue;  // (never reused)
+        if (shared_heap::retired() && shared_heap::contains(p)) continue;  // (never reused)
         buf->data = p;
         note_allocated(cap, device);
         return buf;
@@ -227,7 +230,7 @@ std::shared_ptr<Buffer> adopt_peer_block(void* data, size_t bytes, std::atomic<u
 }
 
 bool writable_in_place(const Buffer& b) {
-  return !b.peer_holders && !(b.data && shared_heap::contains(b.data) && shared_heap::aliases(b.data) > 0);
+  return !b.peer_holders && !(b.data && held_elsewhere(b.data));
 }
 
 void release_cached_memory() {
@@ -237,7 +240,7 @@ void release_cached_memory() {
   for (auto& [cap, blocks] : c.free_blocks) {
     std::vector<void*> kept;
     for (void* p : blocks) {
-      if (shared_heap::contains(p) && !shared_heap::retired() && shared_heap::aliases(p) > 0) {
+      if (held_elsewhere(p)) {
         kept.push_back(p);
         held += cap;
         continue;

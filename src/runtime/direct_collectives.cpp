@@ -23,7 +23,6 @@
 #include <cstring>
 
 #include "base/allocator.h"
-#include "base/copy.h"
 #include "base/shared_heap.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/reduce_buffers.h"
@@ -158,9 +157,10 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
     for (const auto& [to, size] : then->outputs) made.emplace_back(static_cast<char*>(to), size);
   else
     made.emplace_back(out, item);
-  // Where this process maps the other's memory (its shared heap), a chunk is streamed there as
-  // soon as it is made; the system's copies (a call per region) take every chunk at the end.
-  std::vector<std::vector<PeerRegion>> later(static_cast<size_t>(P));
+  // Where this process maps the other's shared heap, each chunk goes there as soon as it is
+  // made (Transport::write_directly streams it in); the system's copies (a call per region)
+  // take every chunk at the end.
+  std::vector<std::vector<PeerRegion>> pending(static_cast<size_t>(P));
   for (int64_t c = lo; c < hi; c += chunk) {
     const int64_t n = std::min(chunk, hi - c);
     char* sums = then ? sums_.data() : out + static_cast<size_t>(c) * item;
@@ -171,22 +171,23 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
     }
     for (int k = 0; k < P; ++k) {
       if (k == me_) continue;
-      Timeline::Span span("direct write");
+      std::vector<PeerRegion>& regions = pending[static_cast<size_t>(k)];
       for (size_t j = 0; j < made.size(); ++j) {
         if (j < adopted.size() && adopted[j]) continue;  // (written where every process holds it)
         const auto [mine, size] = made[j];
-        const size_t offset = static_cast<size_t>(c) * size, bytes = static_cast<size_t>(n) * size;
-        char* to = const_cast<char*>(peer_address(k, then ? 2 + j : 1)) + offset;
-        if (char* there = transport_->shared_view(procs_[k], to, bytes))
-          cpu::stream_copy(there, mine + offset, bytes);
-        else
-          later[static_cast<size_t>(k)].push_back({mine + offset, to, bytes});
+        const size_t offset = static_cast<size_t>(c) * size;
+        regions.push_back({mine + offset, const_cast<char*>(peer_address(k, then ? 2 + j : 1)) + offset,
+                           static_cast<size_t>(n) * size});
+      }
+      if (transport_->maps_heap_of(procs_[k])) {
+        transport_->write_directly(procs_[k], regions, what);
+        regions.clear();
       }
     }
   }
   for (int k = 0; k < P; ++k)
-    if (!later[static_cast<size_t>(k)].empty())
-      transport_->write_directly(procs_[k], later[static_cast<size_t>(k)], what);
+    if (!pending[static_cast<size_t>(k)].empty())
+      transport_->write_directly(procs_[k], pending[static_cast<size_t>(k)], what);
   // Once every process has met here, each has every block, and nothing reads its input.
   meet(what);
 }

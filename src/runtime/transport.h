@@ -83,6 +83,10 @@ class Transport {
   // Where this process sees [address, address + bytes) of process `peer`'s memory when that
   // lies in the peer's shared heap, else nullptr: a collective reads its inputs there in place.
   const SharedView& shared_heap_of(int peer) const { return views_.at(static_cast<size_t>(peer)); }
+  bool maps_heap_of(int peer) const {
+    return peer >= 0 && peer < static_cast<int>(views_.size()) &&
+           views_[static_cast<size_t>(peer)].here != nullptr;
+  }
   char* shared_view(int peer, const void* address, size_t bytes) const {
     if (peer < 0 || peer >= static_cast<int>(views_.size())) return nullptr;
     const SharedView& v = views_[static_cast<size_t>(peer)];
