@@ -7,7 +7,8 @@
 // against PyTorch eager (bench/conv_torch.py under /usr/bin/python3: F.conv2d, oneDNN on CPU) on
 // the same number of intra-op threads, in the same run. The inputs are formulas computed alike
 // in both languages, so the losses must agree. Prints medians and the ratio torch / spmd (above
-// 1: spmd faster).
+// 1: spmd faster). Then both layouts against JAX's jax.jit(jax.value_and_grad)
+// (bench/jax/jax_conv.py, run after; target <= 0.8x).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -127,5 +128,10 @@ int main() {
     std::printf("  PyTorch baseline unavailable: %s\n", torch.error.c_str());
   }
   if (!ok) std::printf("  RESULT MISMATCH\n");
+  spmd::bench::VsJax vs;
+  vs.add("cnn_step_nhwc", m1, spmd::bench::kJaxStepTarget);
+  vs.add("cnn_step_nchw", m2, spmd::bench::kJaxStepTarget);
+  vs.print(spmd::bench::run_jax_script("jax_conv", {"cnn_step_nhwc", "cnn_step_nchw"},
+                                       "--reps " + std::to_string(reps)));
   return ok ? 0 : 1;
 }

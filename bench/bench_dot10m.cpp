@@ -1,7 +1,8 @@
 // bench_dot10m: the seeds' workload, 10,000,000 row-wise dot products of 3-D float32 vectors,
 // spmd::jit(spmd::vmap(dot)) against
 //   (a) a hand-written C++ loop writing into a reused output buffer, on 1 and on 2 threads, and
-//   (b) NumPy's einsum('ij,ij->i') (bench/dot10m_numpy.py under /usr/bin/python3).
+//   (b) NumPy's einsum('ij,ij->i') (bench/dot10m_numpy.py under /usr/bin/python3), and
+//   (c) jax.jit(jax.vmap(jnp.dot)) (bench/jax/jax_dot10m.py), both run after spmd's timings.
 // Prints medians and ratios, spmd time / baseline time (< 1 means spmd is faster).
 #include <algorithm>
 #include <chrono>
@@ -77,6 +78,7 @@ int main() {
       times->push_back(ms_of(fn));
     }
   spmd::bench::NumpyTimes np = run_numpy(reps);
+  spmd::bench::VsJax vs;
 
   double s = median(t_spmd), l1 = median(t_loop1), l2 = median(t_loop2);
   std::printf(
@@ -106,5 +108,7 @@ int main() {
   std::printf("  spmd runs (ms):");
   for (double t : t_spmd) std::printf(" %.1f", t);
   std::printf("\n  result check vs loop: max abs diff %.2g (%s)\n", max_err, ok ? "ok" : "WRONG");
+  vs.add("dot10m_jit", s, spmd::bench::kJaxKernelTarget);
+  vs.print(spmd::bench::run_jax_script("jax_dot10m", {"dot10m_jit"}));
   return ok && pass ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 // NumPy's time over spmd's (> 1: spmd is faster); medians of several runs. spmd computes
 // complex64 in single precision and splits batches over the threads; NumPy computes in double
 // precision on one thread, so the comparison is of what each gives its user for these inputs.
+// Then every case against jnp.fft under jax.jit (bench/jax/jax_fft.py, run after; target <= 1x).
 #include <cstdio>
 #include <map>
 #include <string>
@@ -53,6 +54,8 @@ int main() {
        [](const Array& a) { return spmd::fft::fft(a); }},
   };
   spmd::bench::NumpyTimes np = run_numpy(reps);
+  spmd::bench::VsJax vs;
+  std::vector<std::string> names;
   std::printf("bench_fft: medians of %d runs; ratio = numpy ms / spmd ms (> 1: spmd faster)\n",
               reps);
   if (!np.ok) std::printf("numpy baseline failed: %s\n", np.error.c_str());
@@ -63,11 +66,14 @@ int main() {
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) t.push_back(spmd::bench::ms_of([&] { jf(c.x); }));
     const double ms = spmd::bench::median(t);
+    vs.add(c.name, ms, spmd::bench::kJaxKernelTarget);
+    names.push_back(c.name);
     if (np.ok)
       std::printf("%-42s spmd %8.2f ms  numpy %8.2f ms  ratio %.2f\n", c.what, ms, np.ms[c.name],
                   np.ms[c.name] / ms);
     else
       std::printf("%-42s spmd %8.2f ms\n", c.what, ms);
   }
+  vs.print(spmd::bench::run_jax_script("jax_fft", names, "--reps " + std::to_string(reps)));
   return 0;
 }

@@ -13,7 +13,8 @@
 // The input is a formula exact in float32, the same in both languages, so the hand loop checks
 // spmd element by element and PyTorch by the sum of its output. Targets: jit <= 1.2x the hand
 // loop with the rational tanh on spmd's thread count, and jit >= 3x faster than PyTorch. Exit
-// status 1 on a wrong result or a missed target, after printing everything.
+// status 1 on a wrong result or a missed target, after printing everything. Then jit against
+// JAX's jax.jit of the same program (bench/jax/jax_fused.py, run after; target <= 1x).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -242,5 +243,8 @@ int main() {
       "  result check: max |jit - loop| / max(1, |loop|) %.2g, %d-thread loop vs 1-thread %.2g, "
       "rational-tanh loop vs loop %.2g, PyTorch checksum %.6f vs loop %.6f (%s)\n",
       err, threads, err_n, err_r, torch.value, checksum, ok ? "ok" : "WRONG");
+  spmd::bench::VsJax vs;
+  vs.add("layernorm_gelu", s, spmd::bench::kJaxKernelTarget);
+  vs.print(spmd::bench::run_jax_script("jax_fused", {"layernorm_gelu"}));
   return ok && pass ? 0 : 1;
 }

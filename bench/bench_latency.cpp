@@ -5,6 +5,7 @@
 //                 (target <= 20 us);
 //   under mpirun with 2 processes x 1 device: against a raw MPI_Allreduce of one float between
 //                 the same processes (target <= 5x MPI_Allreduce + the collective-free pmap).
+// In one process, it also prints spmd's time over JAX's (bench/jax/jax_latency.py, run after).
 // It also checks that nothing spins while the program is idle: the process's CPU time over a
 // 200 ms sleep after the calls (device threads poll for work a short while, then block).
 //   build/bench/bench_latency                                     (one process, 8 devices)
@@ -18,7 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -72,11 +75,13 @@ int one_process() {
   const int rounds = 9, calls = 2000;
   std::printf("pmap of psum(x) with x f32[4] per device, per call; median of %d rounds\n", rounds);
   bool ok = true;
+  std::vector<std::pair<std::string, double>> psum_us;
   for (int devices : {2, 8}) {
     Array x = spmd::zeros({devices, 4});
     auto p = psum_pmap();
     auto a = add_pmap();
     auto t = interleaved({[&] { p(x).data(); }, [&] { a(x).data(); }}, rounds, calls, false);
+    psum_us.emplace_back("psum4_" + std::to_string(devices) + "dev", t[0]);
     const double target = devices == 2 ? 5.0 : 20.0;
     const bool met = t[0] <= target;
     ok = ok && met;
@@ -88,6 +93,9 @@ int one_process() {
   std::printf("  CPU time while idle (200 ms sleep after the calls): %.1f ms %s\n", idle,
               idle < 20 ? "(nothing spins)" : "(SPINNING)");
   std::printf(ok && idle < 20 ? "all targets met\n" : "targets missed\n");
+  spmd::bench::VsJax vs;
+  for (const auto& [name, us] : psum_us) vs.add(name, us / 1e3, spmd::bench::kJaxDispatchTarget);
+  vs.print(spmd::bench::run_jax_script("jax_latency", {"psum4_2dev", "psum4_8dev"}));
   return 0;
 }
 

@@ -3,7 +3,8 @@
 //   (a) one 1024 x 1024 symmetric positive definite matrix (solve with one right-hand side);
 //   (b) 256 matrices of 64 x 64 under jit(vmap(...)) against a Python loop of 256 NumPy calls,
 //       and (for information) NumPy's own stacked call.
-// Prints medians and ratios, spmd time / NumPy time (< 1 means spmd is faster).
+// Prints medians and ratios, spmd time / NumPy time (< 1 means spmd is faster). Then every row
+// against jnp.linalg under jax.jit (bench/jax/jax_linalg.py, run after; target <= 1x).
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -130,5 +131,12 @@ int main() {
   std::printf(
       "  result checks: max errors cholesky %.2g solve %.2g eigh %.2g vmap solve %.2g (%s)\n",
       err_chol, err_solve, err_eigh, err_vsolve, ok ? "ok" : "WRONG");
+  spmd::bench::VsJax vs;
+  std::vector<std::string> names;
+  for (const auto& [name, ms] : t) {
+    vs.add(name, ms, spmd::bench::kJaxKernelTarget);
+    names.push_back(name);
+  }
+  vs.print(spmd::bench::run_jax_script("jax_linalg", names, "--reps " + std::to_string(reps)));
   return ok ? 0 : 1;
 }

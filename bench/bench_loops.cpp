@@ -3,6 +3,8 @@
 //  1. lax::fori_loop of 1,000,000 iterations of x + i on a float32 scalar inside jit: µs per
 //     iteration (target <= 0.1 µs; users report ~2 µs in JAX) and the ratio to the same loop
 //     written in C++ (the result must match it bit for bit).
+//  1b. lax::scan of 10,000 steps of h = tanh(h @ W + 0.25), h and W f32[16, 16], inside jit: µs
+//     per iteration of a small matmul body (checked against the same recurrence in C++).
 //  2. Compile time: the first call of a fresh jit of a 10,000-step lax::scan against a 1-step scan
 //     of the same body, less a warm call of each (what the first call adds: trace, compile,
 //     allocation); target ratio <= 2.
@@ -15,6 +17,8 @@
 //     against the same chains vmapped on one device (target >= 0.8x). With 512 chains the
 //     sampling pmap holds under 256 KiB and has no collective, so the runtime runs its replicas
 //     one after the other on the calling thread (backend/cpu/kernel_pmap.cpp, kInlineBytes).
+// Then the per-iteration costs of 1. and 1b. against JAX's lax.fori_loop and lax.scan
+// (bench/jax/jax_loops.py, run after).
 // Usage: bench_loops [hidden batch steps input] (the RNN's sizes; default 1024 64 200 256).
 #include <openblas-pthread/cblas.h>
 
@@ -44,7 +48,7 @@ const char* verdict(bool pass) { return pass ? "PASS" : "FAIL"; }
 
 // ---- 1. fori_loop of x + i ---------------------------------------------------------------------
 
-bool bench_fori(int reps) {
+bool bench_fori(int reps, double& ms_per_iter) {
   const int64_t n = 1'000'000;
   auto looped = spmd::jit([n](const Array& x) {
     return lax::fori_loop(
@@ -67,6 +71,7 @@ bool bench_fori(int reps) {
   }
   ok = ok && y.item<float>() == cpp_result && looped.trace_count() == 1;
   double us_jit = median(t_jit) * 1e3 / n, us_cpp = median(t_cpp) * 1e3 / n;
+  ms_per_iter = us_jit / 1e3;
   std::printf("1. fori_loop(0, 1e6, v + i) on f32[] inside jit; median of %d runs\n", reps);
   std::printf("  %-44s %12s %10s\n", "implementation", "us/iter", "/ C++");
   std::printf("  %-44s %12.4f %10.1f   target <= 0.1 us: %s\n", "spmd::jit(lax::fori_loop)", us_jit,
@@ -74,6 +79,49 @@ bool bench_fori(int reps) {
   std::printf("  %-44s %12.4f %10.1f\n", "C++ loop (float adds)", us_cpp, 1.0);
   std::printf("  result %.9g vs C++ %.9g (%s)\n", static_cast<double>(y.item<float>()),
               static_cast<double>(cpp_result), ok ? "bit-equal" : "WRONG");
+  return ok;
+}
+
+// ---- 1b. scan with a small matmul body --------------------------------------------------------
+
+constexpr int64_t kScanSteps = 10'000, kScanSide = 16;
+
+bool bench_scan_matmul(int reps, double& ms_per_iter) {
+  std::vector<float> w0 = spmd::bench::random_floats(kScanSide * kScanSide, 3);
+  std::vector<float> h0 = spmd::bench::random_floats(kScanSide * kScanSide, 4);
+  for (float& v : w0) v = (v - 0.5f) * 0.45f;  // |W| entries <= 0.225: a contraction
+  Array w(w0, {kScanSide, kScanSide}), h(h0, {kScanSide, kScanSide});
+  auto scanned = spmd::jit([](const Array& start, const Array& wm) {
+    lax::ScanOptions o;
+    o.length = kScanSteps;
+    auto body = [&wm](const Array& c, const lax::NoXs&) {
+      return std::pair(spmd::tanh(spmd::matmul(c, wm) + 0.25), lax::NoXs{});
+    };
+    return lax::scan(body, start, lax::NoXs{}, o).first;
+  });
+  Array y = scanned(h, w);  // trace and compile
+  std::vector<double> ref(h0.begin(), h0.end()), next(ref.size());
+  for (int64_t s = 0; s < kScanSteps; ++s) {
+    for (int64_t i = 0; i < kScanSide; ++i)
+      for (int64_t j = 0; j < kScanSide; ++j) {
+        double acc = 0.25;
+        for (int64_t k = 0; k < kScanSide; ++k)
+          acc += ref[static_cast<size_t>(i * kScanSide + k)] *
+                 w0[static_cast<size_t>(k * kScanSide + j)];
+        next[static_cast<size_t>(i * kScanSide + j)] = std::tanh(acc);
+      }
+    std::swap(ref, next);
+  }
+  std::vector<float> got = y.to_vector<float>();
+  bool ok = got.size() == ref.size();
+  for (size_t i = 0; ok && i < got.size(); ++i) ok = std::abs(got[i] - ref[i]) <= 1e-4;
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) t.push_back(ms_of([&] { y = scanned(h, w); }));
+  ms_per_iter = median(t) / kScanSteps;
+  std::printf(
+      "\n1b. lax::scan of 10,000 steps of tanh(h @ W + 0.25), h, W: f32[16, 16], inside jit; "
+      "median of %d runs: %.4f us/iter; result vs C++ recurrence: %s\n",
+      reps, ms_per_iter * 1e3, ok ? "ok" : "WRONG");
   return ok;
 }
 
@@ -389,9 +437,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc && i <= 4; ++i) sizes[i - 1] = std::atoll(argv[i]);
   std::printf("bench_loops: %d emulated CPU devices, %u hardware threads\n",
               spmd::local_device_count(), std::thread::hardware_concurrency());
-  bool ok = bench_fori(7);
+  double fori_ms = 0, scan_ms = 0;
+  bool ok = bench_fori(7, fori_ms);
+  ok = bench_scan_matmul(7, scan_ms) && ok;
   ok = bench_compile(15) && ok;
   ok = bench_rnn(sizes[0], sizes[1], sizes[2], sizes[3], 5) && ok;
   ok = bench_chains(7) && ok;
+  spmd::bench::VsJax vs;
+  vs.add("fori_scalar_iter", fori_ms, spmd::bench::kJaxLoopTarget);
+  vs.add("scan_matmul_iter", scan_ms, spmd::bench::kJaxLoopTarget);
+  vs.print(spmd::bench::run_jax_script("jax_loops", {"fori_scalar_iter", "scan_matmul_iter"}));
   return ok ? 0 : 1;
 }

@@ -14,6 +14,7 @@
 // interleaved rounds (each round runs all the steps) gives ms/step. Targets (against the loop on
 // spmd's thread count): jit <= 1.25x, pmap <= 1.4x. Exit status 1 when a result is wrong or a
 // target is missed, after printing everything. `bench_stencil ROUNDS` sets the rounds (default 3).
+// Then jit and pmap of both against JAX's (bench/jax/jax_stencil.py, run after; target <= 1x).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -142,6 +143,7 @@ Array heat_pmap_step(const Array& x) {
 // page faults); then interleaved timed rounds. Returns whether the targets are met.
 struct Stencil {
   std::string title;  // the printed headline, before the round count
+  std::string workload;  // JAX's name: <workload>_jit, <workload>_pmap8
   std::string jit_name, pmap_name;
   Array (*jax_step)(const Array&);
   Array (*pmap_step)(const Array&);
@@ -153,7 +155,7 @@ struct Stencil {
   double tolerance;  // jit and pmap against the loop
 };
 
-bool bench_stencil(const Stencil& st, int rounds, int threads, bool& ok) {
+bool bench_stencil(const Stencil& st, int rounds, int threads, bool& ok, spmd::bench::VsJax& vs) {
   const int64_t size = static_cast<int64_t>(st.x0.size());
   const int steps = st.steps;
   Array X0(st.x0, st.shape);
@@ -201,6 +203,8 @@ bool bench_stencil(const Stencil& st, int rounds, int threads, bool& ok) {
   std::printf("%s; median of %d interleaved rounds; spmd's CPU work uses %d threads\n",
               st.title.c_str(), rounds, threads);
   bool pass = report(impls, true, threads);
+  vs.add(st.workload + "_jit", median(impls[0].ms), spmd::bench::kJaxKernelTarget);
+  vs.add(st.workload + "_pmap8", median(impls[1].ms), spmd::bench::kJaxKernelTarget);
   std::printf(
       "  result check vs 1-thread loop after %d steps: max abs diff jit %.2g, pmap %.2g, "
       "%d-thread loop %.2g (%s)\n",
@@ -209,17 +213,17 @@ bool bench_stencil(const Stencil& st, int rounds, int threads, bool& ok) {
   return pass;
 }
 
-bool bench_heat(int rounds, int threads, bool& ok) {
+bool bench_heat(int rounds, int threads, bool& ok, spmd::bench::VsJax& vs) {
   const int64_t n = kHeatN;
   char title[160];
   std::snprintf(title, sizeof title,
                 "1-D heat equation, %lld float32 points, periodic, alpha %.2f, %d steps",
                 static_cast<long long>(n), kAlpha, kHeatSteps);
-  return bench_stencil({title, "spmd::jit(step), called 200 times",
+  return bench_stencil({title, "heat", "spmd::jit(step), called 200 times",
                         "spmd::pmap(step), 8 devices, ppermute halos", heat_jax_step,
                         heat_pmap_step, heat_step, random_floats(n, 1), {n},
                         {kDevices, n / kDevices}, n, kHeatSteps, 1e-5},
-                       rounds, threads, ok);
+                       rounds, threads, ok, vs);
 }
 
 // ---- 2-D Jacobi -------------------------------------------------------------------------------
@@ -266,16 +270,16 @@ Array jacobi_pmap_step(const Array& x) {
   return jacobi_of_padded(spmd::pad(rows, {{0, 0}, {1, 1}}));
 }
 
-bool bench_jacobi(int rounds, int threads, bool& ok) {
+bool bench_jacobi(int rounds, int threads, bool& ok, spmd::bench::VsJax& vs) {
   const int64_t n = kSide;
   char title[160];
   std::snprintf(title, sizeof title, "2-D 5-point Jacobi, %lld x %lld float32, zero boundary, %d steps",
                 static_cast<long long>(n), static_cast<long long>(n), kJacobiSteps);
-  return bench_stencil({title, "spmd::jit(step), called 20 times",
+  return bench_stencil({title, "jacobi", "spmd::jit(step), called 20 times",
                         "spmd::pmap(step), 8 devices, ppermute row halos", jacobi_jax_step,
                         jacobi_pmap_step, jacobi_rows, random_floats(n * n, 2), {n, n},
                         {kDevices, n / kDevices, n}, n, kJacobiSteps, 1e-6},
-                       rounds, threads, ok);
+                       rounds, threads, ok, vs);
 }
 
 }  // namespace
@@ -290,8 +294,12 @@ int main(int argc, char** argv) {
   const int threads = spmd::cpu::hardware_threads();
   bool ok = true;
   std::printf("bench_stencil\n");
-  bool pass = bench_heat(rounds, threads, ok);
-  pass = bench_jacobi(rounds, threads, ok) && pass;
+  spmd::bench::VsJax vs;
+  bool pass = bench_heat(rounds, threads, ok, vs);
+  pass = bench_jacobi(rounds, threads, ok, vs) && pass;
   std::printf("%s\n", !ok ? "WRONG RESULT" : pass ? "all targets met" : "targets missed");
+  vs.print(spmd::bench::run_jax_script(
+      "jax_stencil", {"heat_jit", "heat_pmap8", "jacobi_jit", "jacobi_pmap8"},
+      "--rounds " + std::to_string(rounds)));
   return ok && pass ? 0 : 1;
 }

@@ -23,7 +23,8 @@
 // step with and without donating the parameters and optimiser state (donate_argnums {0, 1});
 // bench_train --memory prints only that; bench_train --first-call only the first call of the
 // 1-device step (trace + compile + one step; run it several times: the kernels are cached per
-// process).
+// process). Last, against JAX (bench/jax/jax_train.py): the 1-device step (jax.jit), the
+// 8-device step (jax.pmap) and the first call of the 1-device step (targets <= 0.8x, 0.5x).
 #include <openblas-pthread/cblas.h>
 
 #include <algorithm>
@@ -638,5 +639,12 @@ int main(int argc, char** argv) {
       "threads %.1e; 8 batched vs 8 threads %.1e: %s\n",
       loss1, ref.loss, err_loss, err_b3, diff8, diffj, diffs, diffr, difft, batched_vs_threads,
       ok ? "ok" : "WRONG");
+  spmd::bench::VsJax vs;
+  vs.add("train_step_1dev", t1 * 1e3, spmd::bench::kJaxStepTarget);
+  vs.add("train_step_8dev", t8 * 1e3, spmd::bench::kJaxStepTarget);
+  vs.add("train_first_call", first1 * 1e3, spmd::bench::kJaxFirstCallTarget);
+  vs.print(spmd::bench::run_jax_script(
+      "jax_train", {"train_step_1dev", "train_step_8dev", "train_first_call"},
+      "--rounds " + std::to_string(rounds) + " --steps " + std::to_string(steps)));
   return ok && torch_ok ? 0 : 1;
 }

@@ -1,5 +1,5 @@
-// Helpers shared by the benchmarks: medians, wall-clock timing, the NumPy and PyTorch
-// baselines' reports, the seeds' dot-product
+// Helpers shared by the benchmarks: medians, wall-clock timing, the NumPy, PyTorch and JAX
+// baselines' reports (and spmd's time over JAX's, VsJax), the seeds' dot-product
 // workload (random rows and the hand-written loops it is compared with), and a threaded driver
 // for hand-written time-stepping loops.
 #pragma once
@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -16,31 +17,38 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 namespace spmd::bench {
 
-// A NumPy baseline script's report: "<name>_ms X" lines (its medians, by name) and its
-// "numpy_version"; anything else it prints is the error when it fails. ok: it exited cleanly
-// with every name in `expected`.
-struct NumpyTimes {
+// A baseline script's report (bench/*_numpy.py, bench/jax/jax_*.py): "<name>_ms X" lines (its
+// medians, by name) and its "<version_key> V" line; anything else it prints is the error when it
+// fails. ok: it exited cleanly with every name in `expected`.
+struct ScriptTimes {
   bool ok = false;
   std::map<std::string, double> ms;
   std::string version, error;
 };
+using NumpyTimes = ScriptTimes;
+using JaxTimes = ScriptTimes;
 
-inline NumpyTimes run_numpy_script(const std::string& command,
-                                   const std::vector<std::string>& expected) {
-  NumpyTimes r;
+// Runs `command` (its stderr joined to stdout) and reads its report.
+inline ScriptTimes run_timing_script(const std::string& command,
+                                     const std::vector<std::string>& expected,
+                                     const std::string& version_key) {
+  ScriptTimes r;
   FILE* p = popen((command + " 2>&1").c_str(), "r");
   if (!p) {
     r.error = "popen failed";
     return r;
   }
+  const std::string version_format = version_key + " %127s";
   char line[512];
   while (std::fgets(line, sizeof line, p)) {
     char name[64], text[128];
     double v = 0;
     std::string key;
-    if (std::sscanf(line, "numpy_version %127s", text) == 1)
+    if (std::sscanf(line, version_format.c_str(), text) == 1)
       r.version = text;
     else if (std::sscanf(line, "%63s %lf", name, &v) == 2 && (key = name).size() > 3 &&
              key.ends_with("_ms"))
@@ -54,6 +62,101 @@ inline NumpyTimes run_numpy_script(const std::string& command,
   if (!r.ok && r.error.empty()) r.error = "exit status " + std::to_string(status);
   return r;
 }
+
+inline NumpyTimes run_numpy_script(const std::string& command,
+                                   const std::vector<std::string>& expected) {
+  return run_timing_script(command, expected, "numpy_version");
+}
+
+// ---- JAX as the yardstick (bench/jax/, issue 32) -----------------------------------------------
+
+// The venv's Python that has JAX: $SPMD_JAX_PYTHON, else the one bench/CMakeLists.txt names
+// (build/venv/bin/python, made by scripts/install-bench-deps.sh).
+inline std::string jax_python() {
+  const char* env = std::getenv("SPMD_JAX_PYTHON");
+#ifdef SPMD_JAX_PYTHON
+  return env && *env ? env : SPMD_JAX_PYTHON;
+#else
+  return env && *env ? env : "build/venv/bin/python";
+#endif
+}
+
+// Whether that Python exists and imports jax (asked once per process); when not, prints the one
+// line saying how to install it.
+inline bool jax_available() {
+  static const bool available = [] {
+    const std::string py = jax_python();
+    bool ok = access(py.c_str(), X_OK) == 0 &&
+              std::system(("'" + py + "' -c 'import jax' > /dev/null 2>&1").c_str()) == 0;
+    if (!ok) std::printf("JAX is not installed: run scripts/install-bench-deps.sh\n");
+    return ok;
+  }();
+  return available;
+}
+
+// Runs bench/jax/<script>.py (its arguments `args`) under jax_python() and reads its report;
+// not ok, with no message beyond jax_available()'s, when JAX is missing. Run it after spmd's
+// own timings, so neither competes with the other for the cores.
+inline JaxTimes run_jax_script(const std::string& script,
+                               const std::vector<std::string>& expected,
+                               const std::string& args = "") {
+  if (!jax_available()) return {false, {}, "", "JAX is not installed"};
+#ifdef SPMD_JAX_DIR
+  const std::string dir = SPMD_JAX_DIR;
+#else
+  const std::string dir = "bench/jax";
+#endif
+  // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow BLAS down on some processors (PERF-NOTES.md).
+  JaxTimes r = run_timing_script("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE '" + jax_python() +
+                                     "' " + dir + "/" + script + ".py " + args,
+                                 expected, "jax_version");
+  if (!r.ok) std::printf("JAX baseline %s failed: %s\n", script.c_str(), r.error.c_str());
+  return r;
+}
+
+// spmd's times beside JAX's: add() one row per workload (its name is the JAX script's key), then
+// print() the block with the JAX script's report: a readable table with spmd/jax and the issue's
+// target, and one machine-readable line per workload, "vs-jax <workload> <spmd_ms> <jax_ms|->
+// <target_ratio>", that scripts/bench.sh --vs-jax collects.
+class VsJax {
+ public:
+  void add(const std::string& workload, double spmd_ms, double target) {
+    rows_.push_back({workload, spmd_ms, target});
+  }
+  void print(const JaxTimes& jax) const {
+    std::printf("  vs JAX %s, measured in the same run:\n",
+                jax.ok ? jax.version.c_str() : "(unavailable)");
+    std::printf("  %-22s %12s %12s %10s %8s\n", "workload", "spmd ms", "JAX ms", "spmd/jax",
+                "target");
+    for (const Row& r : rows_) {
+      auto it = jax.ms.find(r.workload);
+      if (it != jax.ms.end())
+        std::printf("  %-22s %12.5g %12.5g %10.3f %8.2g  %s\n", r.workload.c_str(), r.spmd_ms,
+                    it->second, r.spmd_ms / it->second, r.target,
+                    r.spmd_ms <= r.target * it->second ? "meets" : "misses");
+      else
+        std::printf("  %-22s %12.5g %12s %10s %8.2g\n", r.workload.c_str(), r.spmd_ms, "-", "-",
+                    r.target);
+    }
+    for (const Row& r : rows_) {
+      auto it = jax.ms.find(r.workload);
+      char jax_ms[32] = "-";
+      if (it != jax.ms.end()) std::snprintf(jax_ms, sizeof jax_ms, "%.6g", it->second);
+      std::printf("vs-jax %s %.6g %s %g\n", r.workload.c_str(), r.spmd_ms, jax_ms, r.target);
+    }
+  }
+
+ private:
+  struct Row {
+    std::string workload;
+    double spmd_ms, target;
+  };
+  std::vector<Row> rows_;
+};
+
+// The issue's targets for spmd's time over JAX's.
+constexpr double kJaxDispatchTarget = 0.1, kJaxLoopTarget = 0.5, kJaxKernelTarget = 1.0,
+                 kJaxStepTarget = 0.8, kJaxFirstCallTarget = 0.5;
 
 // A PyTorch baseline script's report: its times ("ms X" lines), the value it checks against ours
 // (a "<value_key> X" line), its thread count and torch version; anything else it prints is the

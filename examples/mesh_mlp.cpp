@@ -7,11 +7,12 @@
 // row-parallel: each holds the matching block of W2's rows, and the partial logits are summed
 // over "model" (psum). Gradients are averaged over "data"; so is the loss.
 //
-// Gradients under shard_map follow pmap's rule (psum's transpose sums the cotangents): the body
-// differentiates the sum over all devices of their losses. Each "model" device computes the
-// same loss of its data block, so the body's loss is divided by the "model" size, and a
-// parameter held whole on every "model" device (b2) gets its gradient summed over "model" —
-// each copy saw a share of it. Parameters split over "model" need nothing more.
+// grad inside the body follows JAX's shard_map (check_vma): a parameter is the same on every
+// device along the axes its spec leaves out, and its gradient comes back summed over the
+// devices of those axes that its loss varies over — here over "data" for every parameter (each
+// "data" device holds the same blocks and sees its own batch block), while the psum over "model"
+// passes its cotangent through unsummed. So the body's loss is its data block's share of the
+// global mean (divided by the "data" size), and the gradients need no collective.
 //
 //   mesh_mlp [--data 2] [--model 4] [--steps 30] [--batch 64] [--hidden 128] [--lr 0.2]
 //   mpirun -np 2 mesh_mlp --devices 4 [--model-spans-processes]
@@ -94,24 +95,21 @@ int run(const Config& c) {
         "'model'%s\n",
         mesh.str().c_str(), process_count(), static_cast<long long>(c.hidden),
         c.model_spans ? " (model groups across processes)" : "");
-  const double model_size = c.model;
+  const double data_size = c.data;
   const float lr = static_cast<float>(c.lr);
 
   // One training step on each device's blocks.
-  auto body = [model_size, lr](const Array& w1, const Array& b1, const Array& w2, const Array& b2,
-                               const Array& x, const Array& y) {
+  auto body = [data_size, lr](const Array& w1, const Array& b1, const Array& w2, const Array& b2,
+                              const Array& x, const Array& y) {
     auto local_loss = [&](const Array& w1, const Array& b1, const Array& w2, const Array& b2) {
       Array h = nn::relu(matmul(x, w1) + b1);            // column-parallel: (batch/d, hidden/m)
       Array logits = psum(matmul(h, w2), "model") + b2;  // row-parallel, summed over "model"
-      return nn::cross_entropy(logits, y) / model_size;
+      return nn::cross_entropy(logits, y) / data_size;   // this block's share of the mean
     };
+    // Each gradient is already the sum over "data" of the blocks' shares: the global mean's.
     auto [loss, g] = value_and_grad(local_loss, argnums<0, 1, 2, 3>)(w1, b1, w2, b2);
     auto [g1, gb1, g2, gb2] = g;
-    g1 = pmean(g1, "data");
-    gb1 = pmean(gb1, "data");
-    g2 = pmean(g2, "data");
-    gb2 = pmean(psum(gb2, "model"), "data");  // b2 is whole on every "model" device
-    Array mean_loss = pmean(psum(loss, "model"), "data");
+    Array mean_loss = psum(loss, "data");
     return std::make_tuple(w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2, mean_loss);
   };
   const PartitionSpec w1_spec = P(none, "model"), b1_spec = P("model"), w2_spec = P("model", none),

@@ -333,7 +333,9 @@ std::vector<double> reduce_window_reference(const Array& x, double init, lax::Wi
         if (pos < 0 || pos % base[d] != 0 || pos / base[d] >= xs[d]) ok = false;
         off = off * xs[d] + pos / base[d];
       }
-      double v = ok ? xv[static_cast<size_t>(off)] : init;
+      // Padding and base-dilation holes are skipped, as XLA's (JAX's): init enters once.
+      if (!ok) continue;
+      double v = xv[static_cast<size_t>(off)];
       acc = c == lax::WindowComputation::Sum   ? acc + v
             : c == lax::WindowComputation::Max ? std::max(acc, v)
                                                : std::min(acc, v);

@@ -800,9 +800,41 @@ TEST(CustomVjpErrors, BwdReturnsACotangentOfTheWrongShape) {
                       [](const NoXs&, const Array& g) { return broadcast_to(g, {3}); });
   std::string e = error_of([&] { grad([&](const Array& v) { return f(v); })(f64(2.0)); });
   expect_contains(e,
-                  "Custom VJP bwd rule must produce an output with the same shape/dtypes as the "
-                  "args tuple of the primal function, but at output[0] the bwd rule produced an "
-                  "output of shape/dtype f64[3] corresponding to an input of shape/dtype f64[]");
+                  "Custom VJP bwd rule must produce an output with the same type as the args "
+                  "tuple of the primal function, but at output[0] the bwd rule produced an "
+                  "output of type f64[3] corresponding to an input of type f64[], so the shapes "
+                  "do not match");
+}
+
+// A float64 cotangent for a float32 argument is refused in JAX's words, not cast silently (JAX
+// passes it through, and then fails in an unrelated lax.add once the argument has another use),
+// eagerly, under jit and under vmap; a weak scalar cotangent takes the argument's dtype.
+TEST(CustomVjpErrors, BwdReturnsACotangentOfAnotherDtype) {
+  auto f = custom_vjp([](const Array& x) { return sin(x); },
+                      [](const Array& x) { return std::pair(sin(x), x); },
+                      [](const Array& x, const Array& g) { return astype(cos(x) * g, DType::Float64); });
+  auto loss = [&](const Array& v) { return sum(f(v)); };
+  Array x = astype(Array(std::vector<double>{0.5, 1.0}, {2}), DType::Float32);
+  const std::string want =
+      "Custom VJP bwd rule must produce an output with the same type as the args tuple of the "
+      "primal function, but at output[0] the bwd rule produced an output of type f64[2] "
+      "corresponding to an input of type f32[2], so the dtypes do not match";
+  expect_contains(error_of([&] { grad(loss)(x); }), want);
+  expect_contains(error_of([&] { jit(grad(loss))(x); }), want);
+  expect_contains(error_of([&] { vmap(grad(loss))(stack({x, x})); }), "so the dtypes do not match");
+  // Shape and dtype both wrong: both named.
+  auto g = custom_vjp([](const Array& x) { return x; },
+                      [](const Array& x) { return std::pair(x, NoXs{}); },
+                      [](const NoXs&, const Array& c) { return astype(broadcast_to(c, {3}), DType::Float64); });
+  expect_contains(error_of([&] { grad([&](const Array& v) { return g(v); })(Array(1.0f)); }),
+                  "so the dtypes do not match, and the shapes do not match");
+  // A weak scalar is fine, and the gradient keeps the argument's dtype.
+  auto h = custom_vjp([](const Array& x) { return x * 3.0; },
+                      [](const Array& x) { return std::pair(x * 3.0, NoXs{}); },
+                      [](const NoXs&, const Array&) { return Array(3.0); });
+  Array gh = grad([&](const Array& v) { return h(v); })(Array(2.0f));
+  EXPECT_EQ(gh.dtype(), DType::Float32);
+  EXPECT_EQ(gh.item<float>(), 3.0f);
 }
 
 TEST(CustomJvpErrors, TangentShapeDiffersFromThePrimals) {
@@ -814,6 +846,29 @@ TEST(CustomJvpErrors, TangentShapeDiffersFromThePrimals) {
   expect_contains(e,
                   "Custom JVP rule must produce primal and tangent outputs with corresponding "
                   "shapes and dtypes. Expected f64[] (tangent type of f64[]) but got f64[3]");
+}
+
+// As JAX: a float64 tangent for a float32 output is an error (it was cast silently); a weak
+// scalar tangent takes the output's dtype.
+TEST(CustomJvpErrors, TangentDtypeDiffersFromThePrimals) {
+  auto f = custom_jvp([](const Array& x) { return sin(x); },
+                      [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
+                        return std::pair(sin(std::get<0>(p)),
+                                         astype(cos(std::get<0>(p)) * std::get<0>(t), DType::Float64));
+                      });
+  Array x(0.5f);
+  const std::string want =
+      "Custom JVP rule must produce primal and tangent outputs with corresponding shapes and "
+      "dtypes. Expected f32[] (tangent type of f32[]) but got f64[]";
+  expect_contains(error_of([&] { jvp(f, x, Array(1.0f)); }), want);
+  expect_contains(error_of([&] { grad(f)(x); }), want);
+  auto weak = custom_jvp([](const Array& x) { return x * 2.0; },
+                         [](const std::tuple<Array>& p, const std::tuple<Array>&) {
+                           return std::pair(std::get<0>(p) * 2.0, Array(2.0));
+                         });
+  auto [y, t] = jvp(weak, x, Array(1.0f));
+  EXPECT_EQ(t.dtype(), DType::Float32);
+  EXPECT_EQ(t.item<float>(), 2.0f);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ Array numbered(const Shape& shape) {
 }
 
 int64_t clamp_start(int64_t s, int64_t dim, int64_t size) {
+  if (s < 0) s += dim;  // a negative start counts from the end first, as jax.lax's
   return std::clamp<int64_t>(s, 0, dim - size);
 }
 

@@ -344,6 +344,30 @@ std::string npy_with_header(const std::string& dict, const std::string& data) {
   return out + header + data;
 }
 
+// Python 2 wrote long integers as 6L. NumPy reads them in version 1.0 and 2.0 headers only: a
+// version 3.0 header is Python 3 text, where 6L is a syntax error. NumPy itself is asked.
+TEST(LoadNpy, PythonTwoLongsOnlyBeforeVersionThree) {
+  const std::string dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (2L,), }";
+  const std::string data("\x07\0\0\0\xf9\xff\xff\xff", 8);  // 7, -7
+  std::string v1 = npy_with_header(dict, data);
+  // Version 3.0: the same header with a 4-byte length.
+  std::string v3 = v1.substr(0, 6) + std::string("\x03\x00", 2) + v1.substr(8, 2) +
+                   std::string(2, '\0') + v1.substr(10);
+  write_bytes(tmp("long_v1.npy"), v1);
+  write_bytes(tmp("long_v3.npy"), v3);
+  EXPECT_EQ(spmd::load_npy(tmp("long_v1.npy")).to_vector<int32_t>(), (std::vector<int32_t>{7, -7}));
+  std::string msg = error_of([] { spmd::load_npy(tmp("long_v3.npy")); });
+  expect_contains(msg, "corrupt header");
+  expect_contains(msg, "'shape'");
+  std::string numpy = python("long_v3",
+                                 "for v in ('1', '3'):\n"
+                                 "    try:\n"
+                                 "        print(v, np.load('" + tmp("long_v") + "' + v + '.npy').tolist())\n"
+                                 "    except ValueError:\n"
+                                 "        print(v, 'refused')\n");
+  EXPECT_EQ(numpy, "1 [7, -7]\n3 refused\n");
+}
+
 TEST(LoadNpy, MissingFileNamesThePath) {
   std::string msg = error_of([] { spmd::load_npy(tmp("does_not_exist.npy")); });
   expect_contains(msg, "cannot open");

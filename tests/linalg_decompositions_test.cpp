@@ -748,6 +748,17 @@ TEST(LinalgErrors, BadOperandsSayWhatWasExpected) {
               }),
               HasSubstr("cannot be broadcast together"));
   EXPECT_THAT(error_of([&] { linalg::inv(rect); }), HasSubstr("inv: expected a to be square"));
+  // cholesky checks the shape before it symmetrizes (a + aᵀ would fail to broadcast), as inv
+  // does, rank 1 and rank 0 included, and under jit and vmap alike.
+  for (const Array& bad : {rect, vec, Array(2.0)})
+    EXPECT_THAT(error_of([&] { linalg::cholesky(bad); }),
+                HasSubstr("cholesky: expected a to be square matrices (..., n, n), got"));
+  EXPECT_THAT(error_of([&] { jit([](const Array& x) { return linalg::cholesky(x); })(rect); }),
+              HasSubstr("cholesky: expected a to be square"));
+  EXPECT_THAT(error_of([&] {
+                vmap([](const Array& x) { return linalg::cholesky(x); })(stack({rect, rect}));
+              }),
+              HasSubstr("cholesky: expected a to be square"));
   EXPECT_THAT(error_of([&] { linalg::det(ints); }), HasSubstr("det: expected float32 or float64"));
   EXPECT_THAT(error_of([&] { linalg::slogdet(vec); }),
               HasSubstr("slogdet: expected a to be a stack"));

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -258,6 +259,47 @@ TEST(PureCallback, ResultsOfTheWrongShapeDtypeOrCountAreErrors) {
   expect_contains(error_of([&] { wrong_count(x); }),
                   "pure_callback: the callback returned 1 arrays, but result_shape_dtypes "
                   "declares 2");
+}
+
+// A host function that throws fails the call with an spmd::Error naming the callback (its
+// arguments and declared results) and what it threw, eagerly, under jit, vmap and pmap (where
+// one replica's failure fails the call); the user's exception is the nested one.
+TEST(PureCallback, AHostFunctionThatThrowsIsNamed) {
+  set_cpu_device_count(2);
+  auto host = [](const Array& a) -> Array {
+    if (a.to_vector<float>().at(0) > 100) throw std::runtime_error("value out of range");
+    return a;
+  };
+  auto f = [&](const Array& v) {
+    return pure_callback(host, ShapeDtype{v.shape(), v.dtype()}, v);
+  };
+  Array bad = Array(std::vector<float>{1000, 1, 2}, {3});
+  const std::string named =
+      "pure_callback: the host function called with (f32[3],) and declared to return (f32[3],) "
+      "threw std::runtime_error: value out of range";
+  expect_contains(error_of([&] { f(bad); }), named);
+  expect_contains(error_of([&] { jit(f)(bad); }), named);
+  expect_contains(error_of([&] { vmap(f)(stack({bad, bad})); }), named);
+  Array rows = stack({Array(std::vector<float>{1, 2, 3}, {3}), bad});
+  expect_contains(error_of([&] { pmap(f)(rows); }), named);
+  // The user's exception is nested inside the spmd::Error.
+  try {
+    jit(f)(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    try {
+      std::rethrow_if_nested(e);
+      ADD_FAILURE() << "nothing nested";
+    } catch (const std::runtime_error& inner) {
+      EXPECT_STREQ(inner.what(), "value out of range");
+    }
+  }
+  // Something that is not a std::exception is named by its type.
+  auto throws_int = [](const Array& v) {
+    return pure_callback([](const Array&) -> Array { throw 42; }, ShapeDtype{v.shape(), v.dtype()},
+                         v);
+  };
+  expect_contains(error_of([&] { jit(throws_int)(bad); }), "threw int: (no message)");
 }
 
 TEST(PureCallback, DifferentiatingItWithoutARuleIsAnError) {

@@ -265,6 +265,63 @@ TEST_F(ShardMap, GradAndRepeatedCallsReuseOneTrace) {
   expect_allclose(grad(loss)(w), test_util::fd_grad(ref_loss, w), 1e-6, 1e-9, "grad vs fd");
 }
 
+// grad inside the body (JAX's check_vma semantics): a replicated (P()) argument is invariant, so
+// its cotangent is the sum over the devices of their own gradients (JAX's implicit pvary
+// transposes to a psum); an argument split over "data" only sums over "model"; through a
+// psum'd loss the psum's transpose does not sum a second time; a split argument keeps its own
+// gradient; check_vma = false keeps every device's own. The reference: each device's gradient
+// of its block, computed alone, summed by a loop.
+TEST_F(ShardMap, GradInsideTheBodySumsAnInvariantArgumentsCotangent) {
+  Mesh mesh = make_mesh({2, 4}, {"data", "model"});
+  const MeshAxes both{"data", "model"};
+  Array w = counting({3, 2}) / 10.0 - 0.2, wx = counting({6, 2}) / 15.0 - 0.3;
+  Array b = sin(counting({16, 3}));
+  auto loss = [](const Array& w, const Array& b) { return sum(tanh(matmul(b, w))); };
+  // Device (i, j) holds rows [2 (4 i + j), + 2) of b.
+  auto block = [&](int64_t i, int64_t j) {
+    int64_t r = 2 * (4 * i + j);
+    return slice(b, {r, 0}, {r + 2, 3});
+  };
+  auto own = [&](const Array& w, int64_t i, int64_t j) { return grad(loss)(w, block(i, j)); };
+  Array total = zeros({3, 2}, DType::Float64);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j) total = total + own(w, i, j);
+  auto stacked = [](const Array& a) { return expand_dims(a, 0); };
+  auto each = [&](auto f, PartitionSpec w_spec, ShardMapOptions o = {}) {
+    return shard_map([f, stacked](const Array& w, const Array& b) { return stacked(f(w, b)); },
+                     mesh, {w_spec, P(both)}, P(both), o);
+  };
+  auto plain = [&](const Array& w, const Array& b) { return grad(loss)(w, b); };
+  Array g = each(plain, P())(w, b);
+  Array psummed = each([&](const Array& w, const Array& b) {
+    return grad([&](const Array& v) { return psum(loss(v, b), {"data", "model"}); })(w);
+  }, P())(w, b);
+  Array vg = each([&](const Array& w, const Array& b) { return value_and_grad(loss)(w, b).second; },
+                  P())(w, b);
+  Array unchecked = each(plain, P(), {.check_vma = false})(w, b);
+  Array gx = each(plain, P("data"))(wx, b);
+  Array gb = shard_map([&](const Array& w, const Array& b) { return grad(loss, argnums<1>)(w, b); },
+                       mesh, {P(), P(both)}, P(both))(w, b);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      int64_t d = 4 * i + j;
+      auto at = [d](const Array& a) { return squeeze(slice(a, {d, 0, 0}, {d + 1, 3, 2}), 0); };
+      std::string where = "device " + std::to_string(d);
+      expect_allclose(at(g), total, 1e-12, 1e-12, "invariant w, " + where);
+      expect_allclose(at(psummed), total, 1e-12, 1e-12, "psum'd loss, " + where);
+      expect_allclose(at(vg), total, 1e-12, 1e-12, "value_and_grad, " + where);
+      expect_allclose(at(unchecked), own(w, i, j), 1e-12, 1e-12, "check_vma=false, " + where);
+      // wx's block i (rows [3 i, 3 i + 3)), its gradient summed over "model" only.
+      Array wi = slice(wx, {3 * i, 0}, {3 * i + 3, 2});
+      Array over_model = zeros({3, 2}, DType::Float64);
+      for (int64_t m = 0; m < 4; ++m) over_model = over_model + own(wi, i, m);
+      expect_allclose(at(gx), over_model, 1e-12, 1e-12, "w over data, " + where);
+      int64_t r = 2 * d;
+      expect_allclose(slice(gb, {r, 0}, {r + 2, 3}), grad(loss, argnums<1>)(w, block(i, j)), 1e-12,
+                      1e-12, "varying b, " + where);
+    }
+}
+
 // Specs as tree prefixes: per field of a struct argument and result (nn::Dense), per element of
 // a vector; a mesh axis no argument splits (the results are replicated along it).
 TEST_F(ShardMap, SpecsFollowTheArgumentsPytrees) {

@@ -28,8 +28,9 @@ Array gather(const Array& x, const Array& indices, int axis, int batch_dims = 0)
 // (indices clamped into range, as gather clamps them).
 Array gather_transpose(const Array& updates, const Array& indices, const Shape& operand_shape,
                        int axis, int batch_dims = 0);
-// The block of `slice_sizes` at traced integer scalar starts (one per axis), each clamped to
-// [0, dim - size] as jax.lax.dynamic_slice does (the block never leaves x).
+// The block of `slice_sizes` at traced integer scalar starts (one per axis); a negative start
+// counts from the end (start + dim), then each is clamped to [0, dim - size], as
+// jax.lax.dynamic_slice does (the block never leaves x).
 Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices,
                     const Shape& slice_sizes);
 // x with the block at start_indices (clamped as dynamic_slice's) replaced by update.
@@ -118,8 +119,9 @@ Array conv_general_dilated(const Array& lhs, const Array& rhs, const Shape& wind
 // jax.lax.conv: NCHW lhs, OIHW rhs (any number of spatial dimensions).
 Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides, const Padding& padding);
 // jax.lax.reduce_window with computation add, max or min: each window of window_dimensions
-// (one per axis) at window_strides (empty: all 1) over operand padded with init_value, reduced
-// starting from init_value. Windows must fit in the padded operand. Differentiable (max/min
+// (one per axis) at window_strides (empty: all 1) over the padded operand, reduced starting from
+// init_value; the padding (and base dilation's holes) add nothing to a sum, as in XLA, so a
+// window's sum is init_value plus its real elements. Windows must fit in the padded operand. Differentiable (max/min
 // route the cotangent to each window's first extreme element, as JAX). base_dilation (empty:
 // all 1) spreads the operand's elements apart with init_value between them; window_dilation
 // spreads a window's elements apart (a window of w with dilation d spans (w - 1) d + 1); SAME

@@ -277,7 +277,7 @@ LstsqResult lstsq(const Array& a, const Array& b, std::optional<double> rcond = 
 }  // namespace linalg
 Array matmul(const Array& a, const Array& b);
 Array dot(const Array& a, const Array& b);
-// The dot product of the flattened arrays (jnp.vdot): a scalar.
+// The dot product of the flattened arrays (jnp.vdot): a scalar; a complex `a` is conjugated.
 Array vdot(const Array& a, const Array& b);
 Array tensordot(const Array& a, const Array& b, int axes = 2);
 Array tensordot(const Array& a, const Array& b,

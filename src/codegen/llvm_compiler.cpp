@@ -553,7 +553,10 @@ class Emitter {
     Value* q = f(detail::kTanhBeta[0]);
     for (int i = 1; i < 4; ++i) q = fma(q, x2, detail::kTanhBeta[i]);
     Value* tiny = b_.CreateFCmpOLT(intrinsic(llvm::Intrinsic::fabs, u), f(detail::kTanhTiny));
-    return b_.CreateSelect(tiny, u, b_.CreateFDiv(p, q));
+    Value* r = b_.CreateSelect(tiny, u, b_.CreateFDiv(p, q));
+    Value* big = b_.CreateFCmpOGT(intrinsic(llvm::Intrinsic::fabs, u), f(detail::kTanhClamp));
+    Value* one = b_.CreateIntrinsic(llvm::Intrinsic::copysign, {b_.getFloatTy()}, {f(1.0f), u});
+    return b_.CreateSelect(big, one, r);
   }
 
   Value* binary(BinaryOp op, DType t, Value* a, Value* c) {

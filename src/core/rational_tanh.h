@@ -1,7 +1,7 @@
 #pragma once
 // float32 tanh as XLA:CPU (and Eigen) compute it: the input clamped to [-c, c] and a 13/6
 // rational function of it (within a few ulps of the exact value; tiny inputs return
-// themselves). Unlike a call to libm's tanhf it vectorises, which makes GELU/tanh layers ~20x
+// themselves, inputs past the clamp +-1). Unlike a call to libm's tanhf it vectorises, which makes GELU/tanh layers ~20x
 // faster. The interpreter's kernel (backend/cpu) and the code generator (codegen/) evaluate this
 // same sequence of float operations, so both give identical bits (and the values JAX gives on
 // a CPU). The polynomial steps are explicit fused multiply-adds, so no compiler's contraction
@@ -30,6 +30,10 @@ inline float rational_tanh(float u) {
   p = p * x;
   float q = kTanhBeta[0];
   for (int i = 1; i < 4; ++i) q = std::fma(q, x2, kTanhBeta[i]);
+  // Past the clamp the rational function stops at 1 - 2.4e-7; tanh is exactly +-1 there (as
+  // libm's, NumPy's and JAX 0.10's XLA give: tanh(8) == 1, tanh(inf) == 1, so gelu(-inf) is
+  // NaN as JAX's, not -inf).
+  if (std::fabs(u) > kTanhClamp) return std::copysign(1.0f, u);
   return std::fabs(u) < kTanhTiny ? u : p / q;
 }
 

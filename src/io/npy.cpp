@@ -76,7 +76,10 @@ struct Literal {
 
 class HeaderParser {
  public:
-  HeaderParser(std::string_view header, const std::string& name) : h_(header), name_(name) {}
+  // python2_longs: accept Python 2's long integers (3L), as NumPy does for format versions 1.0
+  // and 2.0 only (files a Python 2 NumPy may have written); a 3.0 header is Python 3 text.
+  HeaderParser(std::string_view header, const std::string& name, bool python2_longs)
+      : h_(header), name_(name), python2_longs_(python2_longs) {}
 
   Literal parse() {
     skip_space();
@@ -156,8 +159,8 @@ class HeaderParser {
     size_t n = pos_ - digits;
     if (n == 0) error("expected digits after the sign");
     if (n > 1 && h_[digits] == '0') error("integer with a leading zero");
-    // Python 2 wrote long integers as 3L; NumPy still reads such headers.
-    if (at('L') || at('l')) ++pos_;
+    // Python 2 wrote long integers as 3L; NumPy still reads such headers (versions 1 and 2).
+    if (python2_longs_ && (at('L') || at('l'))) ++pos_;
     if (pos_ < h_.size() &&
         (std::isalnum(static_cast<unsigned char>(h_[pos_])) || h_[pos_] == '.' || h_[pos_] == '_'))
       error("unsupported number (only decimal integers are allowed)");
@@ -219,6 +222,7 @@ class HeaderParser {
 
   std::string_view h_;
   const std::string& name_;
+  bool python2_longs_;
   size_t pos_ = 0;
   std::string key_;  // the dict key whose value is being parsed
 };
@@ -266,8 +270,8 @@ DType dtype_of_descr(const std::string& d, bool& swap, const std::string& name) 
   return t;
 }
 
-Header parse_header(std::string_view text, const std::string& name) {
-  HeaderParser parser(text, name);
+Header parse_header(std::string_view text, const std::string& name, int major_version) {
+  HeaderParser parser(text, name, major_version <= 2);
   Literal dict = parser.parse();
   auto bad = [&](const auto&... parts) {
     fail("load_npy(", name, "): corrupt header: ", parts..., " in the header ", printable(text));
@@ -339,7 +343,7 @@ Array io::parse_npy(std::string_view bytes, const std::string& name) {
   if (bytes.size() - start < header_len)
     fail("load_npy(", name, "): truncated header: expected ", header_len,
          " header bytes, the file has ", bytes.size() - start);
-  Header h = parse_header(bytes.substr(start, header_len), name);
+  Header h = parse_header(bytes.substr(start, header_len), name, major);
   auto expected = detail::byte_count(h.shape, h.dtype);
   if (!expected)
     fail("load_npy(", name, "): corrupt header: shape ", shape_str(h.shape), " of ",

@@ -131,6 +131,16 @@ bool trace_is_open(uint64_t id) {
   return false;
 }
 
+TraceBuilder* open_trace(uint64_t id, int* depth) {
+  for (size_t k = 0; k < t_stack.size(); ++k)
+    if (t_stack[k]->id() == id) {
+      if (depth) *depth = static_cast<int>(k);
+      return t_stack[k];
+    }
+  if (depth) *depth = -1;
+  return nullptr;
+}
+
 std::vector<Array> eval_program(const Program& p, const std::vector<Array>& args) {
   return interpret_arrays(p, args, [](const Equation& eq, const std::vector<Array>& in) {
     return bind(eq.primitive, in);

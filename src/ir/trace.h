@@ -25,6 +25,12 @@ class TraceBuilder {
   Array new_input(const AbstractValue& aval);
   std::vector<Array> record(const PrimitivePtr& p, const std::vector<Array>& inputs);
   Traced finish(const std::vector<Array>& outputs);
+  // The trace so far (inputs not yet filled in: explicit_inputs() and captured_inputs() are),
+  // for analyses of an open trace (transforms/varying_axes.h).
+  const Program& partial() const { return program_; }
+  const std::vector<int>& explicit_inputs() const { return explicit_inputs_; }
+  const std::vector<int>& captured_inputs() const { return captured_inputs_; }
+  const std::vector<Array>& captured() const { return captured_; }
 
  private:
   Atom atom_for(const Array& a);
@@ -86,6 +92,9 @@ std::pair<uint64_t, int> tracer_id(const Array& a);
 
 TraceBuilder* current_trace();
 bool trace_is_open(uint64_t id);
+// The open trace `id` and its depth on this thread's stack (0: outermost); null and -1 when it
+// is not open.
+TraceBuilder* open_trace(uint64_t id, int* depth = nullptr);
 
 // Traces fn on fresh inputs of the given types.
 template <class Fn>

@@ -9,13 +9,19 @@
 
 namespace spmd::nn {
 
-Array relu(const Array& x) { return where(x > 0.0, x, 0.0); }
+// max(x, 0) with jax.nn.relu's derivative (0 at 0); NaN stays NaN, as jnp.maximum's.
+Array relu(const Array& x) { return where(logical_or(x > 0.0, not_equal(x, x)), x, 0.0); }
 
 Array gelu(const Array& x, bool approximate) {
   if (approximate) {
     const double c = std::sqrt(2.0 / M_PI);
     return x * 0.5 * (tanh((x + x * x * x * 0.044715) * c) + 1.0);
   }
+  // 1 + erf(x / sqrt 2) cancels for negative x: 16-bit inputs are computed in float32 and
+  // rounded once (JAX's erfc form is exact there; rounding each step of this one in float16
+  // loses all digits of gelu(-3) = -0.00405).
+  if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
+    return astype(gelu(astype(x, DType::Float32), false), x.dtype());
   return x * 0.5 * (erf(x * (1.0 / std::sqrt(2.0))) + 1.0);
 }
 

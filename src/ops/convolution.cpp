@@ -235,6 +235,14 @@ Array reduce_window(const Array& operand_in, double init_value, WindowComputatio
   };
   check_dilation(base, "base_dilation");
   check_dilation(wdil, "window_dilation");
+  // A sum from another init: XLA (and so JAX) adds init_value once per window, and the padding
+  // and base-dilation holes add nothing (they are not init_value copies: reduce_window(x, 1.0,
+  // add, ...) of a window half in the padding is 1 + the real elements). Max and min are
+  // idempotent, so padding with init_value is the same as skipping it.
+  if (computation == WindowComputation::Sum && init_value != 0.0)
+    return reduce_window(operand_in, 0.0, computation, window_dimensions, window_strides, padding,
+                         base_dilation, window_dilation) +
+           ops::convert(Array(init_value), operand_in.dtype(), true);
   // Base dilation: the operand's elements spread apart, init_value between them.
   Array operand = operand_in;
   if (base != Shape(r, 1)) {

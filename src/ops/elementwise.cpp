@@ -52,12 +52,31 @@ Array divide(const Array& a, const Array& b) { return binary_float(BinaryOp::Div
 
 Array floor_divide(const Array& a, const Array& b) {
   auto xs = ops::promote_and_broadcast({a, b}, "floor_divide");
-  if (is_floating(xs[0].dtype())) return floor(apply<prim::Binary>(xs, BinaryOp::Div));
-  if (xs[0].dtype() == DType::Bool) fail("floor_divide: expected numeric operands, got bool");
-  // Truncating division, then one less where the signs differ and there is a remainder.
+  const DType t = xs[0].dtype();
+  if (t == DType::Bool) fail("floor_divide: expected numeric operands, got bool");
   Array q = apply<prim::Binary>(xs, BinaryOp::Div);
   Array r = apply<prim::Binary>(xs, BinaryOp::Rem);
-  Array adjust = logical_and(not_equal(r, zeros_like(r)), less(r * xs[1], zeros_like(r)));
+  if (is_floating(t)) {
+    // jnp's _float_divmod (CPython's float_divmod): (x - x % y) / y, one less where the
+    // remainder's sign differs from y's, then rounded; so inf // 2 is NaN and 5 // -inf is -1,
+    // as in Python, where floor(x / y) gives inf and -0.
+    Array by_zero = equal(xs[1], zeros_like(xs[1]));
+    Array div = where(by_zero, xs[0], xs[0] - r) / xs[1];
+    Array ind = logical_and(not_equal(r, zeros_like(r)), not_equal(sign(xs[1]), sign(r)));
+    return round(where(ind, div - 1.0, div));
+  }
+  // XLA's integer division by zero gives -1 (all bits set for unsigned types), as JAX's does;
+  // the primitive's own result at zero is not that.
+  Array zero = zeros_like(xs[1]);
+  Array by_zero = equal(xs[1], zero);
+  Array ones_bits = ops::convert(
+      Array(t == DType::UInt32 ? int64_t{0xFFFFFFFF} : int64_t{-1}), t);
+  q = where(by_zero, ones_bits, q);
+  if (!is_signed_integer(t)) return q;
+  // Truncating division, then one less where the signs differ and there is a remainder (jnp),
+  // the remainder by zero being XLA's x (so 7 // 0 is -2 and 0 // 0 is -1, as JAX's).
+  r = where(by_zero, xs[0], r);
+  Array adjust = logical_and(not_equal(sign(xs[0]), sign(xs[1])), not_equal(r, zeros_like(r)));
   return where(adjust, q - 1, q);
 }
 
@@ -135,7 +154,12 @@ Array angle(const Array& x) {
 }
 Array erf(const Array& x) { return unary_float(UnaryOp::Erf, x); }
 Array erf_inv(const Array& x) { return unary_float(UnaryOp::ErfInv, x); }
-Array isfinite(const Array& x) { return unary(UnaryOp::IsFinite, x); }
+Array isfinite(const Array& x) {
+  // jnp.isfinite of a complex number: both parts finite.
+  if (x.valid() && is_complex(x.dtype()))
+    return logical_and(isfinite(real(x)), isfinite(imag(x)));
+  return unary(UnaryOp::IsFinite, x);
+}
 Array square(const Array& x) { return x * x; }
 Array reciprocal(const Array& x) { return 1.0 / ops::to_inexact(x); }
 Array clip(const Array& x, const Array& lo, const Array& hi) { return minimum(maximum(x, lo), hi); }

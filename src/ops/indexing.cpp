@@ -23,14 +23,14 @@ Mode parse_mode(const std::string& mode, const char* op, bool promise_allowed) {
                        : "\"fill\", \"clip\" or \"wrap\"");
 }
 
-// jnp's fill for out-of-bound indices: NaN for floats, the lowest signed integer, the largest
+// jnp's fill for out-of-bound indices: NaN for floats (NaN + 0j for complex), the lowest signed integer, the largest
 // unsigned one, true for bools.
 Array fill_for(const Array& x, std::optional<double> value) {
   DType dt = x.dtype();
   Array v;
   if (value)
     v = Array(*value);
-  else if (is_floating(dt))
+  else if (is_inexact(dt))  // complex: NaN + 0j, as jnp
     v = Array(std::numeric_limits<double>::quiet_NaN());
   else if (dt == DType::Bool)
     v = Array(true);

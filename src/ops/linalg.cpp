@@ -74,9 +74,11 @@ Array dot(const Array& a0, const Array& b0) {
     if (a.shape() != b.shape())
       fail("dot: expected vectors of one length, got ", shape_str(a.shape()), " and ",
            shape_str(b.shape()));
-    // An inner product is an elementwise product and a sum: under vmap this stays a
-    // multiply and a reduction over the last axis, which is what the 10M-pairs walkthrough wants.
-    return sum(a * b, std::vector<int>{0});
+    // One dot_general, as jnp.dot: under vmap it gains batch dimensions (vmap(vmap(vdot)) is
+    // one dot_general, as JAX's batching makes it), and the kernel runs a stack of inner
+    // products as one pass over both operands (kernels_dot.cpp), which is what the seeds'
+    // 10M-pairs walkthrough wants.
+    return lax::dot_general(a, b, {0}, {0});
   }
   int cb = b.ndim() == 1 ? 0 : b.ndim() - 2;
   if (a.shape().back() != b.shape()[cb])
@@ -91,7 +93,7 @@ Array vdot(const Array& a, const Array& b) {
   if (a.size() != b.size())
     fail("vdot: expected arrays with the same number of elements, got shapes ",
          shape_str(a.shape()), " and ", shape_str(b.shape()));
-  return dot(ravel(a), ravel(b));
+  return dot(ravel(conj(a)), ravel(b));  // the first argument conjugated, as jnp.vdot
 }
 
 Array tensordot(const Array& a, const Array& b,
@@ -138,10 +140,6 @@ std::tuple<Array, Array, Array> lu(const Array& a) {
 }  // namespace lax
 
 namespace linalg {
-Array cholesky(const Array& a) {
-  if (a.ndim() < 2) fail("cholesky: expected matrices (..., n, n), got ", a.aval().str());
-  return apply<prim::Cholesky>({0.5 * (a + swapaxes(a, -1, -2))});
-}
 Array cho_solve(const Array& lower_factor, const Array& b) {
   Array y = lax::triangular_solve(lower_factor, b, true, true, false, false);
   return lax::triangular_solve(lower_factor, y, true, true, true, false);
@@ -173,6 +171,16 @@ Array pivot_parity(const Array& pivots) {
 }
 
 }  // namespace
+
+// The shape is checked before symmetrizing (as JAX's symmetrize does), so a (2, 3) input is told
+// it is not square instead of failing inside the symmetrizing add. The dtype is the primitive's
+// to check: the symmetrizing product makes integers floating, as jnp's promotion to inexact does.
+Array cholesky(const Array& a) {
+  if (!a.valid()) fail("cholesky: expected an array, got an empty (default-constructed) Array");
+  if (a.ndim() < 2 || a.shape()[a.ndim() - 1] != a.shape()[a.ndim() - 2])
+    fail("cholesky: expected a to be square matrices (..., n, n), got ", a.aval().str());
+  return apply<prim::Cholesky>({0.5 * (a + swapaxes(a, -1, -2))});
+}
 
 Array solve(const Array& a0, const Array& b0) {
   check_matrices(a0, "solve", true);

@@ -323,7 +323,17 @@ std::vector<Array> start_operands(const Array& x, const std::vector<Array>& star
     if (starts[i].ndim() != 0 || !is_integer(starts[i].dtype()) || starts[i].dtype() == DType::Bool)
       fail(op, ": expected integer scalar start indices, got ", starts[i].aval().str(),
            " for axis ", i);
-    in.push_back(starts[i]);
+    // A negative start counts from the end before the clamp, as jax.lax.dynamic_slice's
+    // _dynamic_slice_indices does (start -1 of an axis of 5 is 4, then clamped to 5 - size).
+    Array s = starts[i];
+    if (is_signed_integer(s.dtype())) {
+      Array dim = ops::convert(Array(x.shape()[i]), s.dtype());
+      if (s.is_tracer())
+        s = where(s < ops::convert(Array(0), s.dtype()), s + dim, s);
+      else if (s.item<int64_t>() < 0)
+        s = ops::convert(Array(s.item<int64_t>() + x.shape()[i]), s.dtype());
+    }
+    in.push_back(s);
   }
   return in;
 }

@@ -2,6 +2,13 @@
 // per element) or one call on the whole batch, and no derivative (JAX's message).
 #include "primitives/callback.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <typeinfo>
+
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "spmd/control_flow.h"
@@ -23,6 +30,23 @@ const char* method_name(VmapMethod m) {
   return "?";
 }
 
+// Avals as a tuple: "(f32[3],i32[],)".
+std::string tuple_str(const std::vector<AbstractValue>& avals) {
+  std::string s = "(";
+  for (const auto& a : avals) s += a.str() + ",";
+  return s + ")";
+}
+
+// The type of the exception being handled, demangled ("std::runtime_error").
+std::string current_exception_type() {
+  const std::type_info* t = abi::__cxa_current_exception_type();
+  if (!t) return "an exception";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(t->name(), nullptr, nullptr, &status),
+                                              std::free);
+  return status == 0 && name ? name.get() : t->name();
+}
+
 }  // namespace
 
 PureCallback::PureCallback(std::shared_ptr<const detail::HostFn> fn,
@@ -36,10 +60,8 @@ PureCallback::PureCallback(std::shared_ptr<const detail::HostFn> fn,
 }
 
 Params PureCallback::params() const {
-  std::string avals = "(";
-  for (const auto& r : results_) avals += r.str() + ",";
   return {{"callback", "<host function>"},
-          {"result_avals", avals + ")"},
+          {"result_avals", tuple_str(results_)},
           {"vmap_method", method_name(vmap_method)}};
 }
 
@@ -50,7 +72,27 @@ std::vector<AbstractValue> PureCallback::abstract_eval(const std::vector<Abstrac
 std::vector<Array> PureCallback::call(const std::vector<Array>& args) const {
   // The host function computes on concrete arrays: no trace of this thread records its ops.
   ir::NoTraceScope outside_traces;
-  std::vector<Array> out = (*fn_)(args);
+  std::vector<Array> out;
+  // A host function that throws fails the call with an spmd::Error that says which callback it
+  // was (its arguments and declared results) and what it threw, as JAX's runtime error names the
+  // failing callback; the user's exception stays reachable as the nested exception
+  // (std::rethrow_if_nested).
+  try {
+    out = (*fn_)(args);
+  } catch (...) {
+    std::vector<AbstractValue> in;
+    for (const Array& a : args) in.push_back(a.aval());
+    std::string what = "(no message)";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    std::throw_with_nested(Error(detail::concat(
+        "pure_callback: the host function called with ", tuple_str(in), " and declared to return ",
+        tuple_str(results_), " threw ", current_exception_type(), ": ", what)));
+  }
   if (out.size() != results_.size())
     fail("pure_callback: the callback returned ", out.size(),
          " arrays, but result_shape_dtypes "

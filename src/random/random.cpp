@@ -55,9 +55,12 @@ Array unit_uniform(const Array& key, const Shape& shape, DType dtype) {
     return astype(lax::shift_right_logical(b, Array(9)), DType::Float32) * std::ldexp(1.0, -23);
   }
   if (cpu::is_half(dtype)) {
-    // The type's own significand bits (10 or 7): m * 2^-bits is exact in either, below 1.
+    // The type's own significand bits (10 or 7): m * 2^-bits is exact in either, below 1. As
+    // JAX's uniform, m is the top of the word's low 16 bits for float16 (16-bit random bits: the
+    // word truncated) and of its low 8 bits for bfloat16 (fewer than 8 mantissa bits: 8-bit
+    // random bits).
     const int bits_kept = dtype == DType::Float16 ? 10 : 7;
-    Array b = bits(key, shape);
+    Array b = lax::shift_left(bits(key, shape), Array(dtype == DType::Float16 ? 16 : 24));
     return astype(astype(lax::shift_right_logical(b, Array(32 - bits_kept)), DType::Float32) *
                       std::ldexp(1.0, -bits_kept),
                   dtype);
@@ -165,11 +168,16 @@ Array normal(const Array& k, const Shape& shape, DType dtype) {
     // variance 1/2 (E|z|^2 = 1), from the key's two halves.
     Array keys = random::split(k, int64_t{2});
     const DType part = real_dtype(dtype);
-    return lax::complex(normal(keys[0], shape, part), normal(keys[1], shape, part)) *
-           std::sqrt(0.5);
+    return lax::complex(normal(keys[0], shape, part), normal(keys[1], shape, part)) /
+           std::sqrt(2.0);  // divided, as JAX's (re + 1j * im) / sqrt2, not times sqrt(1/2)
   }
-  // As jax.random.normal: sqrt(2) * erfinv(u) with u uniform on the open interval (-1, 1).
-  double lo = dtype == DType::Float32 ? std::nextafter(-1.0f, 0.0f) : std::nextafter(-1.0, 0.0);
+  // As jax.random.normal: sqrt(2) * erfinv(u) with u uniform on the open interval (-1, 1): its
+  // lower bound is the dtype's neighbour of -1 (-(1 - 2^-11) in float16, -(1 - 2^-8) in
+  // bfloat16).
+  double lo = dtype == DType::Float32   ? std::nextafter(-1.0f, 0.0f)
+              : dtype == DType::Float16  ? -(1.0 - std::ldexp(1.0, -11))
+              : dtype == DType::BFloat16 ? -(1.0 - std::ldexp(1.0, -8))
+                                         : std::nextafter(-1.0, 0.0);
   return erf_inv(uniform(k, shape, dtype, lo, 1.0)) * std::sqrt(2.0);
 }
 
@@ -194,10 +202,26 @@ Array randint(const Array& k, const Shape& shape, int64_t minval, int64_t maxval
   return astype(minimum(r, static_cast<double>(maxval - 1)), dtype);
 }
 
+namespace {
+// jax.random's _shuffle: x sorted along axis by fresh 32-bit words, once per round, each round's
+// words drawn from the second key of split(key) (the first goes on to the next round); the
+// rounds, ceil(3 ln(size) / ln(2^32 - 1)), make colliding words unlikely to bias the result.
+Array shuffle(Array k, Array x, int axis) {
+  const double size = static_cast<double>(std::max<int64_t>(1, x.size()));
+  const int rounds = static_cast<int>(std::ceil(3 * std::log(size) / std::log(4294967295.0)));
+  for (int r = 0; r < rounds; ++r) {
+    Array keys = random::split(k, 2);
+    k = keys[0];
+    x = lax::sort({bits(keys[1], x.shape()), x}, axis, 1)[1];
+  }
+  return x;
+}
+}  // namespace
+
 Array permutation(const Array& k, int64_t n) {
   check_key(k, "permutation");
   if (n < 0) fail("random.permutation: expected a non-negative size, got ", n);
-  return lax::argsort(bits(k, {n}), 0);
+  return shuffle(k, arange(static_cast<double>(n)), 0);
 }
 
 Array permutation(const Array& k, const Array& x, int axis, bool independent) {
@@ -205,10 +229,11 @@ Array permutation(const Array& k, const Array& x, int axis, bool independent) {
   if (axis < -x.ndim() || axis >= x.ndim())
     fail("random.permutation: axis ", axis, " is out of bounds for an array of rank ", x.ndim());
   int a = axis < 0 ? axis + x.ndim() : axis;
-  if (!independent) return take(x, permutation(k, x.shape()[a]), a);
   check_key(k, "permutation");
-  // Every slice along a sorted by its own random words: an independent shuffle per slice.
-  return take_along_axis(x, lax::argsort(bits(k, x.shape()), a), a);
+  // As JAX's _permutation: a 1-D array or an independent shuffle sorts x itself (every slice
+  // along a by its own words), otherwise x is taken at a shuffled arange.
+  if (independent || x.ndim() == 1) return shuffle(k, x, a);
+  return take(x, permutation(k, x.shape()[a]), a);
 }
 
 }  // namespace spmd::random

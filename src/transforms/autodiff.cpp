@@ -3,6 +3,8 @@
 #include "core/array_impl.h"
 #include "ir/interpret.h"
 #include "ir/trace.h"
+#include "primitives/collectives.h"
+#include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "transforms/vjp_reads.h"
@@ -86,6 +88,8 @@ Linearization Linearization::with_saved(const std::vector<Array>& saved) const {
   l.program_ = program_;
   l.needs_ = needs_;
   l.wrt_ = wrt_;
+  l.vma_ = vma_;
+  l.vma_axes_ = vma_axes_;
   size_t k = env_.size();
   if (saved.size() < k) fail("vjp: expected at least ", k, " saved values, got ", saved.size());
   l.env_.assign(saved.begin(), saved.begin() + static_cast<long>(k));
@@ -98,6 +102,11 @@ Linearization Linearization::with_saved(const std::vector<Array>& saved) const {
   for (auto& a : program_->outputs)
     l.outputs_.push_back(a.is_literal() ? a.literal : l.env_[a.var]);
   return l;
+}
+
+void Linearization::set_varying_axes(const std::vector<AxisSet>& inputs) {
+  vma_ = std::make_shared<const std::vector<AxisSet>>(ad_varying_axes_of_vars(*program_, inputs));
+  vma_axes_ = std::make_shared<const AxisSet>(checked_mesh_axes());
 }
 
 std::vector<Array> Linearization::backward(const std::vector<Array>& output_cotangents) const {
@@ -154,9 +163,44 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
         outs.push_back(value(v));
         cts.push_back(ct[v].valid() ? ct[v] : zeros_like(value(v)));
       }
-      std::vector<Array> in_cts = eq.primitive->saves_residuals()
-                                      ? eq.primitive->backward(primals, residuals[e], wrt_in, cts)
-                                      : eq.primitive->vjp(primals, outs, cts);
+      const auto* collective = dynamic_cast<const prim::Collective*>(eq.primitive.get());
+      const auto* reduce = dynamic_cast<const prim::AllReduce*>(eq.primitive.get());
+      std::vector<Array> in_cts;
+      if (vma_ && reduce && reduce->op == ReduceOp::Sum) {
+        // check_vma: over mesh axes psum's transpose is a pvary, the cotangent itself (JAX's
+        // psum_invariant); the psum over the axes its operand did not vary over follows, as for
+        // any operand. Over other axes (a vmap's, named) it stays a psum.
+        std::vector<std::string> others;
+        for (const std::string& n : reduce->names)
+          if (!vma_axes_->count(n)) others.push_back(n);
+        in_cts = {!is_inexact(primals[0].dtype()) ? Array()
+                  : others.empty()                ? cts[0]
+                                                  : psum(cts[0], AxisName(std::move(others)))};
+      } else {
+        in_cts = eq.primitive->saves_residuals()
+                     ? eq.primitive->backward(primals, residuals[e], wrt_in, cts)
+                     : eq.primitive->vjp(primals, outs, cts);
+      }
+      if (vma_) {
+        // JAX pvarys every operand to the axes the equation runs over (its operands' union,
+        // and a collective's own axes); the transpose psums the operand's cotangent over the
+        // axes added. (Each equation sums its own operands, where JAX does: deferring the sums
+        // to the inputs would be wrong past a psum, whose transpose then must not sum again.)
+        const std::vector<AxisSet>& vma = *vma_;
+        AxisSet over;
+        for (const Atom& a : eq.inputs)
+          if (!a.is_literal()) over.insert(vma[a.var].begin(), vma[a.var].end());
+        if (collective)
+          for (const std::string& n : collective->names)
+            if (vma_axes_->count(n)) over.insert(n);
+        for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k) {
+          if (eq.inputs[k].is_literal() || !in_cts[k].valid()) continue;
+          std::vector<std::string> extra;
+          for (const std::string& n : over)
+            if (!vma[eq.inputs[k].var].count(n)) extra.push_back(n);
+          if (!extra.empty()) in_cts[k] = psum(in_cts[k], AxisName(std::move(extra)));
+        }
+      }
       for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k)
         if (!eq.inputs[k].is_literal()) accumulate(eq.inputs[k].var, in_cts[k]);
     }

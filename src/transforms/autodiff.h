@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "spmd/program.h"
+#include "transforms/varying_axes.h"
 
 namespace spmd::transforms {
 
@@ -26,6 +27,13 @@ class Linearization {
   // The same, for a linearization used once (grad): each saved value is released as soon as
   // the walk no longer needs it, so the gradients grow while the activations shrink.
   std::vector<Array> backward_once(const std::vector<Array>& output_cotangents);
+  // Differentiates with JAX's check_vma rules (inside a shard_map body; transforms/
+  // varying_axes.h), given the mesh axes each input varies over (program.inputs order): the
+  // cotangent of an operand invariant over axes its equation's other operands (or collective)
+  // vary over is psum'd over them (the transpose of JAX's implicit pvary), and psum's own
+  // transpose passes the cotangent through. Without it, every device differentiates its own
+  // program (JAX's check_vma=False results).
+  void set_varying_axes(const std::vector<AxisSet>& inputs);
 
   // Every value the backward pass may read: each variable's, then each equation's residuals.
   // A loop's vjp stacks them per iteration.
@@ -51,6 +59,9 @@ class Linearization {
   std::vector<bool> needs_;                    // per variable: depends on a differentiated input
   std::vector<bool> wrt_;
   std::vector<Array> outputs_;
+  // Per variable, the mesh axes it varies over (set_varying_axes); null: per-device rules.
+  std::shared_ptr<const std::vector<AxisSet>> vma_;
+  std::shared_ptr<const AxisSet> vma_axes_;  // the body's mesh axes
 };
 
 }  // namespace spmd::transforms

@@ -178,13 +178,27 @@ std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call
           std::vector<Array> r = bwd_flat(res, cts);
           for (size_t i = 0; i < r.size() && i < n_args; ++i) {
             const AbstractValue& arg = ops->types[i];
-            if (!r[i].valid() || r[i].shape() != arg.shape)
+            // A cotangent of another dtype than its floating argument is an error, in JAX's
+            // words. JAX itself lets it through unchanged (a "temporary exception" in its
+            // custom_derivatives.py), and then fails in an unrelated lax.add or lax.mul as soon
+            // as the argument has another use; a silent cast would hide a bwd rule computing in
+            // the wrong precision. A weak scalar (a C++ literal) takes the argument's dtype, as
+            // weak types do; an integer argument's cotangent is cast (it is discarded).
+            const bool exact_type = is_floating(arg.dtype) || is_complex(arg.dtype);
+            if (!r[i].valid() || r[i].shape() != arg.shape ||
+                (exact_type && r[i].dtype() != arg.dtype && !r[i].aval().weak)) {
+              const bool shape_ok = r[i].valid() && r[i].shape() == arg.shape;
+              const bool dtype_ok = r[i].valid() && r[i].dtype() == arg.dtype;
               fail(
-                  "Custom VJP bwd rule must produce an output with the same shape/dtypes as the "
-                  "args tuple of the primal function, but at output[",
-                  i, "] the bwd rule produced an output of shape/dtype ",
+                  "Custom VJP bwd rule must produce an output with the same type as the args "
+                  "tuple of the primal function, but at output[",
+                  i, "] the bwd rule produced an output of type ",
                   r[i].valid() ? r[i].aval().str() : std::string("<empty>"),
-                  " corresponding to an input of shape/dtype ", arg.str());
+                  " corresponding to an input of type ", arg.str(),
+                  !dtype_ok && !shape_ok ? ", so the dtypes do not match, and the shapes do not match"
+                  : !dtype_ok            ? ", so the dtypes do not match"
+                                         : ", so the shapes do not match");
+            }
             if (r[i].dtype() != arg.dtype) r[i] = astype(r[i], arg.dtype);
           }
           return r;
@@ -233,8 +247,12 @@ std::vector<Array> custom_jvp_call(const CustomJvpFns& fns, const FlatCall& call
           }
           std::vector<Array> tangents(outs.begin() + static_cast<long>(out_types.size()),
                                       outs.end());
+          // A tangent of another shape, or of another dtype than its floating output, is an
+          // error, as in JAX; a weak scalar tangent takes the output's dtype.
           for (size_t j = 0; j < tangents.size(); ++j)
-            if (tangents[j].shape() != out_types[j].shape) {
+            if (tangents[j].shape() != out_types[j].shape ||
+                ((is_floating(out_types[j].dtype) || is_complex(out_types[j].dtype)) &&
+                 tangents[j].dtype() != out_types[j].dtype && !tangents[j].aval().weak)) {
               AbstractValue got = tangents[j].aval();
               got.weak = false;
               fail(

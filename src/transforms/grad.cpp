@@ -5,6 +5,7 @@
 #include "spmd/transforms.h"
 #include "transforms/autodiff.h"
 #include "transforms/forward.h"
+#include "transforms/varying_axes.h"
 
 namespace spmd::detail {
 
@@ -22,14 +23,32 @@ std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
       fail("grad: expected array arguments, got an empty (default-constructed) Array");
     avals.push_back(a.aval());
   }
-  ir::Traced traced = ir::trace(avals, fn.fn);
+  // Inside a shard_map body with check_vma, the trace's inputs vary over what the arguments
+  // vary over (a grad inside this one reads it).
+  ir::Traced traced = ir::trace(avals, [&](const std::vector<Array>& xs) {
+    transforms::VmaAliasScope vma(xs, call.leaves);
+    return fn.fn(xs);
+  });
   out_tree = *fn.out_tree;
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), traced.captured.begin(), traced.captured.end());
+  // JAX's check_vma autodiff inside a shard_map body (transforms/varying_axes.h): it needs the
+  // mesh axes every argument and captured value varies over. The varying axes are read off the
+  // body's trace so far (no per-tracer bookkeeping), which is known for the body's own values
+  // and those of grad's and vmap's traces inside it; where they cannot be told (inside a jit
+  // or a loop body within the body) the per-device rules stay (JAX's check_vma=False).
+  bool known = transforms::vma_checked();
+  std::vector<transforms::AxisSet> vma;
+  if (known)
+    for (auto& v : transforms::vma_of(args)) {
+      known = known && v.has_value();
+      vma.push_back(v.value_or(transforms::AxisSet{}));
+    }
   auto r = std::make_shared<Linearized>();
   r->num_inputs = call.leaves.size();
   r->lin =
       std::make_unique<transforms::Linearization>(std::move(traced.program), std::move(args), wrt);
+  if (known) r->lin->set_varying_axes(vma);
   outputs = r->lin->outputs();
   return r;
 }

@@ -163,15 +163,32 @@ std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecTree in_specs,
 
 namespace {
 
+// What autodiff inside the body needs of it (transforms/varying_axes.h): whether check_vma is
+// on, the mesh's axes, and the axes each argument varies over (its in_spec's).
+struct BodyVma {
+  bool check = true;
+  std::vector<std::string> mesh_axes;
+  std::vector<transforms::AxisSet> inputs;
+};
+
+// The function on one block, traced with its arguments' varying axes known: with check_vma,
+// grad inside it follows JAX's rules (JAX's implicit pvary of an invariant value meeting a
+// varying one transposes to a psum; transforms/autodiff.h).
+std::vector<Array> call_body(const BodyVma& vma, const std::vector<Array>& xs) {
+  transforms::VmaBodyScope scope(vma.check, vma.mesh_axes, xs, vma.inputs);
+  return t_body->fn(xs);
+}
+
 // pmap over mesh axis k and those inside it; the innermost calls the traced function.
 Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<int>>& in_axes,
-          const std::vector<std::vector<int>>& out_axes, bool positions) {
+          const std::vector<std::vector<int>>& out_axes, bool positions,
+          const std::shared_ptr<const BodyVma>& vma) {
   const size_t axes = mesh.shape().size();
   if (k == axes) {
-    if (!positions) return [](const std::vector<Array>& xs) { return t_body->fn(xs); };
-    return [](const std::vector<Array>& xs) {
+    if (!positions) return [vma](const std::vector<Array>& xs) { return call_body(*vma, xs); };
+    return [vma](const std::vector<Array>& xs) {
       // The last argument is the mesh position (of rank 0 here): not the function's.
-      return t_body->fn(std::vector<Array>(xs.begin(), xs.end() - 1));
+      return call_body(*vma, std::vector<Array>(xs.begin(), xs.end() - 1));
     };
   }
   auto spec = [](int a) { return a == kNone ? AxisSpec(none) : AxisSpec(a); };
@@ -184,7 +201,8 @@ Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<int>>& in_ax
   o.out_axes = AxisSpec(outs);
   if (k == 0) o.devices = mesh.devices();
   auto level = std::make_shared<Pmapped<Flat>>(
-      pmap(nest(mesh, k + 1, in_axes, out_axes, positions), mesh.axis_names()[k], std::move(o)));
+      pmap(nest(mesh, k + 1, in_axes, out_axes, positions, vma), mesh.axis_names()[k],
+           std::move(o)));
   return [level](const std::vector<Array>& xs) { return (*level)(xs); };
 }
 
@@ -209,13 +227,18 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
       auto names = spec.axes();
       varying.emplace_back(names.begin(), names.end());
     }
+  auto vma = std::make_shared<BodyVma>();
+  vma->check = st.options.check_vma;
+  vma->mesh_axes = mesh.axis_names();
+  vma->inputs = varying;
   // The function on one block, every mesh axis bound (outermost first, as the pmaps bind them).
   ir::Traced traced = [&] {
     std::vector<std::unique_ptr<transforms::AxisScope>> scopes;
     for (size_t k = 0; k < axes; ++k)
       scopes.push_back(std::make_unique<transforms::AxisScope>(
           mesh.axis_names()[k], mesh.shape()[k], transforms::AxisKind::Pmap));
-    return ir::trace(block_types, fn.fn);
+    return ir::trace(block_types,
+                     [&](const std::vector<Array>& xs) { return call_body(*vma, xs); });
   }();
   e->out_tree = *fn.out_tree;
   varying.resize(traced.program.inputs.size());  // captured values vary over nothing
@@ -260,7 +283,7 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
     positions = positions || !mapped;
   }
   if (positions) e->positions = zeros(Shape(mesh.shape()), DType::Int32);
-  e->run = nest(mesh, 0, in_axes, out_axes, positions);
+  e->run = nest(mesh, 0, in_axes, out_axes, positions, vma);
   std::vector<AbstractValue> split_types;
   for (size_t i = 0; i < e->in.size(); ++i)
     split_types.push_back(

@@ -6,6 +6,7 @@
 #include "transforms/axis_env.h"
 #include "transforms/batch.h"
 #include "transforms/mapped_axes.h"
+#include "transforms/varying_axes.h"
 
 namespace spmd::detail {
 std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatCall& call,
@@ -17,7 +18,12 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
   std::vector<AbstractValue> example = transforms::unmapped_types(call, axes);
   ir::Traced traced = [&] {
     transforms::AxisScope scope(spec.axis_name, *size, transforms::AxisKind::Vmap);
-    return ir::trace(example, fn.fn);
+    return ir::trace(example, [&](const std::vector<Array>& xs) {
+      // Inside a shard_map body with check_vma: an example varies over what its batch does
+      // (for a grad inside, transforms/varying_axes.h).
+      transforms::VmaAliasScope vma(xs, call.leaves);
+      return fn.fn(xs);
+    });
   }();
   out_tree = *fn.out_tree;
 

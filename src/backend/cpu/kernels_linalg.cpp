@@ -143,10 +143,9 @@ void cholesky_kernel(const Primitive&, std::span<const Buf> in, std::span<const 
       for (int64_t k = 0; k < mats; ++k) {
         T* m = l + k * n * n;
         std::memcpy(m, a + k * n * n, sizeof(T) * static_cast<size_t>(n) * n);
-        if (potrf(m, n) != 0) {  // not positive definite: NaN, as JAX's
-          std::fill(m, m + n * n, std::numeric_limits<T>::quiet_NaN());
-          continue;
-        }
+        // Not positive definite: NaN on and below the diagonal, zeros above, as JAX's (whose
+        // factor is the lower triangle of the NaN-filled potrf output).
+        if (potrf(m, n) != 0) std::fill(m, m + n * n, std::numeric_limits<T>::quiet_NaN());
         for (int i = 0; i < n; ++i)
           for (int j = i + 1; j < n; ++j) m[i * n + j] = T(0);  // above the diagonal
       }
