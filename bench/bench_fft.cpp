@@ -20,7 +20,8 @@ namespace {
 
 Array c64(const Shape& shape, uint64_t seed) {
   const int64_t n = spmd::shape_size(shape);
-  Array re(spmd::bench::random_floats(n, seed), shape), im(spmd::bench::random_floats(n, seed + 1), shape);
+  Array re(spmd::bench::random_floats(n, seed), shape),
+      im(spmd::bench::random_floats(n, seed + 1), shape);
   return spmd::lax::complex(re, im);
 }
 
@@ -41,7 +42,8 @@ int main() {
     std::function<Array(const Array&)> f;
   };
   std::vector<Case> cases = {
-      {"fft_1m", "fft complex64 (2^20,)", c64({1 << 20}, 1), [](const Array& a) { return spmd::fft::fft(a); }},
+      {"fft_1m", "fft complex64 (2^20,)", c64({1 << 20}, 1),
+       [](const Array& a) { return spmd::fft::fft(a); }},
       {"fft_rows", "fft complex64 (1024, 1024) rows", c64({1024, 1024}, 2),
        [](const Array& a) { return spmd::fft::fft(a); }},
       {"rfft_rows", "rfft float32 (2048, 1024) rows", spmd::real(c64({2048, 1024}, 3)),
@@ -58,8 +60,10 @@ int main() {
   std::vector<std::string> names;
   std::printf("bench_fft: medians of %d runs; ratio = numpy ms / spmd ms (> 1: spmd faster)\n",
               reps);
-  if (!np.ok) std::printf("numpy baseline failed: %s\n", np.error.c_str());
-  else std::printf("numpy %s (pocketfft, one thread, double precision)\n", np.version.c_str());
+  if (!np.ok)
+    std::printf("numpy baseline failed: %s\n", np.error.c_str());
+  else
+    std::printf("numpy %s (pocketfft, one thread, double precision)\n", np.version.c_str());
   for (Case& c : cases) {
     auto jf = spmd::jit(c.f);
     jf(c.x);

@@ -18,25 +18,24 @@ namespace {
 
 using spmd::Array;
 using spmd::bench::median;
-using spmd::bench::NumpyTimes;
-using spmd::bench::run_numpy_script;
 using spmd::bench::ms_of;
+using spmd::bench::NumpyTimes;
 using spmd::bench::random_floats;
+using spmd::bench::run_numpy_script;
 
 constexpr int64_t kN = 1024, kBatch = 256, kSmall = 64;
 
 // What bench/linalg_numpy.py reports.
-const std::vector<std::string> kNumpyNames = {
-    "cholesky",      "solve",      "eigh",      "cholesky_loop",      "solve_loop",
-    "eigh_loop",     "cholesky_stacked", "solve_stacked", "eigh_stacked"};
+const std::vector<std::string> kNumpyNames = {"cholesky",         "solve",         "eigh",
+                                              "cholesky_loop",    "solve_loop",    "eigh_loop",
+                                              "cholesky_stacked", "solve_stacked", "eigh_stacked"};
 
 NumpyTimes run_numpy(int reps) {
   // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE slow NumPy down on some processors (PERF-NOTES.md).
   return run_numpy_script(std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ") +
-                              SPMD_PYTHON + " " + SPMD_LINALG_NUMPY + " --n " +
-                              std::to_string(kN) + " --batch " + std::to_string(kBatch) +
-                              " --bn " + std::to_string(kSmall) + " --reps " +
-                              std::to_string(reps),
+                              SPMD_PYTHON + " " + SPMD_LINALG_NUMPY + " --n " + std::to_string(kN) +
+                              " --batch " + std::to_string(kBatch) + " --bn " +
+                              std::to_string(kSmall) + " --reps " + std::to_string(reps),
                           kNumpyNames);
 }
 

@@ -142,7 +142,7 @@ Array heat_pmap_step(const Array& x) {
 // first run of each checks the results against the 1-thread loop (and warms up: trace, compile,
 // page faults); then interleaved timed rounds. Returns whether the targets are met.
 struct Stencil {
-  std::string title;  // the printed headline, before the round count
+  std::string title;     // the printed headline, before the round count
   std::string workload;  // JAX's name: <workload>_jit, <workload>_pmap8
   std::string jit_name, pmap_name;
   Array (*jax_step)(const Array&);
@@ -219,10 +219,19 @@ bool bench_heat(int rounds, int threads, bool& ok, spmd::bench::VsJax& vs) {
   std::snprintf(title, sizeof title,
                 "1-D heat equation, %lld float32 points, periodic, alpha %.2f, %d steps",
                 static_cast<long long>(n), kAlpha, kHeatSteps);
-  return bench_stencil({title, "heat", "spmd::jit(step), called 200 times",
-                        "spmd::pmap(step), 8 devices, ppermute halos", heat_jax_step,
-                        heat_pmap_step, heat_step, random_floats(n, 1), {n},
-                        {kDevices, n / kDevices}, n, kHeatSteps, 1e-5},
+  return bench_stencil({title,
+                        "heat",
+                        "spmd::jit(step), called 200 times",
+                        "spmd::pmap(step), 8 devices, ppermute halos",
+                        heat_jax_step,
+                        heat_pmap_step,
+                        heat_step,
+                        random_floats(n, 1),
+                        {n},
+                        {kDevices, n / kDevices},
+                        n,
+                        kHeatSteps,
+                        1e-5},
                        rounds, threads, ok, vs);
 }
 
@@ -273,12 +282,22 @@ Array jacobi_pmap_step(const Array& x) {
 bool bench_jacobi(int rounds, int threads, bool& ok, spmd::bench::VsJax& vs) {
   const int64_t n = kSide;
   char title[160];
-  std::snprintf(title, sizeof title, "2-D 5-point Jacobi, %lld x %lld float32, zero boundary, %d steps",
+  std::snprintf(title, sizeof title,
+                "2-D 5-point Jacobi, %lld x %lld float32, zero boundary, %d steps",
                 static_cast<long long>(n), static_cast<long long>(n), kJacobiSteps);
-  return bench_stencil({title, "jacobi", "spmd::jit(step), called 20 times",
-                        "spmd::pmap(step), 8 devices, ppermute row halos", jacobi_jax_step,
-                        jacobi_pmap_step, jacobi_rows, random_floats(n * n, 2), {n, n},
-                        {kDevices, n / kDevices, n}, n, kJacobiSteps, 1e-6},
+  return bench_stencil({title,
+                        "jacobi",
+                        "spmd::jit(step), called 20 times",
+                        "spmd::pmap(step), 8 devices, ppermute row halos",
+                        jacobi_jax_step,
+                        jacobi_pmap_step,
+                        jacobi_rows,
+                        random_floats(n * n, 2),
+                        {n, n},
+                        {kDevices, n / kDevices, n},
+                        n,
+                        kJacobiSteps,
+                        1e-6},
                        rounds, threads, ok, vs);
 }
 
@@ -298,8 +317,8 @@ int main(int argc, char** argv) {
   bool pass = bench_heat(rounds, threads, ok, vs);
   pass = bench_jacobi(rounds, threads, ok, vs) && pass;
   std::printf("%s\n", !ok ? "WRONG RESULT" : pass ? "all targets met" : "targets missed");
-  vs.print(spmd::bench::run_jax_script(
-      "jax_stencil", {"heat_jit", "heat_pmap8", "jacobi_jit", "jacobi_pmap8"},
-      "--rounds " + std::to_string(rounds)));
+  vs.print(spmd::bench::run_jax_script("jax_stencil",
+                                       {"heat_jit", "heat_pmap8", "jacobi_jit", "jacobi_pmap8"},
+                                       "--rounds " + std::to_string(rounds)));
   return ok && pass ? 0 : 1;
 }

@@ -19,13 +19,15 @@
 //   - OpenBLAS cblas_sgemm 2048^3 on 2 threads, the machine's sgemm peak.
 // Prints samples/s, GFLOP/s (6 * weights FLOPs per sample, forward + both backward products),
 // the fraction of the sgemm peak, and the targets: 1 device >= 1.2x PyTorch, 8 devices >= 0.9x
-// the 1-device throughput, peak RSS of 8 devices <= 1.15x one's, 2 processes >= 0.85x one. SPMD_BENCH_VERBOSE=1 prints every run. Also the peak memory of one
-// step with and without donating the parameters and optimiser state (donate_argnums {0, 1});
-// bench_train --memory prints only that; bench_train --first-call only the first call of the
-// 1-device step (trace + compile + one step; run it several times: the kernels are cached per
-// process). Last, against JAX (bench/jax/jax_train.py): the 1-device step (jax.jit), the
-// 8-device step (jax.pmap) and the first call of the 1-device step (targets <= 0.8x, 0.5x).
+// the 1-device throughput, peak RSS of 8 devices <= 1.15x one's, 2 processes >= 0.85x one.
+// SPMD_BENCH_VERBOSE=1 prints every run. Also the peak memory of one step with and without donating
+// the parameters and optimiser state (donate_argnums {0, 1}); bench_train --memory prints only
+// that; bench_train --first-call only the first call of the 1-device step (trace + compile + one
+// step; run it several times: the kernels are cached per process). Last, against JAX
+// (bench/jax/jax_train.py): the 1-device step (jax.jit), the 8-device step (jax.pmap) and the first
+// call of the 1-device step (targets <= 0.8x, 0.5x).
 #include <openblas-pthread/cblas.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -40,8 +42,6 @@
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include "bench_util.h"
 #include "spmd/spmd.h"
@@ -372,8 +372,8 @@ int spmd_only(int n, int steps, bool sharded) {
   }
   auto pstep = make_pmap_step(sharded ? Layout::Sharded : Layout::Unmapped);
   auto jstep = make_jit_step();
-  Trainer t = make_trainer(n, params, xs, ys, pstep, jstep,
-                           sharded ? Layout::Sharded : Layout::Unmapped);
+  Trainer t =
+      make_trainer(n, params, xs, ys, pstep, jstep, sharded ? Layout::Sharded : Layout::Unmapped);
   t.run(6);
   double s = seconds_of([&] { t.run(steps); }) / steps;
   rusage usage{};
@@ -381,8 +381,7 @@ int spmd_only(int n, int steps, bool sharded) {
   if (spmd::process_index() == 0)
     std::printf(
         "spmd %s%s: %.2f ms/step, %.0f samples/s\npeak_rss_mib %.1f\n",
-        n ? ("pmap over " + std::to_string(n) + (n == 1 ? " device" : " devices")).c_str()
-          : "jit",
+        n ? ("pmap over " + std::to_string(n) + (n == 1 ? " device" : " devices")).c_str() : "jit",
         sharded ? ", sharded update" : "", s * 1e3, kBatch / s,
         static_cast<double>(usage.ru_maxrss) / 1024.0);
   return 0;
@@ -485,8 +484,8 @@ int main(int argc, char** argv) {
   double diffr = max_param_diff(stacked.params, one.params, true);
   // The replicas batched and on threads of their own: the same sums in the same order.
   double batched_vs_threads = max_param_diff(eight.params, threads.params, false);
-  bool ok = err_loss <= 1e-4 && err_b3 <= 1e-6 && diff8 <= 1e-5 && diffj <= 1e-5 &&
-            diffs <= 1e-5 && difft <= 1e-5 && diffr <= 1e-5 && batched_vs_threads == 0;
+  bool ok = err_loss <= 1e-4 && err_b3 <= 1e-6 && diff8 <= 1e-5 && diffj <= 1e-5 && diffs <= 1e-5 &&
+            difft <= 1e-5 && diffr <= 1e-5 && batched_vs_threads == 0;
 
   std::string memory = memory_report(params, xs, ys, ok);
 

@@ -4,6 +4,8 @@
 // for hand-written time-stepping loops.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -16,8 +18,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <unistd.h>
 
 namespace spmd::bench {
 
@@ -97,8 +97,7 @@ inline bool jax_available() {
 // Runs bench/jax/<script>.py (its arguments `args`) under jax_python() and reads its report;
 // not ok, with no message beyond jax_available()'s, when JAX is missing. Run it after spmd's
 // own timings, so neither competes with the other for the cores.
-inline JaxTimes run_jax_script(const std::string& script,
-                               const std::vector<std::string>& expected,
+inline JaxTimes run_jax_script(const std::string& script, const std::vector<std::string>& expected,
                                const std::string& args = "") {
   if (!jax_available()) return {false, {}, "", "JAX is not installed"};
 #ifdef SPMD_JAX_DIR

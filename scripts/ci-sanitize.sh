@@ -14,6 +14,7 @@ subset=(hostile_inputs_test io_test device_test pmap_nested_test pmap_stress_tes
         complex_test fft_test  # complex arithmetic, kissfft
         shared_heap_test)  # memory other processes map, and fork
 scripts/fuzz-build.sh fuzz_targets "${subset[@]}"
+source scripts/openblas-core.sh  # as scripts/test.sh: OpenBLAS's kernel where it is generic
 export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh -DSPMD_BUILD_TESTS=OFF -DSPMD_BUILD_BENCH=OFF
+source scripts/openblas-core.sh  # OpenBLAS's kernel where it does not recognise the CPU
 if [ -x build/examples/mnist_data_parallel ]; then
   exec build/examples/mnist_data_parallel "$@"
 else

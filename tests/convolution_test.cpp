@@ -419,7 +419,8 @@ TEST(ReduceWindow, DilationsMatchNaiveLoops) {
       expect_allclose(vm[1], f(x * 2.0 - 1.0), 1e-14, 1e-14, "vmap dilated");
     }
   // SAME counts the dilated window: output ceil(dilated operand / stride).
-  Array same = lax::reduce_window(x, 0.0, C::Sum, {1, 3, 2}, {1, 2, 2}, "SAME", {1, 2, 1}, {1, 2, 2});
+  Array same =
+      lax::reduce_window(x, 0.0, C::Sum, {1, 3, 2}, {1, 2, 2}, "SAME", {1, 2, 1}, {1, 2, 2});
   EXPECT_EQ(same.shape(), (Shape{2, 7, 3}));  // (7 - 1) * 2 + 1 = 13 -> ceil(13 / 2) = 7; 6 -> 3
   auto pads = lax::padtype_to_pads({2, 13, 6}, {1, 5, 3}, {1, 2, 2}, "SAME");
   Shape os;

@@ -409,10 +409,9 @@ TEST(RecursiveCustomJvp, RuleCallingTheFunctionItself) {
 
 TEST(LazyRules, APlainCallNeverTracesTheRules) {
   // fwd and bwd throw if traced: calls, jit, vmap and make_jaxpr run f alone; grad needs them.
-  auto no_rules = custom_vjp(
-      [](const Array& x) { return 2.0 * x; },
-      [](const Array& x) -> std::pair<Array, NoXs> { fail("fwd traced"); },
-      [](const NoXs&, const Array& g) -> Array { fail("bwd traced"); });
+  auto no_rules = custom_vjp([](const Array& x) { return 2.0 * x; },
+                             [](const Array& x) -> std::pair<Array, NoXs> { fail("fwd traced"); },
+                             [](const NoXs&, const Array& g) -> Array { fail("bwd traced"); });
   Array x = rnd({3}, 43);
   std::vector<double> twice = x.to_vector<double>();
   for (double& e : twice) e *= 2;
@@ -424,11 +423,11 @@ TEST(LazyRules, APlainCallNeverTracesTheRules) {
   expect_contains(error_of([&] { grad([&](const Array& v) { return sum(no_rules(v)); })(x); }),
                   "fwd traced");
   // A custom_jvp's rule likewise.
-  auto no_rule = custom_jvp([](const Array& x) { return 3.0 * x; },
-                            [](const std::tuple<Array>&,
-                               const std::tuple<Array>&) -> std::pair<Array, Array> {
-                              fail("jvp rule traced");
-                            });
+  auto no_rule =
+      custom_jvp([](const Array& x) { return 3.0 * x; },
+                 [](const std::tuple<Array>&, const std::tuple<Array>&) -> std::pair<Array, Array> {
+                   fail("jvp rule traced");
+                 });
   expect_allclose(no_rule(x) / 3.0, x, 1e-15, 0, "custom_jvp call");
   expect_allclose(jit(vmap(no_rule))(x) / 3.0, x, 1e-15, 0, "custom_jvp jit(vmap)");
   expect_contains(error_of([&] { jvp(no_rule, x, x); }), "jvp rule traced");
@@ -483,8 +482,9 @@ TEST(LazyRules, RulesMayCloseOverValuesTheFunctionUses) {
     return sum(scale(x));
   };
   std::string e = error_of([&] { grad(bad)(x, s); });
-  expect_contains(e, "custom_vjp's bwd rule used a value (f64[4]) of a transformation that has "
-                     "finished");
+  expect_contains(e,
+                  "custom_vjp's bwd rule used a value (f64[4]) of a transformation that has "
+                  "finished");
   expect_contains(e, "nondiff_argnums");
 }
 
@@ -503,8 +503,9 @@ Array endless_bwd(const Array& x) { return endless_bwd_vjp(x); }
 
 TEST(LazyRules, EndlessRecursionIsAnErrorNotAStackOverflow) {
   std::string e = error_of([] { endless(f64(1.0)); });
-  expect_contains(e, "custom_vjp: more than 64 custom_vjp / custom_jvp functions and rules traced "
-                     "inside one another");
+  expect_contains(e,
+                  "custom_vjp: more than 64 custom_vjp / custom_jvp functions and rules traced "
+                  "inside one another");
   // The plain call is fine; its gradient recurses in bwd.
   EXPECT_NEAR(endless_bwd(f64(1.0)).item<double>(), std::sin(1.0), 1e-15);
   e = error_of([] { grad(endless_bwd)(f64(1.0)); });
@@ -810,9 +811,9 @@ TEST(CustomVjpErrors, BwdReturnsACotangentOfTheWrongShape) {
 // passes it through, and then fails in an unrelated lax.add once the argument has another use),
 // eagerly, under jit and under vmap; a weak scalar cotangent takes the argument's dtype.
 TEST(CustomVjpErrors, BwdReturnsACotangentOfAnotherDtype) {
-  auto f = custom_vjp([](const Array& x) { return sin(x); },
-                      [](const Array& x) { return std::pair(sin(x), x); },
-                      [](const Array& x, const Array& g) { return astype(cos(x) * g, DType::Float64); });
+  auto f = custom_vjp(
+      [](const Array& x) { return sin(x); }, [](const Array& x) { return std::pair(sin(x), x); },
+      [](const Array& x, const Array& g) { return astype(cos(x) * g, DType::Float64); });
   auto loss = [&](const Array& v) { return sum(f(v)); };
   Array x = astype(Array(std::vector<double>{0.5, 1.0}, {2}), DType::Float32);
   const std::string want =
@@ -823,9 +824,9 @@ TEST(CustomVjpErrors, BwdReturnsACotangentOfAnotherDtype) {
   expect_contains(error_of([&] { jit(grad(loss))(x); }), want);
   expect_contains(error_of([&] { vmap(grad(loss))(stack({x, x})); }), "so the dtypes do not match");
   // Shape and dtype both wrong: both named.
-  auto g = custom_vjp([](const Array& x) { return x; },
-                      [](const Array& x) { return std::pair(x, NoXs{}); },
-                      [](const NoXs&, const Array& c) { return astype(broadcast_to(c, {3}), DType::Float64); });
+  auto g = custom_vjp(
+      [](const Array& x) { return x; }, [](const Array& x) { return std::pair(x, NoXs{}); },
+      [](const NoXs&, const Array& c) { return astype(broadcast_to(c, {3}), DType::Float64); });
   expect_contains(error_of([&] { grad([&](const Array& v) { return g(v); })(Array(1.0f)); }),
                   "so the dtypes do not match, and the shapes do not match");
   // A weak scalar is fine, and the gradient keeps the argument's dtype.
@@ -851,11 +852,12 @@ TEST(CustomJvpErrors, TangentShapeDiffersFromThePrimals) {
 // As JAX: a float64 tangent for a float32 output is an error (it was cast silently); a weak
 // scalar tangent takes the output's dtype.
 TEST(CustomJvpErrors, TangentDtypeDiffersFromThePrimals) {
-  auto f = custom_jvp([](const Array& x) { return sin(x); },
-                      [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
-                        return std::pair(sin(std::get<0>(p)),
-                                         astype(cos(std::get<0>(p)) * std::get<0>(t), DType::Float64));
-                      });
+  auto f =
+      custom_jvp([](const Array& x) { return sin(x); },
+                 [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
+                   return std::pair(sin(std::get<0>(p)),
+                                    astype(cos(std::get<0>(p)) * std::get<0>(t), DType::Float64));
+                 });
   Array x(0.5f);
   const std::string want =
       "Custom JVP rule must produce primal and tangent outputs with corresponding shapes and "

@@ -360,9 +360,11 @@ TEST(LoadNpy, PythonTwoLongsOnlyBeforeVersionThree) {
   expect_contains(msg, "corrupt header");
   expect_contains(msg, "'shape'");
   std::string numpy = python("long_v3",
-                                 "for v in ('1', '3'):\n"
-                                 "    try:\n"
-                                 "        print(v, np.load('" + tmp("long_v") + "' + v + '.npy').tolist())\n"
+                             "for v in ('1', '3'):\n"
+                             "    try:\n"
+                             "        print(v, np.load('" +
+                                 tmp("long_v") +
+                                 "' + v + '.npy').tolist())\n"
                                  "    except ValueError:\n"
                                  "        print(v, 'refused')\n");
   EXPECT_EQ(numpy, "1 [7, -7]\n3 refused\n");

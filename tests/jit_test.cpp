@@ -103,7 +103,8 @@ TEST(JitVmapDot, PrintedProgramIsOneBatchedDotGeneral) {
   Program nested = make_jaxpr(vmap(vmap(dot)))(zeros({4, 10, 3}), zeros({4, 10, 3}));
   ASSERT_EQ(nested.equations.size(), 1u);
   EXPECT_EQ(nested.equations[0].primitive->name(), "dot_general");
-  EXPECT_NE(nested.str().find("(((2,), (2,)), ((0, 1), (0, 1)))"), std::string::npos) << nested.str();
+  EXPECT_NE(nested.str().find("(((2,), (2,)), ((0, 1), (0, 1)))"), std::string::npos)
+      << nested.str();
 }
 
 // ---- caching ----------------------------------------------------------------------------------

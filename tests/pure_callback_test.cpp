@@ -270,9 +270,7 @@ TEST(PureCallback, AHostFunctionThatThrowsIsNamed) {
     if (a.to_vector<float>().at(0) > 100) throw std::runtime_error("value out of range");
     return a;
   };
-  auto f = [&](const Array& v) {
-    return pure_callback(host, ShapeDtype{v.shape(), v.dtype()}, v);
-  };
+  auto f = [&](const Array& v) { return pure_callback(host, ShapeDtype{v.shape(), v.dtype()}, v); };
   Array bad = Array(std::vector<float>{1000, 1, 2}, {3});
   const std::string named =
       "pure_callback: the host function called with (f32[3],) and declared to return (f32[3],) "

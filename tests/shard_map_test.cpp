@@ -293,9 +293,11 @@ TEST_F(ShardMap, GradInsideTheBodySumsAnInvariantArgumentsCotangent) {
   };
   auto plain = [&](const Array& w, const Array& b) { return grad(loss)(w, b); };
   Array g = each(plain, P())(w, b);
-  Array psummed = each([&](const Array& w, const Array& b) {
-    return grad([&](const Array& v) { return psum(loss(v, b), {"data", "model"}); })(w);
-  }, P())(w, b);
+  Array psummed = each(
+      [&](const Array& w, const Array& b) {
+        return grad([&](const Array& v) { return psum(loss(v, b), {"data", "model"}); })(w);
+      },
+      P())(w, b);
   Array vg = each([&](const Array& w, const Array& b) { return value_and_grad(loss)(w, b).second; },
                   P())(w, b);
   Array unchecked = each(plain, P(), {.check_vma = false})(w, b);

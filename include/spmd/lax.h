@@ -121,11 +121,11 @@ Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides, cons
 // jax.lax.reduce_window with computation add, max or min: each window of window_dimensions
 // (one per axis) at window_strides (empty: all 1) over the padded operand, reduced starting from
 // init_value; the padding (and base dilation's holes) add nothing to a sum, as in XLA, so a
-// window's sum is init_value plus its real elements. Windows must fit in the padded operand. Differentiable (max/min
-// route the cotangent to each window's first extreme element, as JAX). base_dilation (empty:
-// all 1) spreads the operand's elements apart with init_value between them; window_dilation
-// spreads a window's elements apart (a window of w with dilation d spans (w - 1) d + 1); SAME
-// padding counts both, as lax.padtype_to_pads on the dilated shapes. A dilated window is
+// window's sum is init_value plus its real elements. Windows must fit in the padded operand.
+// Differentiable (max/min route the cotangent to each window's first extreme element, as JAX).
+// base_dilation (empty: all 1) spreads the operand's elements apart with init_value between them;
+// window_dilation spreads a window's elements apart (a window of w with dilation d spans (w - 1) d
+// + 1); SAME padding counts both, as lax.padtype_to_pads on the dilated shapes. A dilated window is
 // reduced as the elementwise combination of its w strided slices (ties of max/min share the
 // cotangent as maximum/minimum do).
 enum class WindowComputation { Sum, Max, Min };

@@ -162,8 +162,8 @@ Array conv(const Array& lhs, const Array& rhs, const Shape& window_strides,
 // slice of the padded operand (start k d, step stride, one per output element), combined
 // elementwise, then init folded in once.
 Array reduce_dilated_window(const Array& operand, double init_value, WindowComputation computation,
-                     const Shape& window, const Shape& strides, const Shape& dilation,
-                     const std::vector<std::pair<int64_t, int64_t>>& pads) {
+                            const Shape& window, const Shape& strides, const Shape& dilation,
+                            const std::vector<std::pair<int64_t, int64_t>>& pads) {
   const char* op = "reduce_window";
   const size_t r = window.size();
   Shape lo, hi;
@@ -173,8 +173,8 @@ Array reduce_dilated_window(const Array& operand, double init_value, WindowCompu
     lo.push_back(l);
     hi.push_back(h);
   }
-  Array x = pad(operand, ops::convert(Array(init_value), operand.dtype(), true), lo, hi,
-                Shape(r, 0));
+  Array x =
+      pad(operand, ops::convert(Array(init_value), operand.dtype(), true), lo, hi, Shape(r, 0));
   Shape out;
   for (size_t i = 0; i < r; ++i) {
     const int64_t span = (window[i] - 1) * dilation[i] + 1;
@@ -222,8 +222,8 @@ Array reduce_window(const Array& operand_in, double init_value, WindowComputatio
          operand_in.aval().str(), "), got ", shape_str(window_dimensions));
   Shape strides = window_strides.empty() ? Shape(r, 1) : window_strides;
   if (strides.size() != r)
-    fail(op, ": expected ", r, " window strides (one per axis of operand ",
-         operand_in.aval().str(), "), got ", shape_str(window_strides));
+    fail(op, ": expected ", r, " window strides (one per axis of operand ", operand_in.aval().str(),
+         "), got ", shape_str(window_strides));
   Shape base = base_dilation.empty() ? Shape(r, 1) : base_dilation;
   Shape wdil = window_dilation.empty() ? Shape(r, 1) : window_dilation;
   auto check_dilation = [&](const Shape& v, const char* name) {
@@ -253,8 +253,8 @@ Array reduce_window(const Array& operand_in, double init_value, WindowComputatio
   }
   Shape spans = window_dimensions;
   for (size_t i = 0; i < r; ++i)
-    spans[i] = window_dimensions[i] < 1 ? window_dimensions[i]
-                                                 : (window_dimensions[i] - 1) * wdil[i] + 1;
+    spans[i] =
+        window_dimensions[i] < 1 ? window_dimensions[i] : (window_dimensions[i] - 1) * wdil[i] + 1;
   auto pads = padtype_to_pads(operand.shape(), spans, strides, padding, op);
   if (wdil != Shape(r, 1))
     return reduce_dilated_window(operand, init_value, computation, window_dimensions, strides, wdil,

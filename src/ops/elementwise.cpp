@@ -69,8 +69,7 @@ Array floor_divide(const Array& a, const Array& b) {
   // the primitive's own result at zero is not that.
   Array zero = zeros_like(xs[1]);
   Array by_zero = equal(xs[1], zero);
-  Array ones_bits = ops::convert(
-      Array(t == DType::UInt32 ? int64_t{0xFFFFFFFF} : int64_t{-1}), t);
+  Array ones_bits = ops::convert(Array(t == DType::UInt32 ? int64_t{0xFFFFFFFF} : int64_t{-1}), t);
   q = where(by_zero, ones_bits, q);
   if (!is_signed_integer(t)) return q;
   // Truncating division, then one less where the signs differ and there is a remainder (jnp),
@@ -156,8 +155,7 @@ Array erf(const Array& x) { return unary_float(UnaryOp::Erf, x); }
 Array erf_inv(const Array& x) { return unary_float(UnaryOp::ErfInv, x); }
 Array isfinite(const Array& x) {
   // jnp.isfinite of a complex number: both parts finite.
-  if (x.valid() && is_complex(x.dtype()))
-    return logical_and(isfinite(real(x)), isfinite(imag(x)));
+  if (x.valid() && is_complex(x.dtype())) return logical_and(isfinite(real(x)), isfinite(imag(x)));
   return unary(UnaryOp::IsFinite, x);
 }
 Array square(const Array& x) { return x * x; }

@@ -23,8 +23,8 @@ Mode parse_mode(const std::string& mode, const char* op, bool promise_allowed) {
                        : "\"fill\", \"clip\" or \"wrap\"");
 }
 
-// jnp's fill for out-of-bound indices: NaN for floats (NaN + 0j for complex), the lowest signed integer, the largest
-// unsigned one, true for bools.
+// jnp's fill for out-of-bound indices: NaN for floats (NaN + 0j for complex), the lowest signed
+// integer, the largest unsigned one, true for bools.
 Array fill_for(const Array& x, std::optional<double> value) {
   DType dt = x.dtype();
   Array v;

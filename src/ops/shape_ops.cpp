@@ -285,8 +285,8 @@ Array pad(const Array& x, const Array& value, const Shape& lo, const Shape& hi,
 Array gather(const Array& x, const Array& indices, int axis, int batch_dims) {
   return apply<prim::Gather>({x, indices}, axis, batch_dims);
 }
-Array gather_transpose(const Array& updates, const Array& indices, const Shape& operand_shape, int axis,
-                  int batch_dims) {
+Array gather_transpose(const Array& updates, const Array& indices, const Shape& operand_shape,
+                       int axis, int batch_dims) {
   return apply<prim::ScatterAdd>({updates, indices}, axis, batch_dims, operand_shape);
 }
 Array scatter(const Array& x, const Array& indices, const Array& updates, int axis,

@@ -42,8 +42,8 @@ std::string current_exception_type() {
   const std::type_info* t = abi::__cxa_current_exception_type();
   if (!t) return "an exception";
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(t->name(), nullptr, nullptr, &status),
-                                              std::free);
+  std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(t->name(), nullptr, nullptr, &status), std::free);
   return status == 0 && name ? name.get() : t->name();
 }
 

@@ -174,7 +174,7 @@ Array normal(const Array& k, const Shape& shape, DType dtype) {
   // As jax.random.normal: sqrt(2) * erfinv(u) with u uniform on the open interval (-1, 1): its
   // lower bound is the dtype's neighbour of -1 (-(1 - 2^-11) in float16, -(1 - 2^-8) in
   // bfloat16).
-  double lo = dtype == DType::Float32   ? std::nextafter(-1.0f, 0.0f)
+  double lo = dtype == DType::Float32    ? std::nextafter(-1.0f, 0.0f)
               : dtype == DType::Float16  ? -(1.0 - std::ldexp(1.0, -11))
               : dtype == DType::BFloat16 ? -(1.0 - std::ldexp(1.0, -8))
                                          : std::nextafter(-1.0, 0.0);

@@ -161,8 +161,8 @@ std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call
   });
   // bwd (residuals, out cts, operands) -> one cotangent per argument, checked against them.
   auto bwd = std::make_shared<const prim::LazyRule>([ops, out_types, out_tree, fwd,
-                                                     fwd_tree = fns.fwd.out_tree,
-                                                     bwd_fn = fns.bwd, n_out, n_args] {
+                                                     fwd_tree = fns.fwd.out_tree, bwd_fn = fns.bwd,
+                                                     n_out, n_args] {
     std::vector<AbstractValue> types = fwd->get().program->output_types();
     types.erase(types.begin(), types.begin() + static_cast<long>(n_out));  // the residuals
     const size_t n_res = types.size();
@@ -195,9 +195,10 @@ std::vector<Array> custom_vjp_call(const CustomVjpFns& fns, const FlatCall& call
                   i, "] the bwd rule produced an output of type ",
                   r[i].valid() ? r[i].aval().str() : std::string("<empty>"),
                   " corresponding to an input of type ", arg.str(),
-                  !dtype_ok && !shape_ok ? ", so the dtypes do not match, and the shapes do not match"
-                  : !dtype_ok            ? ", so the dtypes do not match"
-                                         : ", so the shapes do not match");
+                  !dtype_ok && !shape_ok
+                      ? ", so the dtypes do not match, and the shapes do not match"
+                  : !dtype_ok ? ", so the dtypes do not match"
+                              : ", so the shapes do not match");
             }
             if (r[i].dtype() != arg.dtype) r[i] = astype(r[i], arg.dtype);
           }
@@ -231,8 +232,7 @@ std::vector<Array> custom_jvp_call(const CustomJvpFns& fns, const FlatCall& call
           std::vector<Array> outs =
               rule_fn(std::vector<Array>(xs.begin(), xs.begin() + static_cast<long>(2 * n)));
           const TreeDef& t = *rule_tree;
-          if (!(t.children.size() == 2 && t.children[0] == out_tree &&
-                t.children[1] == out_tree))
+          if (!(t.children.size() == 2 && t.children[0] == out_tree && t.children[1] == out_tree))
             fail(
                 "Custom JVP rule must produce a pair (primal output, tangent output) with the "
                 "same container (pytree) structure as the custom_jvp-decorated function ",

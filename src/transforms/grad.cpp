@@ -128,8 +128,7 @@ std::vector<Array> jvp_call(const FlatFn& fn, const FlatCall& call,
 
 void check_scalar_loss(const Array& loss, const char* what) {
   if (is_complex(loss.dtype()))
-    fail(what, " requires real-valued outputs (a floating-point type), but got ",
-         loss.aval().str(),
+    fail(what, " requires real-valued outputs (a floating-point type), but got ", loss.aval().str(),
          "; for a complex function, differentiate its real part, or take vjp directly (as JAX)");
   if (loss.ndim() != 0 || !is_floating(loss.dtype()))
     fail(what, " requires a scalar floating-point output, got ", loss.aval().str());

@@ -200,9 +200,8 @@ Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<int>>& in_ax
   o.in_axes = AxisSpec(std::vector<AxisSpec>{AxisSpec(ins)});
   o.out_axes = AxisSpec(outs);
   if (k == 0) o.devices = mesh.devices();
-  auto level = std::make_shared<Pmapped<Flat>>(
-      pmap(nest(mesh, k + 1, in_axes, out_axes, positions, vma), mesh.axis_names()[k],
-           std::move(o)));
+  auto level = std::make_shared<Pmapped<Flat>>(pmap(
+      nest(mesh, k + 1, in_axes, out_axes, positions, vma), mesh.axis_names()[k], std::move(o)));
   return [level](const std::vector<Array>& xs) { return (*level)(xs); };
 }
 

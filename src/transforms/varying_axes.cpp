@@ -13,8 +13,8 @@ namespace {
 using MaybeAxes = std::optional<AxisSet>;
 
 struct Rules {
-  bool gather_varies = false;       // JAX's all_gather (autodiff), or invariant (the check)
-  const AxisSet* axes = nullptr;    // count only these axis names (null: every name)
+  bool gather_varies = false;     // JAX's all_gather (autodiff), or invariant (the check)
+  const AxisSet* axes = nullptr;  // count only these axis names (null: every name)
 };
 
 // var[v] seeded for the inputs (nullopt: unknown); fills in every equation's outputs (unknown
@@ -94,8 +94,8 @@ std::vector<AxisSet> varying_axes(const Program& program, const std::vector<Axis
 VmaBodyScope::VmaBodyScope(bool check, const std::vector<std::string>& mesh_axes,
                            const std::vector<Array>& inputs, const std::vector<AxisSet>& vma) {
   ir::TraceBuilder* t = ir::current_trace();
-  t_bodies.push_back(Body{check && t != nullptr, t ? t->id() : 0,
-                          AxisSet(mesh_axes.begin(), mesh_axes.end())});
+  t_bodies.push_back(
+      Body{check && t != nullptr, t ? t->id() : 0, AxisSet(mesh_axes.begin(), mesh_axes.end())});
   if (!t_bodies.back().check) return;
   for (size_t i = 0; i < inputs.size() && i < vma.size(); ++i) {
     auto key = ir::tracer_id(inputs[i]);

@@ -13,9 +13,9 @@ namespace {
 using Fn = std::function<Array(const std::vector<Array>&)>;
 
 struct OpOptions {
-  bool ad = true;                  // false: integer outputs, the vmap case only
-  std::optional<Tolerance> tol;    // for every case of the op (default: the dtype's)
-  std::optional<Tolerance> ad_tol; // for the grad and jvp cases only, when looser than tol
+  bool ad = true;                   // false: integer outputs, the vmap case only
+  std::optional<Tolerance> tol;     // for every case of the op (default: the dtype's)
+  std::optional<Tolerance> ad_tol;  // for the grad and jvp cases only, when looser than tol
 };
 
 std::vector<int> floating_args(const std::vector<Array>& xs) {
@@ -56,7 +56,9 @@ void op(Cases& c, const std::string& name, int n, Fn f, OpOptions o = {}) {
           std::vector<int> diff = floating_args(xs);
           std::vector<Array> d, t(x.begin() + n, x.end());
           for (int k : diff) d.push_back(xs[k]);
-          auto fd = [f, xs, diff](const std::vector<Array>& dv) { return call_with(f, xs, diff, dv); };
+          auto fd = [f, xs, diff](const std::vector<Array>& dv) {
+            return call_with(f, xs, diff, dv);
+          };
           auto [p, tp] = jvp(fd, std::make_tuple(d), std::make_tuple(t));
           return outs(p, tp);
         },
@@ -66,7 +68,8 @@ void op(Cases& c, const std::string& name, int n, Fn f, OpOptions o = {}) {
       name + "_vmap",
       [f](const Inputs& x) {
         std::vector<AxisSpec> axes;
-        for (const Array& a : x) axes.push_back(is_inexact(a.dtype()) ? AxisSpec(0) : AxisSpec(none));
+        for (const Array& a : x)
+          axes.push_back(is_inexact(a.dtype()) ? AxisSpec(0) : AxisSpec(none));
         auto v = vmap([f](const std::vector<Array>& a) { return f(a); },
                       AxisSpec(std::vector<AxisSpec>{AxisSpec(axes)}));
         return outs(v(std::vector<Array>(x)));
@@ -147,8 +150,9 @@ SPMD_JAX_REFERENCE_FAMILY(ad_ops) {
   op(c, "at_mul", 3, [](V a) { return a[0].at(a[1]).multiply(a[2]); });
   op(c, "at_max", 3, [](V a) { return a[0].at(a[1]).max(a[2]); });
   op(c, "dynamic_slice", 2, [](V a) { return lax::dynamic_slice(a[0], {a[1], Array(1)}, {2, 2}); });
-  op(c, "dynamic_update_slice", 3,
-     [](V a) { return lax::dynamic_update_slice(a[0], a[1], {Array(1), a[2]}); });
+  op(c, "dynamic_update_slice", 3, [](V a) {
+    return lax::dynamic_update_slice(a[0], a[1], {Array(1), a[2]});
+  });
 
   // ---- slicing and shapes ----
   op(c, "slice_step", 1, [](V a) { return slice(a[0], {Range{1, 3}, Range{{}, {}, 2}}); });
@@ -175,20 +179,27 @@ SPMD_JAX_REFERENCE_FAMILY(ad_ops) {
   op(c, "dot_vec", 2, [](V a) { return dot(a[0], a[1]); }, {.tol = accum});
   op(c, "vdot", 2, [](V a) { return vdot(a[0], a[1]); }, {.tol = accum});
   op(c, "einsum_ij_jk", 2, [](V a) { return einsum("ij,jk->ik", a[0], a[1]); }, {.tol = accum});
-  op(c, "einsum_batch", 2, [](V a) { return einsum("bij,bjk->bik", a[0], a[1]); },
-     {.tol = accum});
+  op(c, "einsum_batch", 2, [](V a) { return einsum("bij,bjk->bik", a[0], a[1]); }, {.tol = accum});
   op(c, "einsum_trace", 1, [](V a) { return einsum("ii->", a[0]); }, {.tol = accum});
   op(c, "tensordot", 2,
-     [](V a) { return tensordot(a[0], a[1], std::pair{std::vector<int>{1, 2}, std::vector<int>{0, 1}}); },
+     [](V a) {
+       return tensordot(a[0], a[1], std::pair{std::vector<int>{1, 2}, std::vector<int>{0, 1}});
+     },
      {.tol = accum});
-  op(c, "dot_general_batch", 2, [](V a) { return lax::dot_general(a[0], a[1], {2}, {1}, {0}, {0}); },
-     {.tol = accum});
+  op(c, "dot_general_batch", 2,
+     [](V a) { return lax::dot_general(a[0], a[1], {2}, {1}, {0}, {0}); }, {.tol = accum});
 
   // ---- convolution ----
-  op(c, "conv_same", 2, [](V a) { return lax::conv_general_dilated(a[0], a[1], {1, 1}, "SAME"); },
+  op(c, "conv_same", 2,
+     [](V a) {
+       return lax::conv_general_dilated(a[0], a[1], {1, 1}, "SAME");
+     },
      {.tol = accum});
   op(c, "conv_stride_valid", 2,
-     [](V a) { return lax::conv_general_dilated(a[0], a[1], {2, 2}, "VALID"); }, {.tol = accum});
+     [](V a) {
+       return lax::conv_general_dilated(a[0], a[1], {2, 2}, "VALID");
+     },
+     {.tol = accum});
   op(c, "conv_nhwc", 2,
      [](V a) {
        return lax::conv_general_dilated(a[0], a[1], {1, 1}, "SAME", {}, {},
@@ -215,10 +226,13 @@ SPMD_JAX_REFERENCE_FAMILY(ad_ops) {
   // ---- reduce_window ----
   using lax::WindowComputation;
   op(c, "reduce_window_sum", 1,
-     [](V a) { return lax::reduce_window(a[0], 0.0, WindowComputation::Sum, {2, 2}, {1, 1}, "VALID"); },
+     [](V a) {
+       return lax::reduce_window(a[0], 0.0, WindowComputation::Sum, {2, 2}, {1, 1}, "VALID");
+     },
      {.tol = accum});
-  op(c, "reduce_window_max", 1,
-     [](V a) { return lax::reduce_window(a[0], -inf, WindowComputation::Max, {2, 2}, {2, 2}, "SAME"); });
+  op(c, "reduce_window_max", 1, [](V a) {
+    return lax::reduce_window(a[0], -inf, WindowComputation::Max, {2, 2}, {2, 2}, "SAME");
+  });
   op(c, "reduce_window_min", 1, [](V a) {
     return lax::reduce_window(a[0], inf, WindowComputation::Min, {1, 3}, {1, 1},
                               std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {1, 1}});

@@ -68,7 +68,9 @@ SPMD_JAX_REFERENCE_FAMILY(control_flow) {
   });
   c.add("scan_pytree", [](const Inputs& x) {
     auto [cr, ys] = lax::scan(
-        [](const AA& c, A v) { return std::pair(AA(c.first * v + c.second, c.second + 1), AA(c.first, v * 2.0)); },
+        [](const AA& c, A v) {
+          return std::pair(AA(c.first * v + c.second, c.second + 1), AA(c.first, v * 2.0));
+        },
         AA(x[0], x[1]), x[2]);
     return outs(cr.first, cr.second, ys.first, ys.second);
   });
@@ -76,61 +78,92 @@ SPMD_JAX_REFERENCE_FAMILY(control_flow) {
     auto [cr, ys] = lax::scan([](A c, A v) { return AA(c * 2 + v, c); }, x[0], x[1]);
     return outs(cr, ys);
   });
-  c.add("scan_rnn", [](const Inputs& x) {
-    auto [cr, ys] = rnn(x[0], x[1], x[2]);
-    return outs(cr, ys);
-  }, accum);
-  c.add("scan_vmap_xs", [](const Inputs& x) {
-    auto [cr, ys] = vmap(rnn, {none, none, 0})(x[0], x[1], x[2]);
-    return outs(cr, ys);
-  }, accum);
-  c.add("scan_vmap_carry", [](const Inputs& x) {
-    auto [cr, ys] = vmap(rnn, {none, 0, none})(x[0], x[1], x[2]);
-    return outs(cr, ys);
-  }, accum);
-  c.add("scan_vmap_all", [](const Inputs& x) {
-    auto [cr, ys] = vmap(rnn, {0, 0, 1})(x[0], x[1], x[2]);
-    return outs(cr, ys);
-  }, accum);
-  c.add("scan_grad", [](const Inputs& x) {
-    auto [gw, gh, gx] = grad(rnn_loss, argnums<0, 1, 2>)(x[0], x[1], x[2]);
-    return outs(gw, gh, gx);
-  }, accum);
-  c.add("scan_jvp", [](const Inputs& x) {
-    Array xs = x[2];
-    auto [p, t] = jvp([xs](A a, A b) { return rnn(a, b, xs); }, std::tuple(x[0], x[1]),
-                      std::tuple(x[3], x[4]));
-    return outs(p.first, p.second, t.first, t.second);
-  }, accum);
-  c.add("scan_vmap_grad", [](const Inputs& x) {
-    return outs(vmap(grad(rnn_loss), {none, 0, none})(x[0], x[1], x[2]));
-  }, accum);
+  c.add(
+      "scan_rnn",
+      [](const Inputs& x) {
+        auto [cr, ys] = rnn(x[0], x[1], x[2]);
+        return outs(cr, ys);
+      },
+      accum);
+  c.add(
+      "scan_vmap_xs",
+      [](const Inputs& x) {
+        auto [cr, ys] = vmap(rnn, {none, none, 0})(x[0], x[1], x[2]);
+        return outs(cr, ys);
+      },
+      accum);
+  c.add(
+      "scan_vmap_carry",
+      [](const Inputs& x) {
+        auto [cr, ys] = vmap(rnn, {none, 0, none})(x[0], x[1], x[2]);
+        return outs(cr, ys);
+      },
+      accum);
+  c.add(
+      "scan_vmap_all",
+      [](const Inputs& x) {
+        auto [cr, ys] = vmap(rnn, {0, 0, 1})(x[0], x[1], x[2]);
+        return outs(cr, ys);
+      },
+      accum);
+  c.add(
+      "scan_grad",
+      [](const Inputs& x) {
+        auto [gw, gh, gx] = grad(rnn_loss, argnums<0, 1, 2>)(x[0], x[1], x[2]);
+        return outs(gw, gh, gx);
+      },
+      accum);
+  c.add(
+      "scan_jvp",
+      [](const Inputs& x) {
+        Array xs = x[2];
+        auto [p, t] = jvp([xs](A a, A b) { return rnn(a, b, xs); }, std::tuple(x[0], x[1]),
+                          std::tuple(x[3], x[4]));
+        return outs(p.first, p.second, t.first, t.second);
+      },
+      accum);
+  c.add(
+      "scan_vmap_grad",
+      [](const Inputs& x) {
+        return outs(vmap(grad(rnn_loss), {none, 0, none})(x[0], x[1], x[2]));
+      },
+      accum);
   c.add("scan_grad_reverse", [](const Inputs& x) {
     return outs(grad([](A c, A xs) {
-      return sum(lax::scan([](A c, A v) { return AA(sin(c) * v, c); }, c, xs, {.reverse = true}).second);
+      return sum(
+          lax::scan([](A c, A v) { return AA(sin(c) * v, c); }, c, xs, {.reverse = true}).second);
     })(x[0], x[1]));
   });
-  c.add("map", [](const Inputs& x) {
-    return outs(lax::map([](A v) { return sum(sin(v)) * v; }, x[0]));
-  });
+  c.add("map",
+        [](const Inputs& x) { return outs(lax::map([](A v) { return sum(sin(v)) * v; }, x[0])); });
 
   // ---- fori_loop ----
   c.add("fori", [](const Inputs& x) { return outs(lax::fori_loop(0, 5, fori_body, x[0])); });
-  c.add("fori_grad", [](const Inputs& x) {
-    return outs(grad([](A c) { return sum(lax::fori_loop(0, 5, fori_body, c)); })(x[0]));
-  }, accum);  // a product of 5 steps' derivatives: rounding compounds (2.2x the default seen)
-  c.add("fori_grad_closure", [](const Inputs& x) {
-    auto [gw, gc] = grad([](A w, A c) {
-      return sum(lax::fori_loop(1, 4, [w](A, A v) { return tanh(matmul(w, v)); }, c));
-    }, argnums<0, 1>)(x[0], x[1]);
-    return outs(gw, gc);
-  }, accum);
+  c.add(
+      "fori_grad",
+      [](const Inputs& x) {
+        return outs(grad([](A c) { return sum(lax::fori_loop(0, 5, fori_body, c)); })(x[0]));
+      },
+      accum);  // a product of 5 steps' derivatives: rounding compounds (2.2x the default seen)
+  c.add(
+      "fori_grad_closure",
+      [](const Inputs& x) {
+        auto [gw, gc] = grad(
+            [](A w, A c) {
+              return sum(lax::fori_loop(
+                  1, 4, [w](A, A v) { return tanh(matmul(w, v)); }, c));
+            },
+            argnums<0, 1>)(x[0], x[1]);
+        return outs(gw, gc);
+      },
+      accum);
   c.add("fori_vmap", [](const Inputs& x) {
     return outs(vmap([](A c) { return lax::fori_loop(0, 5, fori_body, c); })(x[0]));
   });
   c.add("fori_vmap_traced_bound", [](const Inputs& x) {
     return outs(vmap([](A n, A c) {
-      return lax::fori_loop(Array(0), n, [](A, A v) { return v * 2.0 + 1.0; }, c);
+      return lax::fori_loop(
+          Array(0), n, [](A, A v) { return v * 2.0 + 1.0; }, c);
     })(x[0], x[1]));
   });
   c.add("fori_jvp", [](const Inputs& x) {
@@ -142,10 +175,12 @@ SPMD_JAX_REFERENCE_FAMILY(control_flow) {
   c.add("while_int", [](const Inputs& x) { return outs(collatz_steps(x[0])); });
   c.add("while_vmap_pred", [](const Inputs& x) { return outs(vmap(collatz_steps)(x[0])); });
   c.add("while_float", [](const Inputs& x) { return outs(grow(x[0], x[1])); });
-  c.add("while_vmap_carry",
-        [](const Inputs& x) { return outs(vmap(grow, {0, none})(x[0], x[1])); });
-  c.add("while_vmap_limit",
-        [](const Inputs& x) { return outs(vmap(grow, {none, 0})(x[0], x[1])); });
+  c.add("while_vmap_carry", [](const Inputs& x) {
+    return outs(vmap(grow, {0, none})(x[0], x[1]));
+  });
+  c.add("while_vmap_limit", [](const Inputs& x) {
+    return outs(vmap(grow, {none, 0})(x[0], x[1]));
+  });
   c.add("while_jvp", [](const Inputs& x) {
     auto [p, t] = jvp([](A a) { return grow(a, 20.0); }, x[0], x[1]);
     return outs(p, t);
@@ -164,18 +199,20 @@ SPMD_JAX_REFERENCE_FAMILY(control_flow) {
   c.add("cond_true", [](const Inputs& x) { return outs(cond2(x[0], x[1], x[2])); });
   c.add("cond_false", [](const Inputs& x) { return outs(cond2(x[0], x[1], x[2])); });
   c.add("cond_vmap_pred", [](const Inputs& x) { return outs(vmap(cond2)(x[0], x[1], x[2])); });
-  c.add("cond_vmap_operand",
-        [](const Inputs& x) { return outs(vmap(cond2, {none, 0, none})(x[0], x[1], x[2])); });
+  c.add("cond_vmap_operand", [](const Inputs& x) {
+    return outs(vmap(cond2, {none, 0, none})(x[0], x[1], x[2]));
+  });
   auto cond_grad = [](const Inputs& x) {
-    auto [ga, gb] = grad([](A a, A b, A p) { return sum(cond2(p, a, b)); }, argnums<0, 1>)(
-        x[0], x[1], x[2]);
+    auto [ga, gb] =
+        grad([](A a, A b, A p) { return sum(cond2(p, a, b)); }, argnums<0, 1>)(x[0], x[1], x[2]);
     return outs(ga, gb);
   };
   c.add("cond_grad", cond_grad);
   c.add("cond_grad_false", cond_grad);
   c.add("cond_grad_data_pred", [](const Inputs& x) {
     return outs(grad([](A a) {
-      return sum(lax::cond(sum(a) > 0.0, [](A v) { return exp(v); }, [](A v) { return cos(v); }, a));
+      return sum(lax::cond(
+          sum(a) > 0.0, [](A v) { return exp(v); }, [](A v) { return cos(v); }, a));
     })(x[0]));
   });
   c.add("cond_vmap_grad", [](const Inputs& x) {
@@ -188,14 +225,16 @@ SPMD_JAX_REFERENCE_FAMILY(control_flow) {
     return outs(p, t);
   });
   c.add("cond_int_pred", [](const Inputs& x) {
-    return outs(lax::cond(x[0], [](A v) { return v + 1.0; }, [](A v) { return v * 3.0; }, x[1]));
+    return outs(lax::cond(
+        x[0], [](A v) { return v + 1.0; }, [](A v) { return v * 3.0; }, x[1]));
   });
   c.add("switch", [](const Inputs& x) { return outs(sw(x[0], x[1])); });
   c.add("switch_clamp_high", [](const Inputs& x) { return outs(sw(x[0], x[1])); });
   c.add("switch_clamp_low", [](const Inputs& x) { return outs(sw(x[0], x[1])); });
   c.add("switch_vmap_index", [](const Inputs& x) { return outs(vmap(sw)(x[0], x[1])); });
-  c.add("switch_vmap_operand",
-        [](const Inputs& x) { return outs(vmap(sw, {none, 0})(x[0], x[1])); });
+  c.add("switch_vmap_operand", [](const Inputs& x) {
+    return outs(vmap(sw, {none, 0})(x[0], x[1]));
+  });
   auto sw_loss = [](A a, A i) { return sum(square(sw(i, a))); };
   c.add("switch_grad", [sw_loss](const Inputs& x) { return outs(grad(sw_loss)(x[0], x[1])); });
   c.add("switch_vmap_grad",
@@ -204,19 +243,26 @@ SPMD_JAX_REFERENCE_FAMILY(control_flow) {
   // ---- composed ----
   c.add("cond_in_scan_grad", [](const Inputs& x) {
     return outs(grad([](A c, A xs) {
-      return sum(lax::scan([](A c, A v) {
-                   Array n = lax::cond(v > 0.0, [v](A u) { return u * v; }, [](A u) { return sin(u); }, c);
-                   return AA(n, c);
-                 }, c, xs).first);
+      return sum(lax::scan(
+                     [](A c, A v) {
+                       Array n = lax::cond(
+                           v > 0.0, [v](A u) { return u * v; }, [](A u) { return sin(u); }, c);
+                       return AA(n, c);
+                     },
+                     c, xs)
+                     .first);
     })(x[0], x[1]));
   });
-  c.add("scan_in_vmap_in_grad", [](const Inputs& x) {
-    return outs(grad([](A w, A xs) {
-      return sum(vmap([w](A row) {
-        return lax::scan([w](A c, A xi) { return AA(c * w + xi, c); }, w * 0.0, row).first;
-      })(xs));
-    })(x[0], x[1]));
-  }, accum);
+  c.add(
+      "scan_in_vmap_in_grad",
+      [](const Inputs& x) {
+        return outs(grad([](A w, A xs) {
+          return sum(vmap([w](A row) {
+            return lax::scan([w](A c, A xi) { return AA(c * w + xi, c); }, w * 0.0, row).first;
+          })(xs));
+        })(x[0], x[1]));
+      },
+      accum);
   c.add("while_in_cond_vmap", [](const Inputs& x) {
     return outs(vmap([](A p, A v) {
       return lax::cond(

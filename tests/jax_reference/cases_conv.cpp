@@ -43,38 +43,70 @@ SPMD_JAX_REFERENCE_FAMILY(conv) {
         c.add("conv_" + name + "_" + dt, conv_program(k),
               dt == "f64" ? std::optional<Tolerance>(f64) : std::nullopt);
 
-  c.add("conv_nhwc_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1, 2}, "SAME", {}, {},
-                                          {"NHWC", "HWIO", "NHWC"}));
-  }, f32);
-  c.add("conv_nhwc_to_nchw_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {2, 1}, "VALID", {}, {},
-                                          {"NHWC", "HWIO", "NCHW"}));
-  }, f32);
-  c.add("conv_chwn_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "SAME", {}, {},
-                                          {"CHWN", "IOHW", "NHWC"}));
-  }, f32);
-  c.add("conv_groups2_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "SAME", {}, {}, {}, 2));
-  }, f32);
-  c.add("conv_depthwise_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "VALID", {}, {}, {}, 4));
-  }, f32);
-  c.add("conv_batch_groups_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "VALID", {}, {}, {}, 1, 2));
-  }, f32);
-  c.add("conv1d_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {2}, Pairs{{1, 2}}));
-  }, f32);
-  c.add("conv1d_nwc_f64", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1}, "SAME", {}, {3}, {"NWC", "WIO", "NWC"}));
-  }, f64);
-  c.add("conv3d_f32", [](const Inputs& x) {
-    return outs(lax::conv_general_dilated(x[0], x[1], {1, 2, 1}, "SAME"));
-  }, f32);
-  c.add("lax_conv_f32", [](const Inputs& x) { return outs(lax::conv(x[0], x[1], {1, 1}, "SAME")); },
-        f32);
+  c.add(
+      "conv_nhwc_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {1, 2}, "SAME", {}, {},
+                                              {"NHWC", "HWIO", "NHWC"}));
+      },
+      f32);
+  c.add(
+      "conv_nhwc_to_nchw_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {2, 1}, "VALID", {}, {},
+                                              {"NHWC", "HWIO", "NCHW"}));
+      },
+      f32);
+  c.add(
+      "conv_chwn_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "SAME", {}, {},
+                                              {"CHWN", "IOHW", "NHWC"}));
+      },
+      f32);
+  c.add(
+      "conv_groups2_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "SAME", {}, {}, {}, 2));
+      },
+      f32);
+  c.add(
+      "conv_depthwise_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "VALID", {}, {}, {}, 4));
+      },
+      f32);
+  c.add(
+      "conv_batch_groups_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {1, 1}, "VALID", {}, {}, {}, 1, 2));
+      },
+      f32);
+  c.add(
+      "conv1d_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {2}, Pairs{{1, 2}}));
+      },
+      f32);
+  c.add(
+      "conv1d_nwc_f64",
+      [](const Inputs& x) {
+        return outs(
+            lax::conv_general_dilated(x[0], x[1], {1}, "SAME", {}, {3}, {"NWC", "WIO", "NWC"}));
+      },
+      f64);
+  c.add(
+      "conv3d_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv_general_dilated(x[0], x[1], {1, 2, 1}, "SAME"));
+      },
+      f32);
+  c.add(
+      "lax_conv_f32",
+      [](const Inputs& x) {
+        return outs(lax::conv(x[0], x[1], {1, 1}, "SAME"));
+      },
+      f32);
 
   // ---- reduce_window --------------------------------------------------------------------------
   struct Window {
@@ -111,8 +143,8 @@ SPMD_JAX_REFERENCE_FAMILY(conv) {
         std::optional<Tolerance> t;
         if (cn == "sum" && dt == "f16") t = tolerance(2e-3, 1e-2);
         if (cn == "sum" && dt == "bf16") t = tolerance(1.6e-2, 8e-2);
-        c.add("reduce_window_" + cn + "_w33same_" + dt, window_program(windows[1].second, comp, init),
-              t);
+        c.add("reduce_window_" + cn + "_w33same_" + dt,
+              window_program(windows[1].second, comp, init), t);
       }
   c.add("reduce_window_max_i32", [](const Inputs& x) {
     return outs(lax::reduce_window(x[0], std::numeric_limits<int32_t>::min(), WC::Max, {2, 2},
@@ -122,13 +154,21 @@ SPMD_JAX_REFERENCE_FAMILY(conv) {
     return outs(lax::reduce_window(x[0], 1.0, WC::Sum, {2, 3}, {1, 2}, Pairs{{1, 0}, {0, 2}}));
   });
   c.add("max_pool_f32", [](const Inputs& x) { return outs(nn::max_pool(x[0], {2, 2}, {2, 2})); });
-  c.add("max_pool_same_f32",
-        [](const Inputs& x) { return outs(nn::max_pool(x[0], {3, 3}, {2, 2}, "SAME")); });
-  c.add("avg_pool_f32", [](const Inputs& x) { return outs(nn::avg_pool(x[0], {2, 3}, {1, 1})); },
-        f32);
-  c.add("avg_pool_pad_f32", [](const Inputs& x) {
-    return outs(nn::avg_pool(x[0], {3, 3}, {2, 2}, Pairs{{1, 1}, {1, 1}}));
-  }, f32);
+  c.add("max_pool_same_f32", [](const Inputs& x) {
+    return outs(nn::max_pool(x[0], {3, 3}, {2, 2}, "SAME"));
+  });
+  c.add(
+      "avg_pool_f32",
+      [](const Inputs& x) {
+        return outs(nn::avg_pool(x[0], {2, 3}, {1, 1}));
+      },
+      f32);
+  c.add(
+      "avg_pool_pad_f32",
+      [](const Inputs& x) {
+        return outs(nn::avg_pool(x[0], {3, 3}, {2, 2}, Pairs{{1, 1}, {1, 1}}));
+      },
+      f32);
 }
 
 }  // namespace spmd::jax_reference

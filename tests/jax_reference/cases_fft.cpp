@@ -38,7 +38,8 @@ SPMD_JAX_REFERENCE_FAMILY(fft) {
     add("fft_axis0_c" + dt, [](const Inputs& x) { return outs(fft::fft(x[0], std::nullopt, 0)); });
     add("ifft_pad_c" + dt, [](const Inputs& x) { return outs(fft::ifft(x[0], 12)); });
     add("rfft_odd_f" + dt, [](const Inputs& x) { return outs(fft::rfft(x[0], 7)); });
-    add("rfft_axis0_f" + dt, [](const Inputs& x) { return outs(fft::rfft(x[0], std::nullopt, 0)); });
+    add("rfft_axis0_f" + dt,
+        [](const Inputs& x) { return outs(fft::rfft(x[0], std::nullopt, 0)); });
     add("irfft_n_c" + dt, [](const Inputs& x) { return outs(fft::irfft(x[0], 9)); });
     add("irfft_axis0_c" + dt,
         [](const Inputs& x) { return outs(fft::irfft(x[0], std::nullopt, 0)); });
@@ -47,35 +48,43 @@ SPMD_JAX_REFERENCE_FAMILY(fft) {
     add("ihfft_f" + dt, [](const Inputs& x) { return outs(fft::ihfft(x[0])); });
     add("fft2_c" + dt, [](const Inputs& x) { return outs(fft::fft2(x[0])); });
     add("fft2_s_c" + dt, [](const Inputs& x) { return outs(fft::fft2(x[0], Shape{4, 7})); });
-    add("ifft2_c" + dt,
-        [](const Inputs& x) { return outs(fft::ifft2(x[0], std::nullopt, {-2, -1}, "ortho")); });
+    add("ifft2_c" + dt, [](const Inputs& x) {
+      return outs(fft::ifft2(x[0], std::nullopt, {-2, -1}, "ortho"));
+    });
     add("rfft2_f" + dt, [](const Inputs& x) { return outs(fft::rfft2(x[0])); });
     add("irfft2_c" + dt, [](const Inputs& x) { return outs(fft::irfft2(x[0])); });
     add("irfft2_s_c" + dt, [](const Inputs& x) { return outs(fft::irfft2(x[0], Shape{6, 7})); });
-    add("fftn_axes_c" + dt,
-        [](const Inputs& x) { return outs(fft::fftn(x[0], std::nullopt, std::vector<int>{0, 2})); });
+    add("fftn_axes_c" + dt, [](const Inputs& x) {
+      return outs(fft::fftn(x[0], std::nullopt, std::vector<int>{0, 2}));
+    });
     add("fftn_s_c" + dt, [](const Inputs& x) {
       return outs(fft::fftn(x[0], Shape{3, 4}, std::vector<int>{2, 0}));
     });
     add("ifftn_c" + dt, [](const Inputs& x) { return outs(fft::ifftn(x[0])); });
     add("rfftn_f" + dt, [](const Inputs& x) { return outs(fft::rfftn(x[0])); });
-    add("rfftn_axes_f" + dt,
-        [](const Inputs& x) { return outs(fft::rfftn(x[0], std::nullopt, std::vector<int>{0, 1})); });
+    add("rfftn_axes_f" + dt, [](const Inputs& x) {
+      return outs(fft::rfftn(x[0], std::nullopt, std::vector<int>{0, 1}));
+    });
     add("irfftn_s_c" + dt, [](const Inputs& x) {
       return outs(fft::irfftn(x[0], Shape{5, 8}, std::vector<int>{0, 2}));
     });
   }
   // 1009 points (Bluestein's algorithm in spmd): the error grows with the length.
-  c.add("fft_prime_c128", [](const Inputs& x) { return outs(fft::fft(x[0])); },
-        tolerance(1e-11, 1e-11));
-  c.add("fft_prime_c64", [](const Inputs& x) { return outs(fft::fft(x[0])); },
-        tolerance(1e-4, 2e-4));
-  c.add("rfft_256_f32", [](const Inputs& x) { return outs(fft::rfft(x[0])); }, tolerance(2e-5, 5e-5));
-  c.add("fft_int_i32", [](const Inputs& x) { return outs(fft::fft(x[0])); }, t32);
+  c.add(
+      "fft_prime_c128", [](const Inputs& x) { return outs(fft::fft(x[0])); },
+      tolerance(1e-11, 1e-11));
+  c.add(
+      "fft_prime_c64", [](const Inputs& x) { return outs(fft::fft(x[0])); }, tolerance(1e-4, 2e-4));
+  c.add(
+      "rfft_256_f32", [](const Inputs& x) { return outs(fft::rfft(x[0])); }, tolerance(2e-5, 5e-5));
+  c.add(
+      "fft_int_i32", [](const Inputs& x) { return outs(fft::fft(x[0])); }, t32);
   for (int n : {7, 8}) {
-    c.add("fftfreq_" + std::to_string(n), [n](const Inputs&) { return outs(fft::fftfreq(n, 0.5)); });
+    c.add("fftfreq_" + std::to_string(n),
+          [n](const Inputs&) { return outs(fft::fftfreq(n, 0.5)); });
     c.add("rfftfreq_" + std::to_string(n), [n](const Inputs&) { return outs(fft::rfftfreq(n)); });
-    c.add("fftshift_" + std::to_string(n), [](const Inputs& x) { return outs(fft::fftshift(x[0])); });
+    c.add("fftshift_" + std::to_string(n),
+          [](const Inputs& x) { return outs(fft::fftshift(x[0])); });
     c.add("ifftshift_" + std::to_string(n),
           [](const Inputs& x) { return outs(fft::ifftshift(x[0], 1)); });
   }

@@ -13,7 +13,7 @@ const char* const kComplexScatter =
 }  // namespace
 
 SPMD_JAX_REFERENCE_FAMILY(indexing) {
-  const std::vector<std::string> all = {"f32", "f64", "i32", "i64", "u32",
+  const std::vector<std::string> all = {"f32", "f64",  "i32", "i64", "u32",
                                         "b",   "bf16", "f16", "c64"};
   for (const std::string& dt : all) {
     c.add("take_fill_" + dt, [](const Inputs& x) { return outs(take(x[0], x[1], 0, "fill")); });
@@ -37,11 +37,12 @@ SPMD_JAX_REFERENCE_FAMILY(indexing) {
   c.add("take_fill_value_i32",
         [](const Inputs& x) { return outs(take(x[0], x[1], std::nullopt, "fill", -3)); });
   c.add("take_u32_index_f32", [](const Inputs& x) { return outs(take(x[0], x[1], 0)); });
-  c.add("take_along_promise_f32", [](const Inputs& x) {
-    return outs(take_along_axis(x[0], x[1], 0, "promise_in_bounds"));
-  });
-  c.add("take_along_axis0_f64", [](const Inputs& x) { return outs(take_along_axis(x[0], x[1], 0)); });
-  c.add("take_along_bcast_f32", [](const Inputs& x) { return outs(take_along_axis(x[0], x[1], 1)); });
+  c.add("take_along_promise_f32",
+        [](const Inputs& x) { return outs(take_along_axis(x[0], x[1], 0, "promise_in_bounds")); });
+  c.add("take_along_axis0_f64",
+        [](const Inputs& x) { return outs(take_along_axis(x[0], x[1], 0)); });
+  c.add("take_along_bcast_f32",
+        [](const Inputs& x) { return outs(take_along_axis(x[0], x[1], 1)); });
   c.add("take_along_flat_i32",
         [](const Inputs& x) { return outs(take_along_axis(x[0], x[1], std::nullopt)); });
   c.add("take_3d_axis1_f32", [](const Inputs& x) { return outs(take(x[0], x[1], 1, "clip")); });
@@ -67,9 +68,11 @@ SPMD_JAX_REFERENCE_FAMILY(indexing) {
   c.add("at_add_bcast_f32", [](const Inputs& x) { return outs(x[0].at(x[1]).add(x[2])); });
 
   using Scatter = Array (*)(const Array&, const Array&, const Array&, int, int);
-  const std::vector<std::pair<std::string, Scatter>> scatters = {
-      {"set", lax::scatter},     {"add", lax::scatter_add}, {"mul", lax::scatter_mul},
-      {"min", lax::scatter_min}, {"max", lax::scatter_max}};
+  const std::vector<std::pair<std::string, Scatter>> scatters = {{"set", lax::scatter},
+                                                                 {"add", lax::scatter_add},
+                                                                 {"mul", lax::scatter_mul},
+                                                                 {"min", lax::scatter_min},
+                                                                 {"max", lax::scatter_max}};
   for (const std::string dt : {"f32", "f64", "i32", "bf16", "c64"}) {
     for (const auto& [name, f] : scatters) {
       if (dt == "c64" && (name == "min" || name == "max")) continue;
@@ -90,20 +93,28 @@ SPMD_JAX_REFERENCE_FAMILY(indexing) {
   }
 
   for (int k = 0; k < 5; ++k) {
-    c.add("dynamic_slice_" + std::to_string(k), [](const Inputs& x) {
-      return outs(lax::dynamic_slice(x[0], {x[1], x[2]}, {2, 3}));
-    }, exact());
-    c.add("dynamic_update_slice_" + std::to_string(k), [](const Inputs& x) {
-      return outs(lax::dynamic_update_slice(x[0], x[1], {x[2], x[3]}));
-    }, exact());
+    c.add(
+        "dynamic_slice_" + std::to_string(k),
+        [](const Inputs& x) {
+          return outs(lax::dynamic_slice(x[0], {x[1], x[2]}, {2, 3}));
+        },
+        exact());
+    c.add(
+        "dynamic_update_slice_" + std::to_string(k),
+        [](const Inputs& x) {
+          return outs(lax::dynamic_update_slice(x[0], x[1], {x[2], x[3]}));
+        },
+        exact());
   }
   c.add("dynamic_slice_in_dim_i32",
         [](const Inputs& x) { return outs(lax::dynamic_slice_in_dim(x[0], x[1], 3, 1)); });
-  c.add("dynamic_update_slice_in_dim_bf16", [](const Inputs& x) {
-    return outs(lax::dynamic_update_slice_in_dim(x[0], x[1], x[2], 0));
-  }, exact());
-  c.add("dynamic_slice_i64_start_c64",
-        [](const Inputs& x) { return outs(lax::dynamic_slice(x[0], {x[1]}, {2})); }, exact());
+  c.add(
+      "dynamic_update_slice_in_dim_bf16",
+      [](const Inputs& x) { return outs(lax::dynamic_update_slice_in_dim(x[0], x[1], x[2], 0)); },
+      exact());
+  c.add(
+      "dynamic_slice_i64_start_c64",
+      [](const Inputs& x) { return outs(lax::dynamic_slice(x[0], {x[1]}, {2})); }, exact());
   c.add("one_hot_f32", [](const Inputs& x) { return outs(one_hot(x[0], 4)); });
 }
 

@@ -77,9 +77,8 @@ std::map<std::string, spmd::Program> spmd_programs() {
   m["vmap_max_axis1"] = make_jaxpr(vmap([](A a) { return max(a, 1); }))(f32({4, 3, 5}));
   m["vmap_take"] = make_jaxpr(vmap(take0))(f32({4, 6, 3}), i32({4, 2}));
   m["vmap_take_operand"] = make_jaxpr(vmap(take0, {0, none}))(f32({4, 6, 3}), i32({2}));
-  m["vmap_dynamic_slice"] = make_jaxpr(vmap([](A a, A i) {
-    return lax::dynamic_slice(a, {i}, {2});
-  }))(f32({4, 6}), i32({4}));
+  m["vmap_dynamic_slice"] = make_jaxpr(
+      vmap([](A a, A i) { return lax::dynamic_slice(a, {i}, {2}); }))(f32({4, 6}), i32({4}));
   return m;
 }
 
@@ -95,7 +94,7 @@ TEST(JaxprShapes, BatchedOpsBesideJax) {
   }
   // The programs whose primitive sequence differs from JAX's today (see the top of the file).
   const std::set<std::string> differ{"vmap_conv_both", "vmap_dynamic_slice", "vmap_take",
-                                      "vmap_take_operand"};
+                                     "vmap_take_operand"};
   std::map<std::string, spmd::Program> spmd = spmd_programs();
   EXPECT_EQ(spmd.size(), jax.size()) << "jaxpr_shapes.py and this test list other programs";
   for (const auto& [name, program] : spmd) {

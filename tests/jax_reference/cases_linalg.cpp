@@ -63,12 +63,14 @@ SPMD_JAX_REFERENCE_FAMILY(linalg) {
     add("svd", svd_inv(true));
     add("svd_reduced", svd_inv(false));
     add("svd_wide", svd_inv(false));
-    add("svd_values",
-        [](const Inputs& x) { return outs(linalg::svd(x[0], true, false).s); });
-    c.add("lu_" + dt, [](const Inputs& x) {
-      auto [lu, piv, perm] = lax::lu(x[0]);
-      return outs(lu, piv, perm);
-    }, t);
+    add("svd_values", [](const Inputs& x) { return outs(linalg::svd(x[0], true, false).s); });
+    c.add(
+        "lu_" + dt,
+        [](const Inputs& x) {
+          auto [lu, piv, perm] = lax::lu(x[0]);
+          return outs(lu, piv, perm);
+        },
+        t);
     add("cho_solve", [](const Inputs& x) { return outs(linalg::cho_solve(x[0], x[1])); });
     add("lstsq", [](const Inputs& x) {
       auto r = linalg::lstsq(x[0], x[1]);
@@ -86,7 +88,8 @@ SPMD_JAX_REFERENCE_FAMILY(linalg) {
             });
           }
   }
-  c.add("det_singular_f64", [](const Inputs& x) { return outs(linalg::det(x[0])); }, f64);
+  c.add(
+      "det_singular_f64", [](const Inputs& x) { return outs(linalg::det(x[0])); }, f64);
   c.add("slogdet_singular_f64", [](const Inputs& x) {
     auto r = linalg::slogdet(x[0]);
     return outs(r.sign, r.logabsdet);
@@ -98,31 +101,48 @@ SPMD_JAX_REFERENCE_FAMILY(linalg) {
   for (const std::string dt : {"f32", "f64", "c64", "i32", "bf16", "f16"}) {
     std::optional<Tolerance> t;
     if (dt == "f32" || dt == "c64") t = tolerance(1e-5, 1e-6);
-    c.add("matmul_" + dt, [](const Inputs& x) { return outs(matmul(x[0], x[1])); }, t);
-    c.add("dot_vec_" + dt, [](const Inputs& x) { return outs(dot(x[0], x[1])); }, t);
-    c.add("vdot_" + dt, [](const Inputs& x) { return outs(vdot(x[0], x[1])); }, t);
-    c.add("einsum_ij_jk_" + dt, [](const Inputs& x) { return outs(einsum("ij,jk->ki", x[0], x[1])); },
-          t);
+    c.add(
+        "matmul_" + dt, [](const Inputs& x) { return outs(matmul(x[0], x[1])); }, t);
+    c.add(
+        "dot_vec_" + dt, [](const Inputs& x) { return outs(dot(x[0], x[1])); }, t);
+    c.add(
+        "vdot_" + dt, [](const Inputs& x) { return outs(vdot(x[0], x[1])); }, t);
+    c.add(
+        "einsum_ij_jk_" + dt, [](const Inputs& x) { return outs(einsum("ij,jk->ki", x[0], x[1])); },
+        t);
   }
   const Tolerance p32 = tolerance(1e-5, 1e-6);
-  c.add("matmul_batched_f32", [](const Inputs& x) { return outs(matmul(x[0], x[1])); }, p32);
-  c.add("matmul_bcast_f32", [](const Inputs& x) { return outs(matmul(x[0], x[1])); }, p32);
-  c.add("einsum_batch_f32",
-        [](const Inputs& x) { return outs(einsum("bij,bjk->bik", x[0], x[1])); }, p32);
-  c.add("einsum_trace_f32", [](const Inputs& x) { return outs(einsum("ii->", x[0])); }, p32);
-  c.add("einsum_diag_f32", [](const Inputs& x) { return outs(einsum("ii->i", x[0])); }, p32);
-  c.add("einsum_ellipsis_f32",
-        [](const Inputs& x) { return outs(einsum("...ij,...jk->...ik", x[0], x[1])); }, p32);
-  c.add("einsum_three_f32",
-        [](const Inputs& x) { return outs(einsum("bij,bjk,bk->bi", x[0], x[1], x[2])); }, p32);
-  c.add("einsum_implicit_f32", [](const Inputs& x) { return outs(einsum("ij,jk", x[0], x[1])); },
-        p32);
-  c.add("tensordot_f32", [](const Inputs& x) {
-    return outs(tensordot(x[0], x[1], std::pair<std::vector<int>, std::vector<int>>{{0, 2}, {0, 1}}));
-  }, p32);
+  c.add(
+      "matmul_batched_f32", [](const Inputs& x) { return outs(matmul(x[0], x[1])); }, p32);
+  c.add(
+      "matmul_bcast_f32", [](const Inputs& x) { return outs(matmul(x[0], x[1])); }, p32);
+  c.add(
+      "einsum_batch_f32", [](const Inputs& x) { return outs(einsum("bij,bjk->bik", x[0], x[1])); },
+      p32);
+  c.add(
+      "einsum_trace_f32", [](const Inputs& x) { return outs(einsum("ii->", x[0])); }, p32);
+  c.add(
+      "einsum_diag_f32", [](const Inputs& x) { return outs(einsum("ii->i", x[0])); }, p32);
+  c.add(
+      "einsum_ellipsis_f32",
+      [](const Inputs& x) { return outs(einsum("...ij,...jk->...ik", x[0], x[1])); }, p32);
+  c.add(
+      "einsum_three_f32",
+      [](const Inputs& x) { return outs(einsum("bij,bjk,bk->bi", x[0], x[1], x[2])); }, p32);
+  c.add(
+      "einsum_implicit_f32", [](const Inputs& x) { return outs(einsum("ij,jk", x[0], x[1])); },
+      p32);
+  c.add(
+      "tensordot_f32",
+      [](const Inputs& x) {
+        return outs(
+            tensordot(x[0], x[1], std::pair<std::vector<int>, std::vector<int>>{{0, 2}, {0, 1}}));
+      },
+      p32);
   c.add("tensordot_int_f64", [](const Inputs& x) { return outs(tensordot(x[0], x[1], 1)); });
-  c.add("dot_general_f32",
-        [](const Inputs& x) { return outs(lax::dot_general(x[0], x[1], {2}, {1}, {0}, {0})); }, p32);
+  c.add(
+      "dot_general_f32",
+      [](const Inputs& x) { return outs(lax::dot_general(x[0], x[1], {2}, {1}, {0}, {0})); }, p32);
   c.add("dot_general_nobatch_f64",
         [](const Inputs& x) { return outs(lax::dot_general(x[0], x[1], {1}, {0})); });
 }

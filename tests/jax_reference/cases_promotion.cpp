@@ -13,16 +13,14 @@ namespace spmd::jax_reference {
 
 SPMD_JAX_REFERENCE_FAMILY(promotion) {
   const std::vector<std::pair<std::string, DType>> dtypes = {
-      {"b", bool_},   {"i32", int32},   {"i64", int64}, {"u32", uint32},    {"f16", float16},
-      {"bf16", bfloat16}, {"f32", float32}, {"f64", float64}, {"c64", complex64},
-      {"c128", complex128}};
+      {"b", bool_},       {"i32", int32},      {"i64", int64},   {"u32", uint32},
+      {"f16", float16},   {"bf16", bfloat16},  {"f32", float32}, {"f64", float64},
+      {"c64", complex64}, {"c128", complex128}};
   for (const auto& [a, ta] : dtypes)
     for (const auto& [b, tb] : dtypes)
       c.add("promote_" + a + "_" + b, [](const Inputs& x) { return outs(x[0] + x[1]); });
 
-  auto kind = [](DType t) {
-    return t == bool_ ? 0 : is_integer(t) ? 1 : is_floating(t) ? 2 : 3;
-  };
+  auto kind = [](DType t) { return t == bool_ ? 0 : is_integer(t) ? 1 : is_floating(t) ? 2 : 3; };
   const std::string why =
       "a weak Python scalar meeting an array of a lower kind gives JAX's x64 default type "
       "(int64, float64, complex128); spmd gives the default of JAX without x64 (int32, float32, "
@@ -52,7 +50,8 @@ SPMD_JAX_REFERENCE_FAMILY(promotion) {
   c.add("promote_types_table", [dtypes](const Inputs&) {
     std::vector<int32_t> table;
     for (const auto& [a, ta] : dtypes)
-      for (const auto& [b, tb] : dtypes) table.push_back(static_cast<int32_t>(promote_types(ta, tb)));
+      for (const auto& [b, tb] : dtypes)
+        table.push_back(static_cast<int32_t>(promote_types(ta, tb)));
     return outs(Array(table, {10, 10}));
   });
 }

@@ -22,7 +22,8 @@ SPMD_JAX_REFERENCE_FAMILY(random) {
       {"k0", 0}, {"k42", 42}, {"kbig", (uint64_t{1} << 40) + 12345}};
   const std::vector<std::pair<std::string, Shape>> shapes = {{"s", {}}, {"v", {7}}, {"m", {3, 4}}};
   for (const auto& [sn, seed] : seeds)
-    c.add("key_" + sn, [seed = seed](const Inputs&) { return outs(random::key(seed)); }, ex);
+    c.add(
+        "key_" + sn, [seed = seed](const Inputs&) { return outs(random::key(seed)); }, ex);
   for (const auto& [sn, seed] : seeds) {
     auto add = [&, sn = sn](const std::string& name, Program p) {
       c.add(name + "_" + sn, std::move(p), ex);
@@ -34,37 +35,45 @@ SPMD_JAX_REFERENCE_FAMILY(random) {
     add("split_fold",
         [](const Inputs& x) { return outs(random::fold_in(random::split(x[0], 3)[2], 1u)); });
     for (const auto& [shn, shape] : shapes) {
-      c.add("bits_" + sn + "_" + shn,
-            [shape = shape](const Inputs& x) { return outs(random::bits(x[0], shape)); }, ex);
-      c.add("uniform_" + sn + "_" + shn,
-            [shape = shape](const Inputs& x) { return outs(random::uniform(x[0], shape)); }, ex);
-      c.add("normal_" + sn + "_" + shn,
-            [shape = shape](const Inputs& x) { return outs(random::normal(x[0], shape)); },
-            erfinv32);
-      c.add("randint_" + sn + "_" + shn, [shape = shape](const Inputs& x) {
-        return outs(random::randint(x[0], shape, -5, 17));
-      }, ex);
-      c.add("bernoulli_" + sn + "_" + shn,
-            [shape = shape](const Inputs& x) { return outs(random::bernoulli(x[0], 0.3, shape)); },
-            ex);
+      c.add(
+          "bits_" + sn + "_" + shn,
+          [shape = shape](const Inputs& x) { return outs(random::bits(x[0], shape)); }, ex);
+      c.add(
+          "uniform_" + sn + "_" + shn,
+          [shape = shape](const Inputs& x) { return outs(random::uniform(x[0], shape)); }, ex);
+      c.add(
+          "normal_" + sn + "_" + shn,
+          [shape = shape](const Inputs& x) { return outs(random::normal(x[0], shape)); }, erfinv32);
+      c.add(
+          "randint_" + sn + "_" + shn,
+          [shape = shape](const Inputs& x) { return outs(random::randint(x[0], shape, -5, 17)); },
+          ex);
+      c.add(
+          "bernoulli_" + sn + "_" + shn,
+          [shape = shape](const Inputs& x) { return outs(random::bernoulli(x[0], 0.3, shape)); },
+          ex);
     }
     add("bits_odd", [](const Inputs& x) { return outs(random::bits(x[0], {5, 3})); });
-    c.add("uniform_range_" + sn,
-          [](const Inputs& x) { return outs(random::uniform(x[0], {6}, float32, -2.0, 3.0)); },
-          fma32);
+    c.add(
+        "uniform_range_" + sn,
+        [](const Inputs& x) { return outs(random::uniform(x[0], {6}, float32, -2.0, 3.0)); },
+        fma32);
     for (const auto& [dn, dt] : std::vector<std::pair<std::string, DType>>{
              {"f64", float64}, {"f16", float16}, {"bf16", bfloat16}}) {
-      c.add("uniform_" + dn + "_" + sn,
-            [dt = dt](const Inputs& x) { return outs(random::uniform(x[0], {5}, dt)); }, ex);
+      c.add(
+          "uniform_" + dn + "_" + sn,
+          [dt = dt](const Inputs& x) { return outs(random::uniform(x[0], {5}, dt)); }, ex);
       // The float64 uniform draws are JAX's bit for bit (uniform_f64); erf_inv in float64 is
       // spmd's polynomial, not XLA's, and differs in the last bits.
-      c.add("normal_" + dn + "_" + sn,
-            [dt = dt](const Inputs& x) { return outs(random::normal(x[0], {5}, dt)); },
-            dt == float64 ? std::optional<Tolerance>(tolerance(1e-14, 1e-15))
-                          : std::optional<Tolerance>(ex));
+      c.add(
+          "normal_" + dn + "_" + sn,
+          [dt = dt](const Inputs& x) { return outs(random::normal(x[0], {5}, dt)); },
+          dt == float64 ? std::optional<Tolerance>(tolerance(1e-14, 1e-15))
+                        : std::optional<Tolerance>(ex));
     }
-    c.add("normal_c64_" + sn,
-          [](const Inputs& x) { return outs(random::normal(x[0], {4}, complex64)); }, erfinv32);
+    c.add(
+        "normal_c64_" + sn,
+        [](const Inputs& x) { return outs(random::normal(x[0], {4}, complex64)); }, erfinv32);
     add("randint_wide", [](const Inputs& x) {
       return outs(random::randint(x[0], {8}, std::numeric_limits<int32_t>::min(),
                                   std::numeric_limits<int32_t>::max()));
@@ -78,20 +87,22 @@ SPMD_JAX_REFERENCE_FAMILY(random) {
                   return outs(random::randint(x[0], {6}, -1000, 1000000000000, int64));
                 });
     add("categorical", [](const Inputs& x) { return outs(random::categorical(x[0], x[1])); });
-    add("categorical_shape",
-        [](const Inputs& x) { return outs(random::categorical(x[0], x[1], -1, Shape{5, 2})); });
+    add("categorical_shape", [](const Inputs& x) {
+      return outs(random::categorical(x[0], x[1], -1, Shape{5, 2}));
+    });
     add("categorical_axis0",
         [](const Inputs& x) { return outs(random::categorical(x[0], x[1], 0)); });
     add("permutation_n", [](const Inputs& x) { return outs(random::permutation(x[0], 10)); });
-    add("permutation_x",
-        [](const Inputs& x) { return outs(random::permutation(x[0], x[1], 1)); });
+    add("permutation_x", [](const Inputs& x) { return outs(random::permutation(x[0], x[1], 1)); });
     add("permutation_ind",
         [](const Inputs& x) { return outs(random::permutation(x[0], x[1], 0, true)); });
-    c.add("gumbel_" + sn, [](const Inputs& x) { return outs(random::gumbel(x[0], {5})); }, log32);
+    c.add(
+        "gumbel_" + sn, [](const Inputs& x) { return outs(random::gumbel(x[0], {5})); }, log32);
     add("exponential", [](const Inputs& x) { return outs(random::exponential(x[0], {5})); });
-    c.add("truncated_normal_" + sn,
-          [](const Inputs& x) { return outs(random::truncated_normal(x[0], -1.0, 2.0, {5})); },
-          log32);
+    c.add(
+        "truncated_normal_" + sn,
+        [](const Inputs& x) { return outs(random::truncated_normal(x[0], -1.0, 2.0, {5})); },
+        log32);
     add("choice", [](const Inputs& x) { return outs(random::choice(x[0], 10, {4}, false)); });
   }
 }

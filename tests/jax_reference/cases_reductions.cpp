@@ -10,8 +10,8 @@ namespace spmd::jax_reference {
 
 SPMD_JAX_REFERENCE_FAMILY(reductions) {
   const std::vector<std::pair<std::string, Axes>> axes = {
-      {"all", Axes()}, {"a0", 0},       {"a1", 1},       {"a2", 2},
-      {"a02", {0, 2}}, {"am1", -1},     {"a01", {0, 1}}};
+      {"all", Axes()}, {"a0", 0},   {"a1", 1},      {"a2", 2},
+      {"a02", {0, 2}}, {"am1", -1}, {"a01", {0, 1}}};
   const std::vector<std::string> dtypes = {"f32", "f64", "f16", "bf16", "i32",
                                            "i64", "u32", "c64", "c128", "b"};
   auto in = [](const std::string& dt, std::initializer_list<const char*> set) {
@@ -80,13 +80,18 @@ SPMD_JAX_REFERENCE_FAMILY(reductions) {
   c.add("max_big_f32", [](const Inputs& x) { return outs(sum(x[0])); });
   // 1000 terms summed in another order than XLA's: error ~ sqrt(1000) roundings of the terms.
   const Tolerance long_tol = tolerance(1e-5, 1e-5);
-  c.add("sum_long_f32", [](const Inputs& x) { return outs(sum(x[0])); }, long_tol);
-  c.add("mean_long_f32", [](const Inputs& x) { return outs(mean(x[0])); }, long_tol);
-  c.add("var_long_f32", [](const Inputs& x) { return outs(var(x[0])); }, long_tol);
+  c.add(
+      "sum_long_f32", [](const Inputs& x) { return outs(sum(x[0])); }, long_tol);
+  c.add(
+      "mean_long_f32", [](const Inputs& x) { return outs(mean(x[0])); }, long_tol);
+  c.add(
+      "var_long_f32", [](const Inputs& x) { return outs(var(x[0])); }, long_tol);
   // float32 accumulation of 1000 16-bit terms, then one rounding: the result can land on either
   // side of a 16-bit rounding boundary when the float32 sums differ in their last bits.
-  c.add("sum_long_f16", [](const Inputs& x) { return outs(sum(x[0])); }, tolerance(1e-3, 0.1));
-  c.add("sum_long_bf16", [](const Inputs& x) { return outs(sum(x[0])); }, tolerance(8e-3, 0.25));
+  c.add(
+      "sum_long_f16", [](const Inputs& x) { return outs(sum(x[0])); }, tolerance(1e-3, 0.1));
+  c.add(
+      "sum_long_bf16", [](const Inputs& x) { return outs(sum(x[0])); }, tolerance(8e-3, 0.25));
   c.add("sum_empty_f32", [](const Inputs& x) { return outs(sum(x[0], 1)); });
   c.add("prod_empty_f32", [](const Inputs& x) { return outs(prod(x[0], 1)); });
   c.add("any_empty_f32", [](const Inputs& x) { return outs(any(x[0], 1)); });
@@ -96,14 +101,16 @@ SPMD_JAX_REFERENCE_FAMILY(reductions) {
 
   // ---- cumulative ---------------------------------------------------------------------------
   for (const std::string dt : {"f32", "f64", "i32", "f16", "bf16", "c64", "u32", "i64"}) {
-    for (const auto& [an, ax] : std::vector<std::pair<std::string, int>>{
-             {"a0", 0}, {"a1", 1}, {"am1", -1}}) {
+    for (const auto& [an, ax] :
+         std::vector<std::pair<std::string, int>>{{"a0", 0}, {"a1", 1}, {"am1", -1}}) {
       std::optional<Tolerance> t;
       if (dt == "f32" || dt == "c64") t = sum_tol;
-      c.add("cumsum_" + dt + "_" + an, [ax = ax](const Inputs& x) { return outs(cumsum(x[0], ax)); },
-            t);
-      c.add("cumprod_" + dt + "_" + an,
-            [ax = ax](const Inputs& x) { return outs(cumprod(x[0], ax)); }, t);
+      c.add(
+          "cumsum_" + dt + "_" + an, [ax = ax](const Inputs& x) { return outs(cumsum(x[0], ax)); },
+          t);
+      c.add(
+          "cumprod_" + dt + "_" + an,
+          [ax = ax](const Inputs& x) { return outs(cumprod(x[0], ax)); }, t);
       if (dt != "c64") {
         c.add("cummax_" + dt + "_" + an,
               [ax = ax](const Inputs& x) { return outs(cummax(x[0], ax)); });
@@ -118,11 +125,14 @@ SPMD_JAX_REFERENCE_FAMILY(reductions) {
     // up to ~24 half-ulps of rounding at magnitude ~2 (float16 ulp 2e-3, bfloat16 1.6e-2).
     if (dt == "f16") t = tolerance(2e-3, 2e-2);
     if (dt == "bf16") t = tolerance(1.6e-2, 1.6e-1);
-    c.add("cumsum_" + dt + "_flat", [](const Inputs& x) { return outs(cumsum(x[0])); }, t);
-    c.add("lax_cumsum_" + dt + "_rev",
-          [](const Inputs& x) { return outs(lax::cumsum(x[0], 1, true)); }, t);
-    c.add("lax_cumprod_" + dt + "_rev",
-          [](const Inputs& x) { return outs(lax::cumprod(x[0], 2, true)); }, t);
+    c.add(
+        "cumsum_" + dt + "_flat", [](const Inputs& x) { return outs(cumsum(x[0])); }, t);
+    c.add(
+        "lax_cumsum_" + dt + "_rev",
+        [](const Inputs& x) { return outs(lax::cumsum(x[0], 1, true)); }, t);
+    c.add(
+        "lax_cumprod_" + dt + "_rev",
+        [](const Inputs& x) { return outs(lax::cumprod(x[0], 2, true)); }, t);
     if (dt != "c64") {
       c.add("lax_cummax_" + dt + "_rev",
             [](const Inputs& x) { return outs(lax::cummax(x[0], 2, true)); });
@@ -139,8 +149,8 @@ SPMD_JAX_REFERENCE_FAMILY(reductions) {
     c.add("log_softmax_" + dt, [](const Inputs& x) { return outs(log_softmax(x[0], -1)); });
     c.add("softmax_axis0_" + dt, [](const Inputs& x) { return outs(softmax(x[0], 0)); });
   }
-  c.add("standardize_f32", [](const Inputs& x) { return outs(nn::standardize(x[0], -1)); },
-        sum_tol);
+  c.add(
+      "standardize_f32", [](const Inputs& x) { return outs(nn::standardize(x[0], -1)); }, sum_tol);
   c.add("standardize_f64", [](const Inputs& x) { return outs(nn::standardize(x[0], 1)); });
 }
 

@@ -79,8 +79,8 @@ Outputs outs(const A&... a) {
 
 }  // namespace spmd::jax_reference
 
-#define SPMD_JAX_REFERENCE_FAMILY(family)                                              \
-  static void spmd_jax_reference_##family(::spmd::jax_reference::Cases& c);            \
-  [[maybe_unused]] static const int spmd_jax_reference_registered_##family =           \
-      ::spmd::jax_reference::register_family(#family, spmd_jax_reference_##family);    \
+#define SPMD_JAX_REFERENCE_FAMILY(family)                                           \
+  static void spmd_jax_reference_##family(::spmd::jax_reference::Cases& c);         \
+  [[maybe_unused]] static const int spmd_jax_reference_registered_##family =        \
+      ::spmd::jax_reference::register_family(#family, spmd_jax_reference_##family); \
   static void spmd_jax_reference_##family(::spmd::jax_reference::Cases& c)

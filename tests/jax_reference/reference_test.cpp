@@ -2,6 +2,8 @@
 // cases_*.cpp files) on the inputs JAX saw, compared with JAX's outputs (reference.h says how).
 // One test per family, and one that counts every compared output. It reads only the committed
 // .npy files: scripts/regen-jax-reference.sh re-creates them with JAX.
+#include "reference.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +13,6 @@
 #include <regex>
 #include <set>
 #include <sstream>
-
-#include "reference.h"
 
 namespace spmd::jax_reference {
 
@@ -119,15 +119,14 @@ std::string compare(const Array& got, const Array& want, const std::optional<Tol
         if (!ok) worst = std::max(worst, d / (tol.atol + tol.rtol * std::abs(w[i])));
       }
     }
-    if (!ok && bad++ < 4)
-      err << " [" << i << "] spmd " << g[i] << " jax " << w[i] << ";";
+    if (!ok && bad++ < 4) err << " [" << i << "] spmd " << g[i] << " jax " << w[i] << ";";
   }
   if (!bad) return "";
   std::ostringstream head;
   head << bad << " of " << g.size() << " elements differ ("
-       << (exact ? "exact" : "tolerance rtol " + std::to_string(tol.rtol) + " atol " +
-                                 std::to_string(tol.atol) + ", worst " +
-                                 std::to_string(worst) + "x it")
+       << (exact ? "exact"
+                 : "tolerance rtol " + std::to_string(tol.rtol) + " atol " +
+                       std::to_string(tol.atol) + ", worst " + std::to_string(worst) + "x it")
        << "):" << err.str();
   return head.str();
 }
@@ -145,8 +144,8 @@ void run_family(const std::string& family) {
       ADD_FAILURE() << "no reference data (run scripts/regen-jax-reference.sh " << family << ")";
       continue;
     }
-    if (!c.deviation.empty()) std::printf("deviation %s.%s: %s\n", family.c_str(),
-                                          c.name.c_str(), c.deviation.c_str());
+    if (!c.deviation.empty())
+      std::printf("deviation %s.%s: %s\n", family.c_str(), c.name.c_str(), c.deviation.c_str());
     if (!c.run) continue;
     Outputs got;
     try {
@@ -167,8 +166,8 @@ void run_family(const std::string& family) {
     }
   }
   for (const auto& [name, s] : saved)
-    EXPECT_TRUE(defined.count(name)) << family << "." << name
-                                     << ": reference data without an spmd program";
+    EXPECT_TRUE(defined.count(name))
+        << family << "." << name << ": reference data without an spmd program";
 }
 
 int64_t count_compared_outputs() {
@@ -205,8 +204,8 @@ int main(int argc, char** argv) {
                             [name = name]() -> ::testing::Test* { return new FamilyTest(name); });
   // The corpus compares at least 1,000 outputs (the bar; deviations not counted): the
   // outputs on disk of every case with an spmd program, which the family tests compare.
-  ::testing::RegisterTest("JaxReference", "AtLeast1000OutputsCompared", nullptr, nullptr,
-                          __FILE__, __LINE__, []() -> ::testing::Test* {
+  ::testing::RegisterTest("JaxReference", "AtLeast1000OutputsCompared", nullptr, nullptr, __FILE__,
+                          __LINE__, []() -> ::testing::Test* {
                             struct Count : ::testing::Test {
                               void TestBody() override {
                                 int64_t n = count_compared_outputs();
