@@ -163,10 +163,13 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
         outs.push_back(value(v));
         cts.push_back(ct[v].valid() ? ct[v] : zeros_like(value(v)));
       }
-      const auto* collective = dynamic_cast<const prim::Collective*>(eq.primitive.get());
-      const auto* reduce = dynamic_cast<const prim::AllReduce*>(eq.primitive.get());
+      // (Looked up only under check_vma: the per-device walk pays nothing for it.)
+      const auto* collective =
+          vma_ ? dynamic_cast<const prim::Collective*>(eq.primitive.get()) : nullptr;
+      const auto* reduce =
+          vma_ ? dynamic_cast<const prim::AllReduce*>(eq.primitive.get()) : nullptr;
       std::vector<Array> in_cts;
-      if (vma_ && reduce && reduce->op == ReduceOp::Sum) {
+      if (reduce && reduce->op == ReduceOp::Sum) {
         // check_vma: over mesh axes psum's transpose is a pvary, the cotangent itself (JAX's
         // psum_invariant); the psum over the axes its operand did not vary over follows, as for
         // any operand. Over other axes (a vmap's, named) it stays a psum.
