@@ -24,7 +24,7 @@
 #include "bench_util.h"
 #include "ir/trace.h"
 #include "spmd/spmd.h"
-#include "transforms/forward.h"
+#include "ir/forward.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "spmd/collectives.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
-#include "transforms/axis_env.h"
+#include "ir/axis_env.h"
 
 namespace spmd {
 namespace {

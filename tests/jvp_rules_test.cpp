@@ -25,7 +25,7 @@
 #include "spmd/random.h"
 #include "spmd/transforms.h"
 #include "test_util.h"
-#include "transforms/forward.h"
+#include "ir/forward.h"
 
 namespace spmd {
 namespace {

@@ -88,7 +88,7 @@ class Primitive {
   // Forward mode: outputs and their tangents, given primal inputs and their tangents (an empty
   // Array is a zero tangent, in and out). Every primitive with floating-point outputs has one,
   // so jvp costs a forward pass; one without (has_jvp() false) is differentiated forward by
-  // transposing its vjp rule (transforms/forward.cpp), at the cost of a reverse pass.
+  // transposing its vjp rule (ir/forward.cpp), at the cost of a reverse pass.
   struct Jvp {
     std::vector<Array> outputs, tangents;
   };

@@ -26,7 +26,7 @@ class TraceBuilder {
   std::vector<Array> record(const PrimitivePtr& p, const std::vector<Array>& inputs);
   Traced finish(const std::vector<Array>& outputs);
   // The trace so far (inputs not yet filled in: explicit_inputs() and captured_inputs() are),
-  // for analyses of an open trace (transforms/varying_axes.h).
+  // for analyses of an open trace (ir/varying_axes.h).
   const Program& partial() const { return program_; }
   const std::vector<int>& explicit_inputs() const { return explicit_inputs_; }
   const std::vector<int>& captured_inputs() const { return captured_inputs_; }

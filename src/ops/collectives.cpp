@@ -12,7 +12,7 @@
 #include "primitives/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
-#include "transforms/axis_env.h"
+#include "ir/axis_env.h"
 
 namespace spmd {
 namespace {

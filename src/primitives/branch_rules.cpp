@@ -13,9 +13,9 @@
 #include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/autodiff.h"
-#include "transforms/batch.h"
-#include "transforms/forward.h"
+#include "ir/autodiff.h"
+#include "ir/batch.h"
+#include "ir/forward.h"
 
 namespace spmd::prim {
 namespace {

@@ -9,7 +9,7 @@
 #include "primitives/batching.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/batch.h"
+#include "ir/batch.h"
 
 namespace spmd::prim {
 namespace {

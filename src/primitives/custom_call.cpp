@@ -10,8 +10,8 @@
 #include "primitives/batching.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/autodiff.h"
-#include "transforms/batch.h"
+#include "ir/autodiff.h"
+#include "ir/batch.h"
 
 namespace spmd::prim {
 namespace {

@@ -15,11 +15,11 @@
 #include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
-#include "transforms/autodiff.h"
-#include "transforms/axis_env.h"
-#include "transforms/batch.h"
-#include "transforms/forward.h"
-#include "transforms/varying_axes.h"
+#include "ir/autodiff.h"
+#include "ir/axis_env.h"
+#include "ir/batch.h"
+#include "ir/forward.h"
+#include "ir/varying_axes.h"
 
 namespace spmd::prim {
 

@@ -5,8 +5,8 @@
 #include "primitives/batching.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/autodiff.h"
-#include "transforms/forward.h"
+#include "ir/autodiff.h"
+#include "ir/forward.h"
 
 namespace spmd::prim {
 namespace {

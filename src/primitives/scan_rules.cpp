@@ -13,8 +13,8 @@
 #include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/autodiff.h"
-#include "transforms/forward.h"
+#include "ir/autodiff.h"
+#include "ir/forward.h"
 
 namespace spmd::prim {
 Batched Scan::batch(const BatchContext& ctx, const std::vector<Array>& in,

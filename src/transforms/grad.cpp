@@ -3,9 +3,9 @@
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
-#include "transforms/autodiff.h"
-#include "transforms/forward.h"
-#include "transforms/varying_axes.h"
+#include "ir/autodiff.h"
+#include "ir/forward.h"
+#include "ir/varying_axes.h"
 
 namespace spmd::detail {
 
@@ -32,7 +32,7 @@ std::shared_ptr<Linearized> linearize(const FlatFn& fn, const FlatCall& call,
   out_tree = *fn.out_tree;
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), traced.captured.begin(), traced.captured.end());
-  // JAX's check_vma autodiff inside a shard_map body (transforms/varying_axes.h): it needs the
+  // JAX's check_vma autodiff inside a shard_map body (ir/varying_axes.h): it needs the
   // mesh axes every argument and captured value varies over. The varying axes are read off the
   // body's trace so far (no per-tracer bookkeeping), which is known for the body's own values
   // and those of grad's and vmap's traces inside it; where they cannot be told (inside a jit

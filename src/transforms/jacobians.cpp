@@ -10,7 +10,7 @@
 #include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/forward.h"
+#include "ir/forward.h"
 
 namespace spmd::detail {
 namespace {

@@ -15,7 +15,7 @@
 #include "runtime/transport.h"
 #include "spmd/error.h"
 #include "spmd/transforms.h"
-#include "transforms/axis_env.h"
+#include "ir/axis_env.h"
 #include "transforms/donation.h"
 #include "transforms/mapped_axes.h"
 #include "transforms/signature.h"

@@ -13,7 +13,7 @@
 // positions), so that axis still has a mapped input to size it.
 //
 // Per signature of the arguments, f is traced once with every mesh axis bound, to size and
-// check the results (the varying-axes check, transforms/varying_axes.h), and the nested pmaps
+// check the results (the varying-axes check, ir/varying_axes.h), and the nested pmaps
 // are built once: later calls reuse their compiled programs.
 #include <algorithm>
 #include <functional>
@@ -27,8 +27,8 @@
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/sharding.h"
-#include "transforms/axis_env.h"
-#include "transforms/varying_axes.h"
+#include "ir/axis_env.h"
+#include "ir/varying_axes.h"
 
 namespace spmd::detail {
 
@@ -163,7 +163,7 @@ std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecTree in_specs,
 
 namespace {
 
-// What autodiff inside the body needs of it (transforms/varying_axes.h): whether check_vma is
+// What autodiff inside the body needs of it (ir/varying_axes.h): whether check_vma is
 // on, the mesh's axes, and the axes each argument varies over (its in_spec's).
 struct BodyVma {
   bool check = true;
@@ -173,7 +173,7 @@ struct BodyVma {
 
 // The function on one block, traced with its arguments' varying axes known: with check_vma,
 // grad inside it follows JAX's rules (JAX's implicit pvary of an invariant value meeting a
-// varying one transposes to a psum; transforms/autodiff.h).
+// varying one transposes to a psum; ir/autodiff.h).
 std::vector<Array> call_body(const BodyVma& vma, const std::vector<Array>& xs) {
   transforms::VmaBodyScope scope(vma.check, vma.mesh_axes, xs, vma.inputs);
   return t_body->fn(xs);

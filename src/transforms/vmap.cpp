@@ -3,10 +3,10 @@
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/transforms.h"
-#include "transforms/axis_env.h"
-#include "transforms/batch.h"
+#include "ir/axis_env.h"
+#include "ir/batch.h"
 #include "transforms/mapped_axes.h"
-#include "transforms/varying_axes.h"
+#include "ir/varying_axes.h"
 
 namespace spmd::detail {
 std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatCall& call,
@@ -20,7 +20,7 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
     transforms::AxisScope scope(spec.axis_name, *size, transforms::AxisKind::Vmap);
     return ir::trace(example, [&](const std::vector<Array>& xs) {
       // Inside a shard_map body with check_vma: an example varies over what its batch does
-      // (for a grad inside, transforms/varying_axes.h).
+      // (for a grad inside, ir/varying_axes.h).
       transforms::VmaAliasScope vma(xs, call.leaves);
       return fn.fn(xs);
     });

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "spmd/program.h"
-#include "transforms/varying_axes.h"
+#include "ir/varying_axes.h"
 
 namespace spmd::transforms {
 

@@ -1,4 +1,4 @@
-#include "transforms/autodiff.h"
+#include "ir/autodiff.h"
 
 #include "core/array_impl.h"
 #include "ir/interpret.h"
@@ -7,7 +7,7 @@
 #include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/vjp_reads.h"
+#include "ir/vjp_reads.h"
 
 namespace spmd::transforms {
 

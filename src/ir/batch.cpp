@@ -1,4 +1,4 @@
-#include "transforms/batch.h"
+#include "ir/batch.h"
 
 #include <algorithm>
 

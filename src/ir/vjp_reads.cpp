@@ -1,4 +1,4 @@
-#include "transforms/vjp_reads.h"
+#include "ir/vjp_reads.h"
 
 #include <mutex>
 #include <unordered_map>

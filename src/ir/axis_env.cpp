@@ -1,4 +1,4 @@
-#include "transforms/axis_env.h"
+#include "ir/axis_env.h"
 
 #include "spmd/error.h"
 

@@ -10,7 +10,7 @@
 // invariant here; pass check_vma = false to trust an out_spec this cannot prove).
 //
 // The same analysis drives reverse-mode autodiff inside a body traced with check_vma (JAX's
-// semantics, transforms/autodiff.h): where a value invariant over some axes meets one varying
+// semantics, ir/autodiff.h): where a value invariant over some axes meets one varying
 // over them, JAX inserts an implicit pvary, whose transpose is a psum of the cotangent over
 // those axes; and psum's own transpose is a pvary (the cotangent of an invariant result is
 // already the whole cotangent), not a second psum. For that the analysis follows JAX in one

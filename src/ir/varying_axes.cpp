@@ -1,4 +1,4 @@
-#include "transforms/varying_axes.h"
+#include "ir/varying_axes.h"
 
 #include <functional>
 #include <map>

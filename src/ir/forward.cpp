@@ -1,10 +1,10 @@
-#include "transforms/forward.h"
+#include "ir/forward.h"
 
 #include "ir/interpret.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "transforms/autodiff.h"
+#include "ir/autodiff.h"
 
 namespace spmd::transforms {
 namespace {
