@@ -4,7 +4,7 @@
 // hand-written all-reduce (the sum written to 8 outputs, as psum must) is printed for
 // information. Ratios are spmd time / baseline time (< 1 means spmd is faster).
 //
-// Then, for information, the timeline of one psum call (SPMD_TRACE, src/runtime/timeline.h):
+// Then, for information, the timeline of one psum call (SPMD_TRACE, src/base/timeline.h):
 // the benchmark runs itself again with SPMD_TRACE set (tracing is fixed at the first span and
 // would slow the timed calls) and prints, per device, how long the replica's program ran and how
 // much of that it spent waiting for the other replicas to arrive at the collective.

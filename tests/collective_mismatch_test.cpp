@@ -14,7 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "backend/kernel.h"
+#include "compile/kernel.h"
+#include "compile/spmd_lowering.h"
 #include "runtime/client.h"
 #include "runtime/communicator.h"
 #include "runtime/mesh.h"
@@ -39,15 +40,21 @@ struct Call final : runtime::CollectiveCall {
   std::string text;
 };
 
-// Runs body(replica, communicator for `axes`) on `replicas` devices over a mesh of the given
-// axes, as the pmap kernel does (replicas followed, finished when body returns, the run
+// The collective groups of the meshes below: one per axis, its id the axis's position (as an
+// SPMD executable's groups would be for collectives over one axis each).
+constexpr int kI = 0, kJ = 1;
+
+// Runs body(replica, its place on the mesh) on every replica of a mesh of the given axes, with
+// one collective group per axis, as the SPMD launcher does (replicas followed, finished when body returns, the run
 // aborted on the first failure). Returns the error the whole call raised, or "" if none. The
 // collective timeout is far longer than the test takes: a mismatch must be found without it.
 std::string run_replicas(std::vector<std::string> names, std::vector<int64_t> sizes,
                          const std::function<void(int, const runtime::MeshReplica&)>& body) {
   auto run = std::make_shared<runtime::RunState>();
   run->timeout = std::chrono::seconds(100);
-  runtime::Mesh mesh(std::move(names), std::move(sizes), run);
+  std::vector<compile::CollectiveGroup> groups;
+  for (size_t k = 0; k < names.size(); ++k) groups.push_back({{static_cast<int>(k)}, names[k]});
+  runtime::Mesh mesh(std::move(sizes), std::move(groups), run);
   std::vector<int> devices;
   for (int r = 0; r < mesh.replicas(); ++r) devices.push_back(r);
   run->follow(devices);
@@ -84,7 +91,7 @@ TEST_F(CollectiveMismatch, ReplicaThatFinishesWhileAnotherWaitsFailsTheRun) {
   const Call psum(7, "psum(axes=('i',)) of f32[]");
   auto start = std::chrono::steady_clock::now();
   std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
-    Communicator& comm = axes.communicator({"i"});
+    Communicator& comm = axes.communicator(kI);
     float x = static_cast<float>(r + 1);
     for (int k = 0; k <= r; ++k) {  // replica r runs r + 1 iterations, a psum in each
       x = sum_all_reduce(comm, psum, x);
@@ -107,7 +114,7 @@ TEST_F(CollectiveMismatch, ReplicaThatGoesOnToAnotherCollectiveIsReported) {
   const Call psum(7, "psum(axes=('i',)) of f32[]");
   const Call gather(9, "all_gather(axes=('i',)) of f32[]");
   std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
-    Communicator& comm = axes.communicator({"i"});
+    Communicator& comm = axes.communicator(kI);
     float x = 1, all[4];
     x = sum_all_reduce(comm, psum, x);
     if (r == 2) {  // left its loop after one iteration: on to the all_gather after it
@@ -131,7 +138,7 @@ TEST_F(CollectiveMismatch, IdenticalCollectiveFromAnotherSiteIsReported) {
   const Call after_loop(8, "psum(axes=('i',)) of f32[]");
   std::vector<float> got(4, -1);
   std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
-    Communicator& comm = axes.communicator({"i"});
+    Communicator& comm = axes.communicator(kI);
     float x = sum_all_reduce(comm, in_loop, 1);
     got[r] = sum_all_reduce(comm, r == 3 ? after_loop : in_loop, x);
   });
@@ -146,7 +153,7 @@ TEST_F(CollectiveMismatch, IdenticalCollectiveFromAnotherSiteIsReported) {
 // Without descriptions (a communicator driven directly), kind, size and reduction still count.
 TEST_F(CollectiveMismatch, UndescribedCallsOfAnotherSizeAreReported) {
   std::string error = run_replicas({"i"}, {4}, [&](int r, const runtime::MeshReplica& axes) {
-    Communicator& comm = axes.communicator({"i"});
+    Communicator& comm = axes.communicator(kI);
     float x[2] = {1, 2}, out[2];
     comm.all_reduce(x, out, r == 1 ? 2 : 1, DType::Float32, ReduceOp::Sum);
   });
@@ -160,14 +167,14 @@ TEST_F(CollectiveMismatch, UndescribedCallsOfAnotherSizeAreReported) {
 TEST_F(CollectiveMismatch, ReductionsACommunicatorDoesNotComputeAreRefused) {
   std::string all_reduce = run_replicas({"i"}, {2}, [&](int, const runtime::MeshReplica& axes) {
     float x = 2, out = 0;
-    axes.communicator({"i"}).all_reduce(&x, &out, 1, DType::Float32, ReduceOp::Prod);
+    axes.communicator(kI).all_reduce(&x, &out, 1, DType::Float32, ReduceOp::Prod);
   });
   EXPECT_NE(all_reduce.find("all_reduce: communicators reduce with sum, max or min; got prod"),
             std::string::npos)
       << all_reduce;
   std::string scatter = run_replicas({"i"}, {2}, [&](int, const runtime::MeshReplica& axes) {
     bool x[2] = {true, false}, out = false;
-    axes.communicator({"i"}).reduce_scatter(x, &out, 1, DType::Bool, ReduceOp::And);
+    axes.communicator(kI).reduce_scatter(x, &out, 1, DType::Bool, ReduceOp::And);
   });
   EXPECT_NE(scatter.find("reduce_scatter: communicators reduce with sum, max or min; got and"),
             std::string::npos)
@@ -183,8 +190,8 @@ TEST_F(CollectiveMismatch, ReplicasWaitingOnEachOtherInDifferentGroupsAreReporte
   // (over j), 3 for 1 (over i), 1 for 0 (over j).
   std::string error =
       run_replicas({"i", "j"}, {2, 2}, [&](int r, const runtime::MeshReplica& axes) {
-        Communicator& ci = axes.communicator({"i"});
-        Communicator& cj = axes.communicator({"j"});
+        Communicator& ci = axes.communicator(kI);
+        Communicator& cj = axes.communicator(kJ);
         bool i_first = r == 0 || r == 3;
         sum_all_reduce(i_first ? ci : cj, i_first ? over_i : over_j, 1);
         sum_all_reduce(i_first ? cj : ci, i_first ? over_j : over_i, 1);
@@ -202,7 +209,7 @@ TEST_F(CollectiveMismatch, MatchingCallsInGroupsThatFinishAtDifferentTimesSuccee
   std::vector<float> got(4, -1);
   std::string error =
       run_replicas({"i", "j"}, {2, 2}, [&](int r, const runtime::MeshReplica& axes) {
-        Communicator& cj = axes.communicator({"j"});
+        Communicator& cj = axes.communicator(kJ);
         float x = static_cast<float>(r);
         // Group {0, 1} makes one call, group {2, 3} three: each group agrees within itself.
         int calls = r < 2 ? 1 : 3;

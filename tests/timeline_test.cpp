@@ -48,7 +48,9 @@ TEST(Timeline, PmapWritesOneTrackPerDeviceWithComputeAndCollectiveWaits) {
   std::remove(path.c_str());
 }
 
-TEST(Timeline, BatchedReplicasWriteOneComputeSpanOnTheFirstDevicesTrack) {
+// The replicas run as one batched program on all the cores: every device's track shows that
+// compute span, marked as batched, not one device working alone.
+TEST(Timeline, BatchedReplicasWriteTheComputeSpanOnEveryDevicesTrack) {
   std::string path = std::string(SPMD_TEST_TMP) + "/trace_b" + std::to_string(getpid()) + ".json";
   std::remove(path.c_str());
   setenv("SPMD_TRACE", path.c_str(), 1);
@@ -59,9 +61,13 @@ TEST(Timeline, BatchedReplicasWriteOneComputeSpanOnTheFirstDevicesTrack) {
   std::string json = read_file(path);
   ASSERT_FALSE(json.empty()) << "no trace written to " << path;
   // The psum is a sum over the batch inside the one program: no collective, no waits.
-  EXPECT_EQ(count(json, "\"name\":\"compute\""), 1);
+  EXPECT_EQ(count(json, "\"name\":\"compute\""), 4);
+  EXPECT_EQ(count(json, "\"args\":{\"batched\":true}"), 4);
   EXPECT_EQ(count(json, "\"name\":\"collective\""), 0);
-  EXPECT_NE(json.find("\"name\":\"CpuDevice(id=0)\""), std::string::npos);
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_NE(json.find("\"name\":\"CpuDevice(id=" + std::to_string(d) + ")\""), std::string::npos);
+    EXPECT_NE(json.find("\"tid\":" + std::to_string(d) + ",\"ts\""), std::string::npos);
+  }
   std::remove(path.c_str());
 }
 

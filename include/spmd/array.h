@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "spmd/aval.h"
-#include "spmd/device.h"
 #include "spmd/dtype.h"
 #include "spmd/mesh.h"
 #include "spmd/shape.h"
+#include "spmd/topology.h"
 
 namespace spmd {
 
@@ -41,11 +41,11 @@ class Array {
   // C++ scalars. double and int are weakly typed, as Python scalars are in JAX:
   // x * 2.0 keeps x's float type and i + 1 keeps i's integer type. A double is held at full
   // precision (weak float64) until an operation gives it its type.
-  Array(double value);   // weak float64
-  Array(int value);      // weak int32
-  Array(float value);    // float32
-  Array(int64_t value);  // int64
-  Array(bool value);     // bool
+  Array(double value);                // weak float64
+  Array(int value);                   // weak int32
+  Array(float value);                 // float32
+  Array(int64_t value);               // int64
+  Array(bool value);                  // bool
   Array(std::complex<double> value);  // weak complex (complex64 unless a float64 meets it)
   Array(std::initializer_list<double> values, DType dtype = DType::Float32);
   Array(std::initializer_list<int> values, DType dtype = DType::Int32);

@@ -29,6 +29,7 @@
 
 #include "spmd/array.h"
 #include "spmd/aval.h"
+#include "spmd/primitive.h"
 #include "spmd/pytree.h"
 
 namespace spmd {
@@ -39,7 +40,7 @@ struct ShapeDtype {
   DType dtype = DType::Float32;
 };
 
-enum class VmapMethod { sequential, expand_dims, broadcast_all };
+// VmapMethod: spmd/primitive.h (the pure_callback primitive holds one).
 
 struct CallbackOptions {
   VmapMethod vmap_method = VmapMethod::sequential;

@@ -1,43 +1,18 @@
 #pragma once
 // Devices: N emulated CPU devices in this process (and, with MPI, other processes' devices).
+// The Device record and the device queries (devices(), local_devices(), process_index(), ...)
+// are in spmd/topology.h; this header adds what the runtime reports about each device.
 #include <cstdint>
-#include <iosfwd>
-#include <string>
-#include <vector>
+
+#include "spmd/topology.h"
 
 namespace spmd {
-
-struct Device {
-  std::string platform = "cpu";
-  int id = 0;             // global id
-  int process_index = 0;  // owning process
-  int local_id = 0;       // index among this process's devices
-  bool operator==(const Device& o) const { return id == o.id && platform == o.platform; }
-  std::string str() const;  // "CpuDevice(id=3)"
-};
-std::ostream& operator<<(std::ostream& os, const Device& d);
 
 // Every device has a worker thread; a multi-device computation (pmap) runs one replica on each
 // device's thread concurrently. Single-device work — eager ops and jit calls — runs
 // synchronously on the calling thread (the data already lives in host memory, and handing it
 // to another thread would cost more than most ops), and a pmap whose replicas never communicate
 // and touch little data runs its replicas there one after another, for the same reason.
-//
-// The number of emulated CPU devices comes from, in order: set_cpu_device_count(), the
-// environment variable SPMD_CPU_DEVICES, XLA_FLAGS=--xla_force_host_platform_device_count=N,
-// and otherwise 1. Each must be a whole number from 1 to max_cpu_devices, or spmd::Error names
-// the source and the text. The count is fixed at first use (the first array, transformation or
-// device query); setting a different count afterwards throws spmd::Error. If the system cannot
-// start a thread per device, the device query throws spmd::Error (each later one tries again).
-inline constexpr int max_cpu_devices = 4096;
-void set_cpu_device_count(int n);
-
-std::vector<Device> devices();        // every process's devices, by global id
-std::vector<Device> local_devices();  // this process's devices
-int device_count();
-int local_device_count();
-int process_index();
-int process_count();
 
 // Memory held on one device, as jax's Device.memory_stats(): bytes of the live buffers of arrays
 // placed on it and of the programs it runs (a jit call's or a pmap replica's intermediates,

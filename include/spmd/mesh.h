@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "spmd/device.h"
 #include "spmd/shape.h"
+#include "spmd/topology.h"
 
 namespace spmd {
 

@@ -36,6 +36,14 @@ struct Batched {
 
 using Params = std::vector<std::pair<std::string, std::string>>;
 
+enum class CollectiveKind {
+  None,    // not a collective (control flow and pmap still name their collectives' axes)
+  Sum,     // psum: every member gets the same value
+  Reduce,  // pmax, pmin: the same, but not linear
+  Gather,  // all_gather: the same value everywhere
+  Other,   // members get different values: ppermute, all_to_all, reduce_scatter, axis_index
+};
+
 class Primitive {
  public:
   virtual ~Primitive() = default;
@@ -58,6 +66,9 @@ class Primitive {
   virtual bool is_pure() const { return true; }
   // The named axes a collective communicates over (empty for every other primitive).
   virtual std::vector<std::string> axis_names() const { return {}; }
+  // What the interpreters ask of a collective: they know no primitive by its type (JAX's
+  // interpreters know none either), so a collective says what kind it is.
+  virtual CollectiveKind collective_kind() const { return CollectiveKind::None; }
   // Elementwise ops (output i depends on input i only; rank-0 inputs broadcast): the compiler
   // fuses chains of them into one pass over memory.
   virtual bool is_elementwise() const { return false; }
@@ -102,10 +113,6 @@ class Primitive {
   virtual std::shared_ptr<const Primitive> with_subprograms(
       std::vector<std::shared_ptr<const Program>> programs) const;
 
-  // What the primitive compiles for itself and runs, as compile::Executable::text shows it (a
-  // pmap's per-replica program: its fused loops, shared epilogues, kernels); empty for most.
-  virtual std::string compiled_text() const { return {}; }
-
   // Typed identity: the same primitive type with equal parameter values, so CSE and caches may
   // use one for the other. PrimitiveOf implements both from the parameters' key().
   virtual bool equals(const Primitive& other) const = 0;
@@ -138,6 +145,11 @@ class PrimitiveOf : public Base {
 };
 
 using PrimitivePtr = std::shared_ptr<const Primitive>;
+
+// How vmap calls a pure_callback (spmd/callback.h): once per batch element, or once on the
+// whole batch with the unbatched arguments given a leading axis of size 1 or broadcast. Here,
+// below both the primitive that holds it and the public API that names it.
+enum class VmapMethod { sequential, expand_dims, broadcast_all };
 
 // Applies a primitive: executes it at once outside any trace, or records an equation into
 // the innermost trace. Every op goes through here.

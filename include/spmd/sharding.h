@@ -25,8 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "spmd/device.h"
 #include "spmd/mesh.h"
+#include "spmd/ops.h"
+#include "spmd/topology.h"
 #include "spmd/transforms.h"
 
 namespace spmd {
@@ -56,25 +57,8 @@ class SpecTree {
   std::vector<std::string> keys_;
 };
 
-// jax.device_put(x, NamedSharding(mesh, spec)): x laid out on the mesh (a copy; x itself is
-// unchanged). x is the whole global value (under MPI, the same on every process). What may
-// compute on such an array (spmd does not partition programs automatically yet):
-// - shard_map (eagerly or under jit) and pmap: each device reads its block;
-// - jit over anything else that reads it: an spmd::Error saying automatic partitioning is not
-//   supported yet (unless the layout is replicated), instead of a silent gather;
-// - an eager op: it reads the whole array when this process holds all of it (one process: the
-//   buffer is the whole array on this host), with its result on one device, and is that error
-//   when other processes hold parts (gather them with multihost_utils::process_allgather).
-Array device_put(const Array& x, const NamedSharding& sharding);
-// jax.make_array_from_callback: an array of shape `global` laid out by `sharding`, each of this
-// process's blocks from data(index) (called once per distinct block this process holds; it
-// returns an array of the block's shape, of the first block's dtype). Under MPI each process
-// supplies only its own blocks — how a data loader feeds a mesh that spans processes.
-Array make_array_from_callback(const Shape& global, const NamedSharding& sharding,
-                               const std::function<Array(const Index&)>& data);
-// jax.lax.with_sharding_constraint: inside jit, the value it returns has this sharding (an
-// output of the jitted function made by it is laid out so); outside, device_put.
-Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);
+// device_put(x, NamedSharding), make_array_from_callback and with_sharding_constraint, which lay
+// arrays out on a mesh, are ops (spmd/ops.h, included here).
 
 struct ShardMapOptions {
   // Check that out_specs' replication claims hold (see above); false trusts them and takes

@@ -16,11 +16,11 @@
 
 #include "spmd/array.h"
 #include "spmd/collectives.h"
-#include "spmd/device.h"
 #include "spmd/mesh.h"
 #include "spmd/ops.h"
 #include "spmd/program.h"
 #include "spmd/pytree.h"
+#include "spmd/topology.h"
 
 namespace spmd {
 
@@ -424,8 +424,10 @@ class GradFn {
     std::vector<bool> mask = leaf_mask(call.in_tree, {I...});
     for (size_t k = 0; k < mask.size(); ++k)
       if (mask[k] && !is_inexact(call.leaves[k].dtype()))
-        fail("grad requires floating-point or complex inputs for the arguments it differentiates, got ",
-             call.leaves[k].aval().str(), "; cast it with astype or leave it out of argnums");
+        fail(
+            "grad requires floating-point or complex inputs for the arguments it differentiates, "
+            "got ",
+            call.leaves[k].aval().str(), "; cast it with astype or leave it out of argnums");
     TreeDef out_tree;
     std::vector<Array> outs;
     auto lin = detail::linearize(fn, call, mask, out_tree, outs);

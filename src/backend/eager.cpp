@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "backend/kernel.h"
+#include "base/checked_size.h"
 #include "base/parallel.h"
+#include "compile/kernel.h"
 #include "core/array_impl.h"
-#include "core/checked_size.h"
 #include "spmd/array.h"
 #include "spmd/error.h"
 #include "spmd/primitive.h"

@@ -2,7 +2,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "spmd/error.h"
 
 namespace spmd::backend {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/allocator.h"
 #include "base/dtype_visit.h"
 #include "base/half.h"

@@ -1,7 +1,7 @@
 #pragma once
 // A first-in first-out queue whose pop waits for an item: the tasks of the intra-op pool's
 // threads (base/parallel.cpp) and the jobs of each device's communication thread
-// (runtime/async_worker.cpp).
+// (base/async_worker.cpp).
 #include <condition_variable>
 #include <deque>
 #include <mutex>

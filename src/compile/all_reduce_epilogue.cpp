@@ -6,18 +6,19 @@
 // half of the parameters and momenta as it sums their gradients, and writes its half to its
 // peer (or, through the shared heap, into the one copy of each result that the processes of a
 // host hold: AllReduceEpilogue::adopt), instead of each process updating all of them
-// (bench_train, 2 processes x 1 core; README). The outputs are the ones the consumer computes, element by
-// element, from the same operands: bit for bit those of running it after the all-reduce. Where
-// the all-reduce runs on the device's communication thread (a core to spare), the pair does.
+// (bench_train, 2 processes x 1 core; README). The outputs are the ones the consumer computes,
+// element by element, from the same operands: bit for bit those of running it after the all-reduce.
+// Where the all-reduce runs on the device's communication thread (a core to spare), the pair does.
 // A communicator that does not share the epilogue (within a process, through messages, small
 // arrays, a process that brought none) leaves it to run_all_reduce_then, after the result.
+#include "base/all_reduce_epilogue.h"
+
 #include <algorithm>
 #include <cstdint>
 
 #include "codegen/loop_kernel.h"
 #include "compile/executable.h"
 #include "primitives/collectives.h"
-#include "runtime/communicator.h"
 #include "spmd/error.h"
 
 namespace spmd::compile {
@@ -98,10 +99,10 @@ void Executable::pair_all_reduce_epilogues(const std::vector<bool>& same,
             inside += static_cast<int>(std::count(k->in_vars.begin(), k->in_vars.end(), v));
           // Bound to an output as itself (no view of it shares the output's slot, nor is
           // copied to another output), and read by nothing else.
-          bool sole_var = slots_[v].where == Where::Output && readers[v] == inside + 1 &&
-                          std::count_if(prog.outputs.begin(), prog.outputs.end(), [&](const Atom& a) {
-                            return !a.is_literal() && a.var == v;
-                          }) == 1;
+          bool sole_var =
+              slots_[v].where == Where::Output && readers[v] == inside + 1 &&
+              std::count_if(prog.outputs.begin(), prog.outputs.end(),
+                            [&](const Atom& a) { return !a.is_literal() && a.var == v; }) == 1;
           for (size_t u = 0; u < slots_.size() && sole_var; ++u)
             sole_var = static_cast<int>(u) == v || slots_[u].where != Where::Output ||
                        slots_[u].index != slots_[v].index;
@@ -144,10 +145,14 @@ void Executable::run_all_reduce_then(const Step& st, const std::vector<void*>& p
     const Executable* exe;
     const Chain* chain;
     mutable std::vector<std::vector<void*>> args;  // (adopt moves outputs)
-    std::vector<std::vector<size_t>> at_result;  // per member: operand positions of the result
-    size_t item;                                 // the result's bytes per element
+    std::vector<std::vector<size_t>> at_result;    // per member: operand positions of the result
+    size_t item;                                   // the result's bytes per element
     const backend::ExecContext::OutputAdopter* adopter;
-  } self{this, &c, {}, {}, static_cast<size_t>(itemsize(program_.var_types[st.out_vars[0]].dtype)),
+  } self{this,
+         &c,
+         {},
+         {},
+         static_cast<size_t>(itemsize(program_.var_types[st.out_vars[0]].dtype)),
          ctx.adopt_output};
   runtime::AllReduceEpilogue then{
       [](const void* p, int64_t lo, int64_t hi, const void* result) {

@@ -4,14 +4,17 @@
 #include <cstring>
 #include <map>
 
+#include "base/async_worker.h"
 #include "base/half.h"
 #include "base/parallel.h"
+#include "base/timeline.h"
 #include "compile/loop_fusion.h"
+#include "compile/spmd_lowering.h"
 #include "core/array_impl.h"
+#include "ir/def_use.h"
 #include "primitives/collectives.h"
+#include "primitives/pmap_call.h"
 #include "primitives/primitives.h"
-#include "runtime/async_worker.h"
-#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::compile {
@@ -142,9 +145,8 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
   // the output's buffer and the reshape costs nothing (the sharded update's all_gathers, then
   // reshaped to the parameters' shapes, were copied out: 7.4 MB per step of the training
   // example).
-  std::vector<int> def_eq(nvars, -1);
-  for (size_t s = 0; s < prog.equations.size(); ++s)
-    for (int v : prog.equations[s].outputs) def_eq[v] = static_cast<int>(s);
+  const ir::DefUse uses = ir::def_use(prog);
+  const std::vector<int>& def_eq = uses.def;
   auto plain_view = [&](int v) {
     const int s = def_eq[v];
     return s >= 0 && !absorbed[s] && loop_at[s] < 0 && prog.equations[s].primitive->is_view() &&
@@ -175,12 +177,8 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
   }
   // Last use of each var (views extend their source's life to their own).
   std::vector<int> alias_of(slots_.size(), -1);
-  std::vector<int> last_use(slots_.size(), -1);
-  for (size_t s = 0; s < prog.equations.size(); ++s)
-    for (auto& a : prog.equations[s].inputs)
-      if (!a.is_literal()) last_use[a.var] = static_cast<int>(s);
-  for (auto& a : prog.outputs)
-    if (!a.is_literal()) last_use[a.var] = static_cast<int>(prog.equations.size());
+  std::vector<int> last_use = uses.last_use;
+  last_use.resize(slots_.size(), -1);  // (literals' slots come after the program's variables)
   auto root = [&](int v) {
     while (alias_of[v] >= 0) v = alias_of[v];
     return v;
@@ -425,8 +423,14 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
     std::vector<AbstractValue> eq_in, eq_out;
     for (const Atom& a : eq.inputs) eq_in.push_back(prog.type(a));
     for (int v : eq.outputs) eq_out.push_back(prog.var_types[v]);
-    Step step{backend::kernel_for(*eq.primitive, eq_in, eq_out), eq.primitive.get(), {}, {},
-              -1, -1, nullptr, s};
+    Step step{backend::kernel_for(*eq.primitive, eq_in, eq_out),
+              eq.primitive.get(),
+              {},
+              {},
+              -1,
+              -1,
+              nullptr,
+              s};
     step.async = async_eq[s];
     const std::vector<Atom>& reads = loop_at[s] >= 0 ? loops[loop_at[s]].inputs : eq.inputs;
     for (auto& a : reads) step.in_vars.push_back(a.is_literal() ? literal_slot(a.literal) : a.var);
@@ -563,7 +567,9 @@ Executable::Executable(Program p, bool keep_ir, bool async_collectives,
     // and no donation (an input's storage may still be read by the communication thread).
     for (const Step& st : steps_) {
       std::vector<int> reads = st.in_vars;
-      auto add = [&](const Step& m) { reads.insert(reads.end(), m.in_vars.begin(), m.in_vars.end()); };
+      auto add = [&](const Step& m) {
+        reads.insert(reads.end(), m.in_vars.begin(), m.in_vars.end());
+      };
       if (st.fused >= 0)
         for (const Step& m : fused_[st.fused].ops) add(m);
       if (st.chain >= 0)
@@ -707,10 +713,11 @@ void Executable::run_steps_async(const std::vector<void*>& ptr, backend::ExecCon
         backend::ExecContext job_ctx = ctx;
         job_ctx.on_block = nullptr;
         job_ctx.threads = 1;  // (the compute keeps the cores)
-        pending.push_back({std::move(made), runtime::post_async(ctx.device, [this, &st, &ptr, job_ctx]() mutable {
-                             std::vector<backend::Buf> job_bufs(max_operands_ + 1);
-                             run_all_reduce_then(st, ptr, job_bufs, job_ctx);
-                           })});
+        pending.push_back(
+            {std::move(made), runtime::post_async(ctx.device, [this, &st, &ptr, job_ctx]() mutable {
+               std::vector<backend::Buf> job_bufs(max_operands_ + 1);
+               run_all_reduce_then(st, ptr, job_bufs, job_ctx);
+             })});
         continue;
       }
       // The step's operands and context as values: the job runs after this returns.
@@ -722,12 +729,12 @@ void Executable::run_steps_async(const std::vector<void*>& ptr, backend::ExecCon
       job_ctx.site = backend::sub_site(ctx.site, st.site);
       job_ctx.on_block = nullptr;
       const size_t nin = st.in_vars.size();
-      pending.push_back({st.out_vars, runtime::post_async(ctx.device, [&st, args, job_ctx, nin]() mutable {
-                           st.kernel(*st.primitive, std::span<const backend::Buf>(args.data(), nin),
-                                     std::span<const backend::Buf>(args.data() + nin,
-                                                                   args.size() - nin),
-                                     job_ctx);
-                         })});
+      pending.push_back(
+          {st.out_vars, runtime::post_async(ctx.device, [&st, args, job_ctx, nin]() mutable {
+             st.kernel(*st.primitive, std::span<const backend::Buf>(args.data(), nin),
+                       std::span<const backend::Buf>(args.data() + nin, args.size() - nin),
+                       job_ctx);
+           })});
     }
     drain();
   } catch (...) {
@@ -835,7 +842,9 @@ std::string Executable::text() const {
       }
       s += "\n";
     } else if (st.kernel) {
-      s += "kernel: " + st.primitive->name() + "\n" + st.primitive->compiled_text();
+      s += "kernel: " + st.primitive->name() + "\n";
+      if (auto* call = dynamic_cast<const prim::PmapCall*>(st.primitive))
+        s += spmd_executable(*call).text();
       if (st.epilogue >= 0) {
         const Generated& g = generated_[epilogues_[st.epilogue].step.generated];
         s += "  epilogue, run on each block of rows the product writes: loop kernel (" +

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/allocator.h"
 #include "codegen/loop_kernel.h"
 #include "spmd/program.h"
@@ -26,7 +26,7 @@ class Executable {
   // keep_ir keeps the generated code's text for compiled_text(). async_collectives: the
   // all-reduces whose results are read only after other work run asynchronously when the caller
   // asks (ExecContext::async_collectives): posted to the device's communication thread
-  // (runtime/async_worker.h) at their place, waited for where their results are first read,
+  // (base/async_worker.h) at their place, waited for where their results are first read,
   // their operands kept alive until then. For programs whose collectives cross processes, after
   // compile::hoist_all_reduces: a gradient's psum then runs while the layers before it compute
   // theirs (as XLA's async collectives and PyTorch DDP's buckets do).

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "compile/simplify.h"
+#include "ir/def_use.h"
 #include "primitives/collectives.h"
 
 namespace spmd::compile {
@@ -35,9 +36,7 @@ namespace spmd::compile {
 
 Program gather_all_reduce_updates(const Program& p) {
   const size_t n = p.equations.size();
-  std::vector<int> def(p.var_types.size(), -1);  // defining equation of each var (-1: an input)
-  for (size_t e = 0; e < n; ++e)
-    for (int v : p.equations[e].outputs) def[v] = static_cast<int>(e);
+  const std::vector<int> def = ir::def_use(p).def;  // defining equation of each var (-1: input)
   auto movable = [&](const Equation& eq) {
     return eq.primitive->is_elementwise() && eq.primitive->axis_names().empty() &&
            eq.outputs.size() == 1;

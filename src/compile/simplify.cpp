@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/array_impl.h"
+#include "ir/def_use.h"
 #include "ir/eager.h"
 #include "primitives/primitives.h"
 
@@ -41,14 +42,11 @@ struct KeyEq {
 // (the sharded update's psum_scatter of each gradient, raveled and cut into blocks: 8 devices
 // in one process computed all 8 weight gradients and then added them, 2x the step's time).
 void fold_batch_sums(Program& p) {
-  std::vector<int> uses(p.var_types.size(), 0), def(p.var_types.size(), -1);
-  for (const Atom& a : p.outputs)
-    if (!a.is_literal()) uses[a.var] += 2;  // (an output is never folded away)
-  for (size_t e = 0; e < p.equations.size(); ++e) {
-    for (const Atom& a : p.equations[e].inputs)
-      if (!a.is_literal()) ++uses[a.var];
-    for (int v : p.equations[e].outputs) def[v] = static_cast<int>(e);
-  }
+  const ir::DefUse du = ir::def_use(p);
+  const std::vector<int>& def = du.def;
+  std::vector<int> uses = du.reads;
+  for (size_t v = 0; v < uses.size(); ++v)
+    if (du.is_output[v]) uses[v] += 2;  // (an output is never folded away)
   std::vector<bool> dropped(p.equations.size(), false);
   std::vector<std::vector<Equation>> before(p.equations.size());  // equations to insert
   for (size_t e = 0; e < p.equations.size(); ++e) {

@@ -3,12 +3,11 @@
 #include <cstring>
 #include <new>
 
+#include "base/checked_size.h"
 #include "base/dtype_visit.h"
 #include "core/array_impl.h"
-#include "core/checked_size.h"
 #include "core/first_use.h"
 #include "spmd/error.h"
-#include "spmd/ops.h"
 
 namespace spmd {
 namespace detail {
@@ -191,21 +190,6 @@ std::vector<Shard> Array::shards() const {
   for (size_t i = 0; i < devs.size(); ++i)
     out.push_back(Shard{devs[i], static_cast<int64_t>(i) * per, static_cast<int64_t>(i + 1) * per});
   return out;
-}
-
-Array Array::reshape(const Shape& shape) const { return spmd::reshape(*this, shape); }
-Array Array::astype(DType dtype) const { return spmd::astype(*this, dtype); }
-
-Array Array::operator[](int64_t i) const {
-  if (ndim() == 0) fail("indexing: expected an array of rank >= 1, got a scalar");
-  int64_t n = shape()[0];
-  if (i < -n || i >= n) fail("index ", i, " is out of bounds for axis 0 with size ", n);
-  if (i < 0) i += n;
-  Shape start(ndim(), 0), limit = shape();
-  start[0] = i;
-  limit[0] = i + 1;
-  Shape rest(shape().begin() + 1, shape().end());
-  return spmd::reshape(spmd::slice(*this, start, limit), rest);
 }
 
 }  // namespace spmd

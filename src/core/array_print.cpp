@@ -13,7 +13,7 @@
 #include "base/dtype_visit.h"
 #include "base/half.h"
 #include "core/array_impl.h"
-#include "spmd/program.h"
+#include "spmd/array.h"
 
 namespace spmd {
 namespace {
@@ -64,10 +64,10 @@ Decimal shortest(double v, DType type, int max_sig) {
       if (in_type(std::strtod(buf, nullptr), type) == static_cast<float>(v)) break;
     }
   } else {
-    auto r = type == DType::Float32 ? std::to_chars(buf, buf + sizeof buf - 1, static_cast<float>(v),
-                                                    std::chars_format::scientific)
-                                    : std::to_chars(buf, buf + sizeof buf - 1, v,
-                                                    std::chars_format::scientific);
+    auto r = type == DType::Float32
+                 ? std::to_chars(buf, buf + sizeof buf - 1, static_cast<float>(v),
+                                 std::chars_format::scientific)
+                 : std::to_chars(buf, buf + sizeof buf - 1, v, std::chars_format::scientific);
     *r.ptr = '\0';
   }
   Decimal d = parse_scientific(buf);
@@ -104,8 +104,8 @@ class FloatFormat {
     }
     if (exp_format_) pad_right_ = exp_digits_ + 2 + precision_;
     if (finite.size() != shown.size()) {
-      bool neg_inf = plus_ || std::any_of(shown.begin(), shown.end(),
-                                          [](double v) { return v == -INFINITY; });
+      bool neg_inf =
+          plus_ || std::any_of(shown.begin(), shown.end(), [](double v) { return v == -INFINITY; });
       int offset = pad_right_ + 1;
       pad_left_ = std::max({pad_left_, 3 - offset, 3 + (neg_inf ? 1 : 0) - offset});
     }
@@ -185,7 +185,7 @@ struct Printer {
   bool summarize;
   std::unique_ptr<FloatFormat> float_format;
   std::unique_ptr<FloatFormat> imag_format;  // complex numbers: float_format formats real parts
-  DType shown_as;  // the digits' type (the data of a 16-bit float is float32)
+  DType shown_as;         // the digits' type (the data of a 16-bit float is float32)
   size_t item_width = 0;  // non-float items are right-aligned to the widest one shown
 
   // Calls fn(offset) for each item shown, in order.

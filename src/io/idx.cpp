@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/checked_size.h"
+#include "base/checked_size.h"
 #include "io/file.h"
 #include "io/parsers.h"
 #include "spmd/error.h"

@@ -1,13 +1,11 @@
 #include "ir/autodiff.h"
 
 #include "core/array_impl.h"
+#include "ir/array_ops.h"
 #include "ir/interpret.h"
 #include "ir/trace.h"
-#include "primitives/collectives.h"
-#include "spmd/collectives.h"
-#include "spmd/error.h"
-#include "spmd/ops.h"
 #include "ir/vjp_reads.h"
+#include "spmd/error.h"
 
 namespace spmd::transforms {
 
@@ -35,7 +33,7 @@ Linearization::Linearization(Program p, std::vector<Array> args, std::vector<boo
       out = std::move(f.outputs);
       residuals_[index] = std::move(f.residuals);
     } else {
-      out = bind(eq.primitive, in);
+      out = spmd::bind(eq.primitive, in);
     }
     for (int v : eq.outputs) needs_[v] = needs && is_inexact(prog.var_types[v].dtype);
     if (prune && needs) keep_what_vjp_reads(eq, in, out);
@@ -122,6 +120,7 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
                                                 std::vector<std::vector<Array>> residuals,
                                                 bool release) const {
   const Program& prog = *program_;
+  const ir::ArrayOps& ops = ir::array_ops();
   // With release, a value goes when the walk has passed the first equation that reads it.
   std::vector<size_t> first_read;
   if (release) {
@@ -143,8 +142,8 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
     if (v.shape() != t.shape)
       fail("vjp: a cotangent of shape ", shape_str(v.shape()), " was given for a value of type ",
            t.str());
-    if (v.dtype() != t.dtype) v = astype(v, t.dtype);
-    ct[var] = ct[var].valid() ? ct[var] + v : v;
+    if (v.dtype() != t.dtype) v = ops.astype(v, t.dtype);
+    ct[var] = ct[var].valid() ? ops.add(ct[var], v) : v;
   };
   for (size_t j = 0; j < prog.outputs.size(); ++j)
     if (!prog.outputs[j].is_literal()) accumulate(prog.outputs[j].var, output_cotangents[j]);
@@ -161,24 +160,21 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
       for (auto& a : eq.inputs) primals.push_back(read(a));
       for (int v : eq.outputs) {
         outs.push_back(value(v));
-        cts.push_back(ct[v].valid() ? ct[v] : zeros_like(value(v)));
+        cts.push_back(ct[v].valid() ? ct[v] : ops.zeros_like(value(v)));
       }
-      // (Looked up only under check_vma: the per-device walk pays nothing for it.)
-      const auto* collective =
-          vma_ ? dynamic_cast<const prim::Collective*>(eq.primitive.get()) : nullptr;
-      const auto* reduce =
-          vma_ ? dynamic_cast<const prim::AllReduce*>(eq.primitive.get()) : nullptr;
+      // (Asked only under check_vma: the per-device walk pays nothing for it.)
+      const CollectiveKind kind = vma_ ? eq.primitive->collective_kind() : CollectiveKind::None;
       std::vector<Array> in_cts;
-      if (reduce && reduce->op == ReduceOp::Sum) {
+      if (kind == CollectiveKind::Sum) {
         // check_vma: over mesh axes psum's transpose is a pvary, the cotangent itself (JAX's
         // psum_invariant); the psum over the axes its operand did not vary over follows, as for
         // any operand. Over other axes (a vmap's, named) it stays a psum.
         std::vector<std::string> others;
-        for (const std::string& n : reduce->names)
+        for (const std::string& n : eq.primitive->axis_names())
           if (!vma_axes_->count(n)) others.push_back(n);
         in_cts = {!is_inexact(primals[0].dtype()) ? Array()
                   : others.empty()                ? cts[0]
-                                                  : psum(cts[0], AxisName(std::move(others)))};
+                                                  : ops.psum(cts[0], std::move(others))};
       } else {
         in_cts = eq.primitive->saves_residuals()
                      ? eq.primitive->backward(primals, residuals[e], wrt_in, cts)
@@ -193,15 +189,15 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
         AxisSet over;
         for (const Atom& a : eq.inputs)
           if (!a.is_literal()) over.insert(vma[a.var].begin(), vma[a.var].end());
-        if (collective)
-          for (const std::string& n : collective->names)
+        if (kind != CollectiveKind::None)
+          for (const std::string& n : eq.primitive->axis_names())
             if (vma_axes_->count(n)) over.insert(n);
         for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k) {
           if (eq.inputs[k].is_literal() || !in_cts[k].valid()) continue;
           std::vector<std::string> extra;
           for (const std::string& n : over)
             if (!vma[eq.inputs[k].var].count(n)) extra.push_back(n);
-          if (!extra.empty()) in_cts[k] = psum(in_cts[k], AxisName(std::move(extra)));
+          if (!extra.empty()) in_cts[k] = ops.psum(in_cts[k], std::move(extra));
         }
       }
       for (size_t k = 0; k < eq.inputs.size() && k < in_cts.size(); ++k)
@@ -218,7 +214,7 @@ std::vector<Array> Linearization::walk_backward(const std::vector<Array>& output
   std::vector<Array> result;
   for (size_t i = 0; i < wrt_.size(); ++i) {
     int v = prog.inputs[i];
-    result.push_back(!wrt_[i] ? Array() : ct[v].valid() ? ct[v] : zeros_like(value(v)));
+    result.push_back(!wrt_[i] ? Array() : ct[v].valid() ? ct[v] : ops.zeros_like(value(v)));
   }
   return result;
 }

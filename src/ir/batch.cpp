@@ -36,7 +36,7 @@ BatchedValues batch_eval(const Program& p, const std::vector<Array>& args,
     if (any || names_this_axis) {
       out = eq.primitive->batch(ctx, values, in_dims);
     } else {
-      out.values = bind(eq.primitive, values);
+      out.values = spmd::bind(eq.primitive, values);
       out.dims.assign(out.values.size(), not_mapped);
     }
     if (out.values.size() != out.dims.size())

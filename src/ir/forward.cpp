@@ -1,10 +1,10 @@
 #include "ir/forward.h"
 
+#include "ir/array_ops.h"
+#include "ir/autodiff.h"
 #include "ir/interpret.h"
 #include "ir/trace.h"
 #include "spmd/error.h"
-#include "spmd/ops.h"
-#include "ir/autodiff.h"
 
 namespace spmd::transforms {
 namespace {
@@ -16,6 +16,7 @@ struct Dual {
 std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Array>& primals,
                                       const std::vector<Array>& outputs,
                                       const std::vector<Array>& tangents) {
+  const ir::ArrayOps& ops = ir::array_ops();
   std::vector<AbstractValue> ct_types;
   for (const Array& o : outputs) {
     AbstractValue t = o.aval();
@@ -26,13 +27,13 @@ std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Arra
     std::vector<Array> r = p.vjp(primals, outputs, cts);
     r.resize(primals.size());
     for (size_t i = 0; i < r.size(); ++i)
-      if (!r[i].valid()) r[i] = zeros_like(primals[i]);
+      if (!r[i].valid()) r[i] = ops.zeros_like(primals[i]);
     return r;
   });
   std::vector<Array> args;
   std::vector<bool> wrt;
   for (const AbstractValue& t : ct_types) {
-    args.push_back(zeros(t.shape, t.dtype));
+    args.push_back(ops.zeros(t.shape, t.dtype));
     wrt.push_back(is_inexact(t.dtype));
   }
   args.insert(args.end(), g.captured.begin(), g.captured.end());
@@ -40,7 +41,7 @@ std::vector<Array> jvp_by_transposing(const Primitive& p, const std::vector<Arra
   Linearization lin(std::move(g.program), std::move(args), wrt);
   std::vector<Array> t;
   for (size_t i = 0; i < primals.size(); ++i)
-    t.push_back(tangents[i].valid() ? tangents[i] : zeros_like(primals[i]));
+    t.push_back(tangents[i].valid() ? tangents[i] : ops.zeros_like(primals[i]));
   std::vector<Array> r = lin.backward(t);
   r.resize(outputs.size());
   for (size_t j = 0; j < r.size(); ++j)
@@ -69,11 +70,11 @@ JvpValues jvp_eval(const Program& p, const std::vector<Array>& args,
     for (int v : eq.outputs) floating_out = floating_out || is_inexact(p.var_types[v].dtype);
     Primitive::Jvp r;
     if (!any || !floating_out) {
-      r.outputs = bind(eq.primitive, primals);
+      r.outputs = spmd::bind(eq.primitive, primals);
     } else if (eq.primitive->has_jvp() && rules == JvpRules::Native) {
       r = eq.primitive->jvp(primals, ts);
     } else {
-      r.outputs = bind(eq.primitive, primals);
+      r.outputs = spmd::bind(eq.primitive, primals);
       r.tangents = jvp_by_transposing(*eq.primitive, primals, r.outputs, ts);
     }
     std::vector<Dual> out;
@@ -96,11 +97,12 @@ std::vector<Array> jvp_flat(const Program& body, const std::vector<Array>& xs,
   for (size_t i = 0, k = n; i < n; ++i)
     if (has[i]) ts[i] = xs[k++];
   JvpValues r = jvp_eval(body, primals, ts);
+  const ir::ArrayOps& ops = ir::array_ops();
   std::vector<Array> outs = r.outputs;
   for (size_t j = 0; j < out_tangent.size(); ++j)
     if (out_tangent[j])
-      outs.push_back(r.tangents[j].valid() ? astype(r.tangents[j], r.outputs[j].dtype())
-                                           : zeros_like(r.outputs[j]));
+      outs.push_back(r.tangents[j].valid() ? ops.astype(r.tangents[j], r.outputs[j].dtype())
+                                           : ops.zeros_like(r.outputs[j]));
   return outs;
 }
 

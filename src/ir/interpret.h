@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/def_use.h"
 #include "spmd/error.h"
 #include "spmd/program.h"
 
@@ -25,17 +26,12 @@ std::vector<V> interpret(const Program& p, const std::vector<V>& args, Literal&&
   std::vector<V>& values = env ? *env : local;
   values.assign(p.var_types.size(), V{});
   for (size_t i = 0; i < args.size(); ++i) values[p.inputs[i]] = args[i];
-  auto read = [&](const Atom& a) -> V { return a.is_literal() ? literal(a.literal) : values[a.var]; };
+  auto read = [&](const Atom& a) -> V {
+    return a.is_literal() ? literal(a.literal) : values[a.var];
+  };
   // The last equation reading each variable (program outputs are read after all of them).
-  std::vector<size_t> last_use;
-  if (!env) {
-    last_use.assign(p.var_types.size(), 0);
-    for (size_t e = 0; e < p.equations.size(); ++e)
-      for (const Atom& a : p.equations[e].inputs)
-        if (!a.is_literal()) last_use[a.var] = e;
-    for (const Atom& a : p.outputs)
-      if (!a.is_literal()) last_use[a.var] = p.equations.size();
-  }
+  std::vector<int> last_use;
+  if (!env) last_use = def_use(p).last_use;
   std::vector<V> in;
   for (size_t e = 0; e < p.equations.size(); ++e) {
     const Equation& eq = p.equations[e];
@@ -48,7 +44,7 @@ std::vector<V> interpret(const Program& p, const std::vector<V>& args, Literal&&
     for (size_t k = 0; k < out.size(); ++k) values[eq.outputs[k]] = std::move(out[k]);
     if (!env)
       for (const Atom& a : eq.inputs)
-        if (!a.is_literal() && last_use[a.var] == e) values[a.var] = V{};
+        if (!a.is_literal() && last_use[a.var] == static_cast<int>(e)) values[a.var] = V{};
   }
   std::vector<V> outs;
   outs.reserve(p.outputs.size());
@@ -58,10 +54,21 @@ std::vector<V> interpret(const Program& p, const std::vector<V>& args, Literal&&
 
 // The common case: values are Arrays and literals are themselves.
 template <class Apply>
-std::vector<Array> interpret_arrays(const Program& p, const std::vector<Array>& args,
-                                    Apply&& apply, std::vector<Array>* env = nullptr) {
+std::vector<Array> interpret_arrays(const Program& p, const std::vector<Array>& args, Apply&& apply,
+                                    std::vector<Array>* env = nullptr) {
   return interpret(
       p, args, [](const Array& a) { return a; }, std::forward<Apply>(apply), env);
+}
+
+// Which variables of p an equation or an output reads.
+inline std::vector<bool> used_variables(const Program& p) {
+  std::vector<bool> used(p.var_types.size(), false);
+  for (const Equation& eq : p.equations)
+    for (const Atom& a : eq.inputs)
+      if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  for (const Atom& a : p.outputs)
+    if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
+  return used;
 }
 
 }  // namespace spmd::ir

@@ -2,8 +2,8 @@
 
 #include <atomic>
 
+#include "base/checked_size.h"
 #include "core/array_impl.h"
-#include "core/checked_size.h"
 #include "ir/interpret.h"
 #include "spmd/error.h"
 
@@ -143,7 +143,7 @@ TraceBuilder* open_trace(uint64_t id, int* depth) {
 
 std::vector<Array> eval_program(const Program& p, const std::vector<Array>& args) {
   return interpret_arrays(p, args, [](const Equation& eq, const std::vector<Array>& in) {
-    return bind(eq.primitive, in);
+    return spmd::bind(eq.primitive, in);
   });
 }
 

@@ -4,7 +4,6 @@
 #include <map>
 
 #include "ir/trace.h"
-#include "primitives/collectives.h"
 
 namespace spmd::transforms {
 
@@ -34,8 +33,9 @@ void propagate(const Program& program, std::vector<MaybeAxes>& var, const Rules&
     }
     if (out) {
       const Primitive& p = *eq.primitive;
-      if (dynamic_cast<const prim::AllReduce*>(&p) ||
-          (!rules.gather_varies && dynamic_cast<const prim::AllGather*>(&p))) {
+      const CollectiveKind kind = p.collective_kind();
+      if (kind == CollectiveKind::Sum || kind == CollectiveKind::Reduce ||
+          (!rules.gather_varies && kind == CollectiveKind::Gather)) {
         for (const std::string& n : p.axis_names()) out->erase(n);
       } else {
         // axis_index, the collectives that hand members different values, and ops running

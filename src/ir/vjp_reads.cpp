@@ -3,8 +3,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "ir/interpret.h"
 #include "ir/trace.h"
-#include "primitives/control_flow.h"
 #include "spmd/error.h"
 
 namespace spmd::transforms {
@@ -56,7 +56,7 @@ VjpReads trace_reads(const Equation& eq, const std::vector<AbstractValue>& in_ty
       if (c.valid()) r.push_back(c);
     return r;
   });
-  std::vector<bool> used = prim::used_variables(t.program);
+  std::vector<bool> used = ir::used_variables(t.program);
   VjpReads r{std::vector<bool>(eq.inputs.size(), false), std::vector<bool>(out_types.size())};
   size_t i = 0;
   for (size_t k = 0; k < eq.inputs.size(); ++k)

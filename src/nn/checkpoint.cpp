@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "core/checked_size.h"
+#include "base/checked_size.h"
 #include "io/file.h"
 #include "io/parsers.h"
 #include "spmd/error.h"

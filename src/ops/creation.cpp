@@ -4,11 +4,10 @@
 #include <new>
 #include <stdexcept>
 
+#include "base/checked_size.h"
 #include "base/dtype_visit.h"
 #include "core/array_impl.h"
-#include "core/checked_size.h"
 #include "ops/common.h"
-#include "runtime/client.h"
 #include "spmd/error.h"
 
 namespace spmd {

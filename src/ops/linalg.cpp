@@ -1,11 +1,12 @@
 // matmul, dot and tensordot over dot_general (einsum is in einsum.cpp); jnp.linalg.
+#include "ops/linalg.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "ops/common.h"
-#include "spmd/custom_derivatives.h"
 #include "spmd/error.h"
 
 namespace spmd {
@@ -134,7 +135,7 @@ Array triangular_solve(const Array& a, const Array& b, bool left_side, bool lowe
 }
 std::tuple<Array, Array, Array> lu(const Array& a) {
   if (!a.valid()) fail("lu: expected an array, got an empty (default-constructed) Array");
-  auto r = bind(std::make_shared<prim::Lu>(), {a});
+  auto r = spmd::bind(std::make_shared<prim::Lu>(), {a});
   return {r[0], r[1], r[2]};
 }
 }  // namespace lax
@@ -145,10 +146,9 @@ Array cho_solve(const Array& lower_factor, const Array& b) {
   return lax::triangular_solve(lower_factor, y, true, true, true, false);
 }
 
-namespace {
+namespace impl {
 
-// a is a float32/float64 array of rank >= 2 (square when `square`), else an error naming op.
-void check_matrices(const Array& a, const char* op, bool square, const char* what = "a") {
+void check_matrices(const Array& a, const char* op, bool square, const char* what) {
   if (!a.valid()) fail(op, ": expected an array, got an empty (default-constructed) Array");
   if (a.ndim() < 2)
     fail(op, ": expected ", what, " to be a stack of ", square ? "square " : "", "matrices (..., ",
@@ -160,6 +160,12 @@ void check_matrices(const Array& a, const char* op, bool square, const char* wha
 }
 
 Array mT(const Array& x) { return swapaxes(x, -1, -2); }
+
+}  // namespace impl
+
+using namespace impl;
+
+namespace {
 
 // The diagonal of the last two axes: (..., n).
 Array diagonal_of(const Array& x) { return einsum("...ii->...i", x); }
@@ -229,7 +235,7 @@ Array inv(const Array& a) {
   return solve(a, broadcast_to(eye(a.shape().back(), {}, 0, a.dtype()), a.shape()));
 }
 
-namespace {
+namespace impl {
 
 // The determinant from LU: the permutation's sign times the product of U's diagonal (exactly 0
 // where elimination meets an exactly zero pivot).
@@ -258,20 +264,9 @@ Array adjugate(const Array& a) {
   return expand_dims(expand_dims(sign, -1), -1) * adj;
 }
 
-}  // namespace
+}  // namespace impl
 
-// JAX's det has a custom JVP, d det = tr(adj(a) da), so its gradient (the adjugate, transposed)
-// stays finite at singular matrices; here the adjugate comes from the SVD.
-Array det(const Array& a) {
-  check_matrices(a, "det", true);
-  if (a.shape().back() == 0) return ones(Shape(a.shape().begin(), a.shape().end() - 2), a.dtype());
-  auto f = custom_jvp([](const Array& x) { return det_from_lu(x); },
-                      [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
-                        const Array &x = std::get<0>(p), &dx = std::get<0>(t);
-                        return std::pair(det_from_lu(x), sum(mT(adjugate(x)) * dx, {-2, -1}));
-                      });
-  return f(a);
-}
+// det, whose JVP is a custom rule, is defined with the transforms (transforms/linalg_det.cpp).
 
 SlogdetResult slogdet(const Array& a) {
   check_matrices(a, "slogdet", true);
@@ -294,7 +289,7 @@ QRResult qr(const Array& a, const std::string& mode) {
   if (mode != "reduced" && mode != "complete" && mode != "r")
     fail("qr: expected mode \"reduced\", \"complete\" or \"r\", got \"", mode, "\"");
   check_matrices(a, "qr", false);
-  auto r = bind(std::make_shared<prim::Qr>(mode == "complete"), {a});
+  auto r = spmd::bind(std::make_shared<prim::Qr>(mode == "complete"), {a});
   if (mode == "r") return {Array(), r[1]};
   return {r[0], r[1]};
 }
@@ -302,13 +297,13 @@ QRResult qr(const Array& a, const std::string& mode) {
 EighResult eigh(const Array& a, bool symmetrize_input) {
   check_matrices(a, "eigh", true);
   Array x = symmetrize_input ? 0.5 * (a + mT(a)) : a;
-  auto r = bind(std::make_shared<prim::Eigh>(), {x});
+  auto r = spmd::bind(std::make_shared<prim::Eigh>(), {x});
   return {r[1], r[0]};
 }
 
 SVDResult svd(const Array& a, bool full_matrices, bool compute_uv) {
   check_matrices(a, "svd", false);
-  auto r = bind(std::make_shared<prim::Svd>(full_matrices, compute_uv), {a});
+  auto r = spmd::bind(std::make_shared<prim::Svd>(full_matrices, compute_uv), {a});
   if (!compute_uv) return {Array(), r[0], Array()};
   return {r[1], r[0], r[2]};
 }

@@ -2,7 +2,7 @@
 // take and take_along_axis live in indexing.cpp.
 #include <algorithm>
 
-#include "core/checked_size.h"
+#include "base/checked_size.h"
 #include "ops/common.h"
 #include "spmd/error.h"
 

@@ -1,5 +1,5 @@
 // Arrays laid out on a mesh: device_put, make_array_from_callback, with_sharding_constraint
-// (include/spmd/sharding.h).
+// (include/spmd/ops.h).
 #include <cstring>
 #include <set>
 
@@ -7,7 +7,7 @@
 #include "core/array_impl.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
-#include "spmd/sharding.h"
+#include "spmd/ops.h"
 
 namespace spmd {
 namespace {

@@ -49,7 +49,7 @@ Primitive::Jvp apply_linear_jvp(const PrimitivePtr& p, const std::vector<Array>&
   for (size_t i = 0; i < primals.size(); ++i)
     ts.push_back(differentiable(primals[i].aval()) ? tangent_or_zeros(tangents[i], primals[i])
                                                    : primals[i]);
-  return {bind(p, primals), bind(p, ts)};
+  return {spmd::bind(p, primals), spmd::bind(p, ts)};
 }
 
 ElementwiseBatch batch_elementwise(const std::vector<Array>& in, const std::vector<int>& dims,

@@ -165,7 +165,7 @@ Batched While::batch(const BatchContext& ctx, const std::vector<Array>& in,
   }
   operands.insert(operands.end(), carry.begin(), carry.end());
   Batched r;
-  r.values = bind(p, operands);
+  r.values = spmd::bind(p, operands);
   for (bool b : carry_b) r.dims.push_back(b ? 0 : not_mapped);
   return r;
 }
@@ -244,7 +244,7 @@ Primitive::Jvp While::jvp(const std::vector<Array>& primals,
   auto p = std::make_shared<While>(
       cc.program, bc.program, cond_consts + static_cast<int>(cc.captured.size()),
       body_consts + static_cast<int>(bt.size() + bc.captured.size()));
-  std::vector<Array> r = bind(p, operands);
+  std::vector<Array> r = spmd::bind(p, operands);
   Jvp out;
   out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nk));
   out.tangents.resize(nk);
@@ -310,7 +310,7 @@ Batched Cond::batch(const BatchContext& ctx, const std::vector<Array>& in,
   auto joined = join_branches(std::move(branches), nops, extra);
   args.insert(args.end(), extra.begin(), extra.end());
   Batched r;
-  r.values = bind(std::make_shared<Cond>(std::move(joined)), args);
+  r.values = spmd::bind(std::make_shared<Cond>(std::move(joined)), args);
   for (bool b : out_b) r.dims.push_back(b ? 0 : not_mapped);
   return r;
 }
@@ -347,7 +347,7 @@ std::vector<Array> Cond::vjp(const std::vector<Array>& primals, const std::vecto
   args.insert(args.end(), primals.begin() + 1, primals.end());
   args.insert(args.end(), cts.begin(), cts.end());
   args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<Array> r = bind(std::make_shared<Cond>(std::move(joined)), args);
+  std::vector<Array> r = spmd::bind(std::make_shared<Cond>(std::move(joined)), args);
   std::vector<Array> result(primals.size());
   size_t k = 0;
   for (size_t i = 0; i < nops; ++i)
@@ -386,7 +386,7 @@ Primitive::Jvp Cond::jvp(const std::vector<Array>& primals,
   std::vector<Array> extra;
   auto joined = join_branches(std::move(branches), types.size(), extra);
   args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<Array> r = bind(std::make_shared<Cond>(std::move(joined)), args);
+  std::vector<Array> r = spmd::bind(std::make_shared<Cond>(std::move(joined)), args);
   Jvp out;
   out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nout));
   out.tangents.resize(nout);

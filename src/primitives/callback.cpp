@@ -1,4 +1,4 @@
-// pure_callback's rules: results as declared, vmap by a loop over the batch (lax::map, one call
+// pure_callback's rules: results as declared, vmap by a loop over the batch (a scan, one call
 // per element) or one call on the whole batch, and no derivative (JAX's message).
 #include "primitives/callback.h"
 
@@ -11,7 +11,7 @@
 
 #include "ir/trace.h"
 #include "primitives/batching.h"
-#include "spmd/control_flow.h"
+#include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 
@@ -49,8 +49,8 @@ std::string current_exception_type() {
 
 }  // namespace
 
-PureCallback::PureCallback(std::shared_ptr<const detail::HostFn> fn,
-                           std::vector<AbstractValue> results, VmapMethod vmap_method)
+PureCallback::PureCallback(std::shared_ptr<const HostFn> fn, std::vector<AbstractValue> results,
+                           VmapMethod vmap_method)
     : vmap_method(vmap_method), fn_(std::move(fn)), results_(std::move(results)) {
   for (auto& r : results_) {
     r.weak = false;
@@ -127,20 +127,30 @@ Batched PureCallback::batch(const BatchContext& ctx, const std::vector<Array>& i
     return r;
   }
   if (vmap_method == VmapMethod::sequential) {
-    // One call per batch element: a scan over the batched operands (lax::map).
+    // One call per batch element: a scan over the batched operands, as lax::map makes it (the
+    // unbatched ones are its constants).
     std::vector<Array> xs;
+    std::vector<AbstractValue> slices;
     for (size_t i = 0; i < in.size(); ++i)
-      if (dims[i] != not_mapped) xs.push_back(batch_at(in[i], dims[i], 0, n));
+      if (dims[i] != not_mapped) {
+        xs.push_back(batch_at(in[i], dims[i], 0, n));
+        slices.push_back(xs.back().aval());
+        slices.back().shape.erase(slices.back().shape.begin());
+      }
     auto self = std::make_shared<PureCallback>(fn_, results_, vmap_method);
-    r.values = lax::map(
-        [&](const std::vector<Array>& slices) {
-          std::vector<Array> args;
-          size_t k = 0;
-          for (size_t i = 0; i < in.size(); ++i)
-            args.push_back(dims[i] != not_mapped ? slices[k++] : in[i]);
-          return spmd::bind(self, args);
-        },
-        xs);
+    ir::Traced body = ir::trace(slices, [&](const std::vector<Array>& slice) {
+      std::vector<Array> args;
+      size_t k = 0;
+      for (size_t i = 0; i < in.size(); ++i)
+        args.push_back(dims[i] != not_mapped ? slice[k++] : in[i]);
+      return spmd::bind(self, args);
+    });
+    const int num_consts = static_cast<int>(body.captured.size());
+    Closed closed = close_over(std::move(body.program), std::move(body.captured), 0);
+    std::vector<Array> operands = std::move(closed.captured);
+    operands.insert(operands.end(), xs.begin(), xs.end());
+    r.values =
+        spmd::bind(std::make_shared<Scan>(closed.program, num_consts, 0, n, false, 1), operands);
   } else {
     // One call on the whole batch, the batch axis first in every argument and result.
     std::vector<Array> args;

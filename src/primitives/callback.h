@@ -3,19 +3,22 @@
 // concrete arrays when the program runs. It declares its results' shapes and dtypes, so it
 // traces without calling; vmap loops over the batch or calls once on it (VmapMethod); it has
 // no derivative of its own (custom_vjp / custom_jvp give it one).
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "spmd/callback.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
 
+// The host function over flat arrays (spmd::detail::HostFn, the same type).
+using HostFn = std::function<std::vector<Array>(const std::vector<Array>&)>;
+
 class PureCallback final : public PrimitiveOf<PureCallback> {
  public:
-  PureCallback(std::shared_ptr<const detail::HostFn> fn, std::vector<AbstractValue> results,
+  PureCallback(std::shared_ptr<const HostFn> fn, std::vector<AbstractValue> results,
                VmapMethod vmap_method);
   // The same function is the same callback: identity by the function object held.
   auto key() const { return std::tie(fn_, shapes_, dtypes_, vmap_method); }
@@ -35,7 +38,7 @@ class PureCallback final : public PrimitiveOf<PureCallback> {
                          const std::vector<Array>&) const override;
 
  private:
-  std::shared_ptr<const detail::HostFn> fn_;
+  std::shared_ptr<const HostFn> fn_;
   std::vector<AbstractValue> results_;
   std::vector<Shape> shapes_;
   std::vector<DType> dtypes_;

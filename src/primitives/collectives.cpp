@@ -45,6 +45,12 @@ std::shared_ptr<Collective> Collective::with_names(std::vector<std::string> new_
   return c;
 }
 
+std::shared_ptr<Collective> Collective::with_group(int id) const {
+  auto c = clone();
+  c->group = id;
+  return c;
+}
+
 bool Collective::names_include(const std::string& name) const {
   return !name.empty() && std::find(names.begin(), names.end(), name) != names.end();
 }

@@ -22,12 +22,19 @@ class Collective : public Primitive {
   // axes): no part of the primitive's math, but part of what the program asked for, so it is
   // among the params that processes compare before they exchange data.
   Params layout;
+  // The collective group of the SPMD executable this copy runs in (compile/spmd_lowering.h):
+  // set once when a program mapped over a mesh is lowered, so the runtime finds the members and
+  // their communicator by this index and never looks at the names. -1 until lowered.
+  int group = -1;
   int64_t group_size() const;
   std::vector<std::string> axis_names() const override { return names; }
+  CollectiveKind collective_kind() const override { return CollectiveKind::Other; }
   Params params() const override;
   // The same collective over other axes (same sizes): nested pmaps are lowered onto mesh axes
   // whose names may differ from the ones traced (a shadowed or anonymous axis).
   std::shared_ptr<Collective> with_names(std::vector<std::string> new_names) const;
+  // The same collective in group `id` of its SPMD executable.
+  std::shared_ptr<Collective> with_group(int id) const;
 
  protected:
   // Names and sizes without the vmap axis `name`; its size.
@@ -56,11 +63,14 @@ class CollectiveOf : public PrimitiveOf<Self, Collective> {
 // the other ReduceOps).
 class AllReduce final : public CollectiveOf<AllReduce> {
  public:
-  auto key() const { return std::tie(op, names, sizes, layout); }
+  auto key() const { return std::tie(op, names, sizes, layout, group); }
   AllReduce(ReduceOp op, std::vector<std::string> names, std::vector<int64_t> sizes)
       : CollectiveOf(std::move(names), std::move(sizes)), op(op) {}
   ReduceOp op;
   std::string name() const override;
+  CollectiveKind collective_kind() const override {
+    return op == ReduceOp::Sum ? CollectiveKind::Sum : CollectiveKind::Reduce;
+  }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,
                 const std::vector<int>&) const override;
@@ -73,9 +83,10 @@ class AllReduce final : public CollectiveOf<AllReduce> {
 // x -> (group, x...): every member's x stacked on a new leading axis.
 class AllGather final : public CollectiveOf<AllGather> {
  public:
-  auto key() const { return std::tie(names, sizes, layout); }
+  auto key() const { return std::tie(names, sizes, layout, group); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_gather"; }
+  CollectiveKind collective_kind() const override { return CollectiveKind::Gather; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   Batched batch(const BatchContext&, const std::vector<Array>&,
                 const std::vector<int>&) const override;
@@ -88,7 +99,7 @@ class AllGather final : public CollectiveOf<AllGather> {
 // (group, rest...) -> (rest...): the sum over members of their block [rank].
 class ReduceScatter final : public CollectiveOf<ReduceScatter> {
  public:
-  auto key() const { return std::tie(names, sizes, layout); }
+  auto key() const { return std::tie(names, sizes, layout, group); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "reduce_scatter"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -103,7 +114,7 @@ class ReduceScatter final : public CollectiveOf<ReduceScatter> {
 // (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
 class AllToAll final : public CollectiveOf<AllToAll> {
  public:
-  auto key() const { return std::tie(names, sizes, layout); }
+  auto key() const { return std::tie(names, sizes, layout, group); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_to_all"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
@@ -117,7 +128,7 @@ class AllToAll final : public CollectiveOf<AllToAll> {
 
 class Ppermute final : public CollectiveOf<Ppermute> {
  public:
-  auto key() const { return std::tie(names, sizes, perm, layout); }
+  auto key() const { return std::tie(names, sizes, perm, layout, group); }
   Ppermute(std::vector<std::string> names, std::vector<int64_t> sizes,
            std::vector<std::pair<int, int>> perm)
       : CollectiveOf(std::move(names), std::move(sizes)), perm(std::move(perm)) {}
@@ -135,7 +146,7 @@ class Ppermute final : public CollectiveOf<Ppermute> {
 
 class AxisIndex final : public CollectiveOf<AxisIndex> {
  public:
-  auto key() const { return std::tie(names, sizes, layout); }
+  auto key() const { return std::tie(names, sizes, layout, group); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "axis_index"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;

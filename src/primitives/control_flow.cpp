@@ -1,15 +1,13 @@
-// The control-flow primitives' shared parts: bodies, type checks, printing, compiled bodies.
+// The control-flow primitives' shared parts: bodies, type checks, printing.
 // Their transformation rules are in scan_rules.cpp and branch_rules.cpp.
 #include "primitives/control_flow.h"
 
 #include <algorithm>
 
-#include "compile/executable.h"
-#include "compile/simplify.h"
+#include "ir/batch.h"
 #include "primitives/batching.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "ir/batch.h"
 
 namespace spmd::prim {
 namespace {
@@ -40,20 +38,9 @@ ControlFlow::ControlFlow(std::vector<ProgramPtr> bodies) : bodies_(std::move(bod
     }
 }
 
-ControlFlow::~ControlFlow() = default;
-
-const compile::Executable& ControlFlow::compiled(size_t k) const {
-  std::call_once(once_, [&] {
-    for (auto& b : bodies_)
-      compiled_.push_back(std::make_unique<compile::Executable>(compile::simplify(*b)));
-  });
-  return *compiled_.at(k);
-}
-
 // ---- scan -------------------------------------------------------------------------------------
 
-Scan::Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool reverse,
-           int unroll)
+Scan::Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool reverse, int unroll)
     : PrimitiveOf(std::vector<ProgramPtr>{std::move(body)}),
       num_consts(num_consts),
       num_carry(num_carry),
@@ -61,24 +48,18 @@ Scan::Scan(ProgramPtr body, int num_consts, int num_carry, int64_t length, bool 
       reverse(reverse),
       unroll(unroll) {}
 
-int Scan::num_xs() const {
-  return static_cast<int>(body().inputs.size()) - num_consts - num_carry;
-}
+int Scan::num_xs() const { return static_cast<int>(body().inputs.size()) - num_consts - num_carry; }
 
 Params Scan::params() const {
-  return {{"jaxpr", indented_program(body())},
-          {"length", std::to_string(length)},
-          {"num_carry", std::to_string(num_carry)},
-          {"num_consts", std::to_string(num_consts)},
-          {"reverse", reverse ? "True" : "False"},
-          {"unroll", std::to_string(unroll)}};
+  return {{"jaxpr", indented_program(body())},      {"length", std::to_string(length)},
+          {"num_carry", std::to_string(num_carry)}, {"num_consts", std::to_string(num_consts)},
+          {"reverse", reverse ? "True" : "False"},  {"unroll", std::to_string(unroll)}};
 }
 
 std::vector<AbstractValue> Scan::abstract_eval(const std::vector<AbstractValue>& in) const {
   const Program& b = body();
   std::vector<AbstractValue> want = b.input_types();
-  if (in.size() != want.size())
-    fail("scan: expected ", want.size(), " operands, got ", in.size());
+  if (in.size() != want.size()) fail("scan: expected ", want.size(), " operands, got ", in.size());
   size_t nc = static_cast<size_t>(num_consts), nk = static_cast<size_t>(num_carry);
   check_types("scan: constant", in, 0, want, 0, nc);
   check_types("scan: carry", in, nc, want, nc, nk);
@@ -89,8 +70,8 @@ std::vector<AbstractValue> Scan::abstract_eval(const std::vector<AbstractValue>&
            length);
     slice.shape.erase(slice.shape.begin());
     if (!same_type(slice, want[i]))
-      fail("scan: a slice of xs ", i - nc - nk, " has type ", slice.str(),
-           ", the body expects ", want[i].str());
+      fail("scan: a slice of xs ", i - nc - nk, " has type ", slice.str(), ", the body expects ",
+           want[i].str());
   }
   std::vector<AbstractValue> out = b.output_types();
   for (size_t j = nk; j < out.size(); ++j) out[j].shape.insert(out[j].shape.begin(), length);
@@ -254,16 +235,6 @@ std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts) {
   h.hoisted = std::make_shared<const Program>(std::move(pre));
   h.body = std::make_shared<const Program>(std::move(rest));
   return h;
-}
-
-std::vector<bool> used_variables(const Program& p) {
-  std::vector<bool> used(p.var_types.size(), false);
-  for (auto& eq : p.equations)
-    for (auto& a : eq.inputs)
-      if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
-  for (auto& a : p.outputs)
-    if (!a.is_literal()) used[static_cast<size_t>(a.var)] = true;
-  return used;
 }
 
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& in) {

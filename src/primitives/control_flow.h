@@ -1,8 +1,8 @@
 #pragma once
 // Control flow as primitives holding their bodies as Programs, as jaxprs hold scan, while and
-// cond: one equation per construct, whose bodies are compiled once (kernels in
-// backend/cpu/kernels_control_flow.cpp run them per iteration over reused buffers), and whose
-// transformation rules rewrite the bodies with the same interpreters that rewrite programs
+// cond: one equation per construct, whose bodies are compiled once (compile/compiled_bodies.h;
+// kernels in backend/cpu/kernels_control_flow.cpp run them per iteration over reused buffers), and
+// whose transformation rules rewrite the bodies with the same interpreters that rewrite programs
 // (batch_eval for vmap, Linearization for grad, pmap's lowering through subprograms()).
 #include <map>
 #include <memory>
@@ -15,25 +15,19 @@
 #include "ir/trace.h"
 #include "spmd/program.h"
 
-namespace spmd::compile {
-class Executable;
-}
-
 namespace spmd::prim {
 
 using ProgramPtr = std::shared_ptr<const Program>;
 
-// What every control-flow primitive shares: its bodies, the collectives they hold, their
-// purity, and their compiled forms (built once, on first run).
+// What every control-flow primitive shares: its bodies, the collectives they hold and their
+// purity.
 class ControlFlow : public Primitive {
  public:
   explicit ControlFlow(std::vector<ProgramPtr> bodies);
-  ~ControlFlow() override;
   bool is_pure() const override { return pure_; }
   std::vector<std::string> axis_names() const override { return axis_names_; }
   std::vector<ProgramPtr> subprograms() const override { return bodies_; }
-  // Body k compiled (simplified, buffer-planned), once.
-  const compile::Executable& compiled(size_t k) const;
+  const std::vector<ProgramPtr>& bodies() const { return bodies_; }
 
  protected:
   std::vector<ProgramPtr> bodies_;
@@ -41,8 +35,6 @@ class ControlFlow : public Primitive {
  private:
   bool pure_ = true;
   std::vector<std::string> axis_names_;
-  mutable std::once_flag once_;
-  mutable std::vector<std::unique_ptr<compile::Executable>> compiled_;
 };
 
 // scan: operands consts, init carry, xs (stacked on axis 0); the body maps
@@ -154,9 +146,6 @@ struct Hoisted {
 };
 std::optional<Hoisted> hoist_invariants(const Program& body, int num_consts);
 
-// Which variables of p an equation or an output reads.
-std::vector<bool> used_variables(const Program& p);
-
 // Which outputs of p depend on the inputs flagged (through floating-point values only).
 std::vector<bool> float_dependence(const Program& p, const std::vector<bool>& inputs);
 
@@ -170,6 +159,5 @@ struct BatchedBody {
 };
 BatchedBody batch_body(const Program& p, const std::vector<bool>& in_batched,
                        const BatchContext& ctx, const std::vector<bool>& force_batched = {});
-
 
 }  // namespace spmd::prim

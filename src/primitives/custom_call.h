@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "primitives/control_flow.h"
+#include "primitives/declare.h"
 
 namespace spmd::prim {
 
@@ -73,15 +74,9 @@ class CustomVjpCall final : public PrimitiveOf<CustomVjpCall, ControlFlow> {
   std::string name() const override { return "custom_vjp_call"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool saves_residuals() const override { return true; }
-  Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const override;
-  std::vector<Array> backward(const std::vector<Array>& primals,
-                              const std::vector<Array>& residuals, const std::vector<bool>& wrt,
-                              const std::vector<Array>& cotangents) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_RESIDUAL_RULES;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 
@@ -98,12 +93,9 @@ class CustomJvpCall final : public PrimitiveOf<CustomJvpCall, ControlFlow> {
   std::string name() const override { return "custom_jvp_call"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 

@@ -154,7 +154,7 @@ std::vector<AbstractValue> Lu::abstract_eval(const std::vector<AbstractValue>& i
 
 Batched Lu::batch(const BatchContext& ctx, const std::vector<Array>& in,
                   const std::vector<int>& bd) const {
-  return {bind(std::make_shared<Lu>(), {batch_at(in[0], bd[0], 0, ctx.axis_size)}), {0, 0, 0}};
+  return {spmd::bind(std::make_shared<Lu>(), {batch_at(in[0], bd[0], 0, ctx.axis_size)}), {0, 0, 0}};
 }
 
 // JAX's jvp (square): x = P dA, M = L⁻¹ x U⁻¹, d lu = L tril(M, -1) + triu(M) U. Transposed,
@@ -190,7 +190,7 @@ std::vector<AbstractValue> Qr::abstract_eval(const std::vector<AbstractValue>& i
 
 Batched Qr::batch(const BatchContext& ctx, const std::vector<Array>& in,
                   const std::vector<int>& bd) const {
-  return {bind(std::make_shared<Qr>(*this), {batch_at(in[0], bd[0], 0, ctx.axis_size)}), {0, 0}};
+  return {spmd::bind(std::make_shared<Qr>(*this), {batch_at(in[0], bd[0], 0, ctx.axis_size)}), {0, 0}};
 }
 
 // JAX's jvp (m >= n): Z = dA R⁻¹, T = Qᵀ Z, D = tril(T, -1) - tril(T, -1)ᵀ,
@@ -236,7 +236,7 @@ std::vector<AbstractValue> Eigh::abstract_eval(const std::vector<AbstractValue>&
 
 Batched Eigh::batch(const BatchContext& ctx, const std::vector<Array>& in,
                     const std::vector<int>& bd) const {
-  return {bind(std::make_shared<Eigh>(), {batch_at(in[0], bd[0], 0, ctx.axis_size)}), {0, 0}};
+  return {spmd::bind(std::make_shared<Eigh>(), {batch_at(in[0], bd[0], 0, ctx.axis_size)}), {0, 0}};
 }
 
 // JAX's jvp for a symmetric dA: dw = diag(Vᵀ dA V), dV = V (F ∘ (Vᵀ dA V)), F_ij = 1/(w_j - w_i)
@@ -279,7 +279,7 @@ std::vector<AbstractValue> Svd::abstract_eval(const std::vector<AbstractValue>& 
 
 Batched Svd::batch(const BatchContext& ctx, const std::vector<Array>& in,
                    const std::vector<int>& bd) const {
-  auto outs = bind(std::make_shared<Svd>(*this), {batch_at(in[0], bd[0], 0, ctx.axis_size)});
+  auto outs = spmd::bind(std::make_shared<Svd>(*this), {batch_at(in[0], bd[0], 0, ctx.axis_size)});
   return {outs, std::vector<int>(outs.size(), 0)};
 }
 
@@ -321,7 +321,7 @@ std::vector<Array> Svd::vjp(const std::vector<Array>& p, const std::vector<Array
               " and a cotangent for the columns of u or rows of vh past min(m, n); use "
               "full_matrices=false");
   } else {
-    auto r = bind(std::make_shared<Svd>(false, true), {a});
+    auto r = spmd::bind(std::make_shared<Svd>(false, true), {a});
     u = r[1];
     vt = r[2];
   }

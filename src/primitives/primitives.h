@@ -1,13 +1,15 @@
 #pragma once
 // The primitive set (lax-level: operands already promoted and broadcast by the ops layer).
-// Each class holds its parameters and lists them in key() (its identity, see PrimitiveOf); rules
-// live in the matching primitives/*.cpp file and kernels in backend/cpu/kernels_*.cpp.
+// Each class holds its parameters and lists them in key() (its identity, see PrimitiveOf) and
+// declares its rules one line each (SPMD_BATCH_RULE etc., primitives/declare.h); the rules live
+// in the matching primitives/*.cpp file and kernels in backend/cpu/kernels_*.cpp.
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "base/reduce_op.h"
+#include "primitives/declare.h"
 #include "spmd/fft.h"
 #include "spmd/mesh.h"
 #include "spmd/primitive.h"
@@ -51,12 +53,9 @@ class Unary final : public PrimitiveOf<Unary> {
   UnaryOp op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 enum class BinaryOp {
@@ -93,12 +92,9 @@ class Binary final : public PrimitiveOf<Binary> {
   BinaryOp op;
   std::string name() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // select(pred, on_true, on_false); pred is bool; rank-0 operands broadcast.
@@ -108,12 +104,9 @@ class Select final : public PrimitiveOf<Select> {
   bool is_elementwise() const override { return true; }
   std::string name() const override { return "select_n"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Convert final : public PrimitiveOf<Convert> {
@@ -126,12 +119,9 @@ class Convert final : public PrimitiveOf<Convert> {
   std::string name() const override { return "convert_element_type"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // Identity whose gradient is zero.
@@ -143,12 +133,9 @@ class StopGradient final : public PrimitiveOf<StopGradient> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override {
     return in;
   }
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // jax.lax.with_sharding_constraint: an identity that says how its value lies on a mesh. jit gives
@@ -164,12 +151,9 @@ class ShardingConstraint final : public PrimitiveOf<ShardingConstraint> {
   std::string name() const override { return "sharding_constraint"; }
   Params params() const override { return {{"sharding", text}}; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // A runtime assertion: no outputs; its kernel throws when any element of its input is false.
@@ -182,10 +166,8 @@ class Check final : public PrimitiveOf<Check> {
   Params params() const override { return {{"message", "'" + message + "'"}}; }
   bool is_pure() const override { return false; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // ---- reductions -----------------------------------------------------------------------------
@@ -201,12 +183,9 @@ class Reduce final : public PrimitiveOf<Reduce> {
   std::string name() const override;
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> row_reduction(
       const std::vector<AbstractValue>& in) const override;
 };
@@ -223,10 +202,8 @@ class ArgReduce final : public PrimitiveOf<ArgReduce> {
   std::string name() const override { return is_max ? "argmax" : "argmin"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // Inclusive cumulative sum along an axis.
@@ -239,12 +216,9 @@ class CumSum final : public PrimitiveOf<CumSum> {
   std::string name() const override { return "cumsum"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // ---- fft ------------------------------------------------------------------------------------
@@ -258,12 +232,9 @@ class Fft final : public PrimitiveOf<Fft> {
   std::string name() const override { return "fft"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // ---- shape ----------------------------------------------------------------------------------
@@ -278,12 +249,9 @@ class BroadcastInDim final : public PrimitiveOf<BroadcastInDim> {
   std::string name() const override { return "broadcast_in_dim"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Reshape final : public PrimitiveOf<Reshape> {
@@ -295,12 +263,9 @@ class Reshape final : public PrimitiveOf<Reshape> {
   Params params() const override;
   bool is_view() const override { return true; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Transpose final : public PrimitiveOf<Transpose> {
@@ -311,12 +276,9 @@ class Transpose final : public PrimitiveOf<Transpose> {
   std::string name() const override { return "transpose"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Slice final : public PrimitiveOf<Slice> {
@@ -328,12 +290,9 @@ class Slice final : public PrimitiveOf<Slice> {
   std::string name() const override { return "slice"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // lax.rev: reverses the order of the elements along each of `dims` (x[::-1] on those axes).
@@ -345,12 +304,9 @@ class Rev final : public PrimitiveOf<Rev> {
   std::string name() const override { return "rev"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
@@ -363,12 +319,9 @@ class Pad final : public PrimitiveOf<Pad> {
   std::string name() const override { return "pad"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Concatenate final : public PrimitiveOf<Concatenate> {
@@ -379,12 +332,9 @@ class Concatenate final : public PrimitiveOf<Concatenate> {
   std::string name() const override { return "concatenate"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // ---- indexing -------------------------------------------------------------------------------
@@ -399,12 +349,9 @@ class Gather final : public PrimitiveOf<Gather> {
   std::string name() const override { return "gather"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // The transpose of Gather: adds updates into zeros of operand_shape.
@@ -418,12 +365,9 @@ class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
   std::string name() const override { return "scatter_add"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // lax.scatter*: operands (x, indices, updates) with the layout of Gather (updates have the
@@ -440,12 +384,9 @@ class Scatter final : public PrimitiveOf<Scatter> {
   std::string name() const override;
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return op == ScatterOp::Set || op == ScatterOp::Add; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE_IF(op == ScatterOp::Set || op == ScatterOp::Add);
 };
 
 // lax.dynamic_slice: operands x and one integer scalar start per axis; the slice of `sizes`
@@ -458,12 +399,9 @@ class DynamicSlice final : public PrimitiveOf<DynamicSlice> {
   std::string name() const override { return "dynamic_slice"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // lax.dynamic_update_slice: operands x, update and one integer scalar start per axis; x with
@@ -473,12 +411,9 @@ class DynamicUpdateSlice final : public PrimitiveOf<DynamicUpdateSlice> {
   auto key() const { return std::tie(); }
   std::string name() const override { return "dynamic_update_slice"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Iota final : public PrimitiveOf<Iota> {
@@ -503,10 +438,8 @@ class Argsort final : public PrimitiveOf<Argsort> {
   std::string name() const override { return "argsort"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // ---- linear algebra -------------------------------------------------------------------------
@@ -518,10 +451,8 @@ class Cholesky final : public PrimitiveOf<Cholesky> {
   auto key() const { return std::tie(); }
   std::string name() const override { return "cholesky"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // lax.linalg.triangular_solve: operands a (..., m, m) and b (..., m, n) (left_side) or
@@ -539,10 +470,8 @@ class TriangularSolve final : public PrimitiveOf<TriangularSolve> {
   std::string name() const override { return "triangular_solve"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // lax.linalg.lu on float (..., m, n): outputs lu (..., m, n), pivots and permutation (int32,
@@ -553,10 +482,8 @@ class Lu final : public PrimitiveOf<Lu> {
   auto key() const { return std::tie(); }
   std::string name() const override { return "lu"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // lax.linalg.qr on float (..., m, n): outputs q (..., m, k) and r (..., k, n), k = min(m, n),
@@ -569,10 +496,8 @@ class Qr final : public PrimitiveOf<Qr> {
   std::string name() const override { return "qr"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // lax.linalg.eigh on float (..., n, n), reading the lower triangle (syevd): outputs the
@@ -582,10 +507,8 @@ class Eigh final : public PrimitiveOf<Eigh> {
   auto key() const { return std::tie(); }
   std::string name() const override { return "eigh"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // lax.linalg.svd on float (..., m, n) (gesdd): outputs s (..., k) descending, k = min(m, n),
@@ -599,10 +522,8 @@ class Svd final : public PrimitiveOf<Svd> {
   std::string name() const override { return "svd"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 struct DotDims {
@@ -619,12 +540,9 @@ class DotGeneral final : public PrimitiveOf<DotGeneral> {
   std::string name() const override { return "dot_general"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // A stack of products summed, in stack order, into one: out = sum over b of dot(lhs[b], rhs[b]),
@@ -659,12 +577,9 @@ class ConvGeneralDilated final : public PrimitiveOf<ConvGeneralDilated> {
   std::string name() const override { return "conv_general_dilated"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // The window of a windowed reduction: one entry per operand axis; padding explicit (lo, hi),
@@ -689,12 +604,9 @@ class ReduceWindow final : public PrimitiveOf<ReduceWindow> {
   std::string name() const override;
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 // lax's select_and_scatter_add: operands (source, operand), source shaped as the window
 // reduction's output; each source element added at the position of its window's first max
@@ -708,12 +620,9 @@ class SelectAndScatterAdd final : public PrimitiveOf<SelectAndScatterAdd> {
   std::string name() const override { return "select_and_scatter_add"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 // lax's select_and_gather_add: operands (tangent, operand) of one shape; for each window, the
 // tangent at the position of the window's first max (is_max) or min in operand (0 for a window
@@ -727,12 +636,9 @@ class SelectAndGather final : public PrimitiveOf<SelectAndGather> {
   std::string name() const override { return "select_and_gather_add"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // ---- random ---------------------------------------------------------------------------------
@@ -745,10 +651,8 @@ class RandomBits final : public PrimitiveOf<RandomBits> {
   std::string name() const override { return "random_bits"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 };
 
 // Threefry-2x32 applied to a key u32[K..., 2] and counters u32[K..., 2]: the key derivation
@@ -758,8 +662,7 @@ class Threefry final : public PrimitiveOf<Threefry> {
   auto key() const { return std::tie(); }
   std::string name() const override { return "threefry2x32"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
+  SPMD_BATCH_RULE;
 };
 
 }  // namespace spmd::prim

@@ -1,12 +1,12 @@
 #include "primitives/remat.h"
 
+#include "ir/autodiff.h"
+#include "ir/forward.h"
 #include "ir/interpret.h"
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "ir/autodiff.h"
-#include "ir/forward.h"
 
 namespace spmd::prim {
 namespace {
@@ -33,11 +33,13 @@ std::vector<bool> floating(const std::vector<Array>& xs) {
 
 // ---- checkpoint ---------------------------------------------------------------------------------
 
-Checkpoint::Checkpoint(ProgramPtr body, CheckpointPolicy policy)
-    : PrimitiveOf(std::vector<ProgramPtr>{std::move(body)}), policy(std::move(policy)) {}
+Checkpoint::Checkpoint(ProgramPtr body, std::string policy, Saveable saveable)
+    : PrimitiveOf(std::vector<ProgramPtr>{std::move(body)}),
+      policy(std::move(policy)),
+      saveable(std::move(saveable)) {}
 
 Params Checkpoint::params() const {
-  return {{"jaxpr", body().str()}, {"policy", policy.name}, {"prevent_cse", "True"}};
+  return {{"jaxpr", body().str()}, {"policy", policy}, {"prevent_cse", "True"}};
 }
 
 std::vector<AbstractValue> Checkpoint::abstract_eval(const std::vector<AbstractValue>& in) const {
@@ -46,7 +48,7 @@ std::vector<AbstractValue> Checkpoint::abstract_eval(const std::vector<AbstractV
 
 std::shared_ptr<const Primitive> Checkpoint::with_subprograms(
     std::vector<ProgramPtr> bodies) const {
-  return std::make_shared<Checkpoint>(bodies.at(0), policy);
+  return std::make_shared<Checkpoint>(bodies.at(0), policy, saveable);
 }
 
 std::vector<bool> Checkpoint::saved_equations() const {
@@ -54,7 +56,7 @@ std::vector<bool> Checkpoint::saved_equations() const {
   for (const Equation& eq : body().equations) {
     std::vector<AbstractValue> in;
     for (auto& a : eq.inputs) in.push_back(body().type(a));
-    saved.push_back(policy.saveable && policy.saveable(*eq.primitive, in));
+    saved.push_back(saveable && saveable(*eq.primitive, in));
   }
   return saved;
 }
@@ -64,11 +66,12 @@ Primitive::Forward Checkpoint::forward(const std::vector<Array>& primals,
   std::vector<bool> saved = saved_equations();
   Forward f;
   size_t e = 0;
-  f.outputs = ir::interpret_arrays(body(), primals, [&](const Equation& eq, const std::vector<Array>& in) {
-    std::vector<Array> out = bind(eq.primitive, in);
-    if (saved[e++]) f.residuals.insert(f.residuals.end(), out.begin(), out.end());
-    return out;
-  });
+  f.outputs =
+      ir::interpret_arrays(body(), primals, [&](const Equation& eq, const std::vector<Array>& in) {
+        std::vector<Array> out = spmd::bind(eq.primitive, in);
+        if (saved[e++]) f.residuals.insert(f.residuals.end(), out.begin(), out.end());
+        return out;
+      });
   return f;
 }
 
@@ -153,9 +156,10 @@ Batched Checkpoint::batch(const BatchContext& ctx, const std::vector<Array>& in,
   std::vector<Array> args = b.captured;
   for (size_t i = 0; i < in.size(); ++i)
     args.push_back(in_b[i] ? batch_at(in[i], dims[i], 0, ctx.axis_size) : in[i]);
-  if (!b.captured.empty()) fail("checkpoint under vmap: the body captured values of an enclosing trace");
+  if (!b.captured.empty())
+    fail("checkpoint under vmap: the body captured values of an enclosing trace");
   Batched r;
-  r.values = spmd::bind(std::make_shared<Checkpoint>(b.program, policy), args);
+  r.values = spmd::bind(std::make_shared<Checkpoint>(b.program, policy, saveable), args);
   for (bool o : b.out_batched) r.dims.push_back(o ? 0 : not_mapped);
   return r;
 }

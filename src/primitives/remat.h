@@ -3,16 +3,23 @@
 // intermediate values and recomputes the rest in the backward pass. The recomputation is an
 // opaque `call` equation, so simplification cannot merge it back into the forward pass (JAX's
 // prevent_cse).
+#include <functional>
+
 #include "primitives/control_flow.h"
-#include "spmd/checkpoint.h"
+#include "spmd/primitive.h"
 
 namespace spmd::prim {
 
 class Checkpoint final : public PrimitiveOf<Checkpoint, ControlFlow> {
  public:
-  Checkpoint(ProgramPtr body, CheckpointPolicy policy);
-  auto key() const { return std::tie(bodies_, policy.name); }
-  CheckpointPolicy policy;
+  // What an equation of the body may save, given its primitive and input types (null: nothing).
+  using Saveable =
+      std::function<bool(const Primitive& p, const std::vector<AbstractValue>& inputs)>;
+  // policy, saveable: a spmd::CheckpointPolicy's name and predicate.
+  Checkpoint(ProgramPtr body, std::string policy, Saveable saveable);
+  auto key() const { return std::tie(bodies_, policy); }
+  std::string policy;  // printed, and the policy's identity
+  Saveable saveable;
   const Program& body() const { return *bodies_[0]; }
 
   std::string name() const override { return "checkpoint"; }

@@ -8,13 +8,14 @@
 // value or its body output does: a fixpoint, as while's).
 #include <optional>
 
+#include "ir/autodiff.h"
+#include "ir/forward.h"
+#include "ir/interpret.h"
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "ir/autodiff.h"
-#include "ir/forward.h"
 
 namespace spmd::prim {
 Batched Scan::batch(const BatchContext& ctx, const std::vector<Array>& in,
@@ -45,17 +46,18 @@ Batched Scan::batch(const BatchContext& ctx, const std::vector<Array>& in,
   auto p = std::make_shared<Scan>(b.program, num_consts + static_cast<int>(b.captured.size()),
                                   num_carry, length, reverse, unroll);
   Batched r;
-  r.values = bind(p, operands);
+  r.values = spmd::bind(p, operands);
   for (size_t j = 0; j < r.values.size(); ++j)
     r.dims.push_back(!b.out_batched[j] ? not_mapped : j < nk ? 0 : 1);
   return r;
 }
 
 struct Scan::VjpPlan {
-  std::shared_ptr<const Scan> forward;   // outputs: carry, ys, then the stacked residuals
-  std::shared_ptr<const Scan> backward;  // consts; carry: const cts, carry cts; xs: residuals, y cts
+  std::shared_ptr<const Scan> forward;  // outputs: carry, ys, then the stacked residuals
+  std::shared_ptr<const Scan>
+      backward;  // consts; carry: const cts, carry cts; xs: residuals, y cts
   std::vector<size_t> const_cts, carry_cts, xs_cts;  // the inputs that get cotangents
-  size_t num_outputs = 0;                             // carry + ys of the primal scan
+  size_t num_outputs = 0;                            // carry + ys of the primal scan
 };
 
 const Scan::VjpPlan& Scan::plan(const std::vector<bool>& wrt) const {
@@ -140,7 +142,7 @@ const Scan::VjpPlan& Scan::plan(const std::vector<bool>& wrt) const {
   if (!bwd.captured.empty()) fail("scan: the body's backward pass captured outer values");
   // Keep the stacked values the backward pass reads; the forward scan stacks only those.
   std::vector<Atom> fwd_outputs = fwd.program.outputs;  // carry, ys, then every saved value
-  std::vector<bool> used = used_variables(bwd.program);
+  std::vector<bool> used = ir::used_variables(bwd.program);
   Program fwd_prog = std::move(fwd.program), bwd_prog = std::move(bwd.program);
   fwd_prog.outputs.resize(plan->num_outputs);
   std::vector<int> bwd_inputs(bwd_prog.inputs.begin(),
@@ -157,16 +159,16 @@ const Scan::VjpPlan& Scan::plan(const std::vector<bool>& wrt) const {
   bwd_prog.inputs = std::move(bwd_inputs);
   plan->forward = std::make_shared<Scan>(std::make_shared<const Program>(std::move(fwd_prog)),
                                          num_consts, num_carry, length, reverse, unroll);
-  plan->backward = std::make_shared<Scan>(std::make_shared<const Program>(std::move(bwd_prog)),
-                                          num_consts, static_cast<int>(n_acc + n_ct_carry),
-                                          length, !reverse, unroll);
+  plan->backward =
+      std::make_shared<Scan>(std::make_shared<const Program>(std::move(bwd_prog)), num_consts,
+                             static_cast<int>(n_acc + n_ct_carry), length, !reverse, unroll);
   return *(plans_[wrt] = std::move(plan));
 }
 
 Primitive::Forward Scan::forward(const std::vector<Array>& primals,
                                  const std::vector<bool>& wrt) const {
   const VjpPlan& p = plan(wrt);
-  std::vector<Array> outs = bind(p.forward, primals);
+  std::vector<Array> outs = spmd::bind(p.forward, primals);
   Forward f;
   f.outputs.assign(outs.begin(), outs.begin() + static_cast<long>(p.num_outputs));
   f.residuals.assign(outs.begin() + static_cast<long>(p.num_outputs), outs.end());
@@ -174,8 +176,7 @@ Primitive::Forward Scan::forward(const std::vector<Array>& primals,
 }
 
 std::vector<Array> Scan::backward(const std::vector<Array>& primals,
-                                  const std::vector<Array>& residuals,
-                                  const std::vector<bool>& wrt,
+                                  const std::vector<Array>& residuals, const std::vector<bool>& wrt,
                                   const std::vector<Array>& cotangents) const {
   const VjpPlan& p = plan(wrt);
   const size_t nc = static_cast<size_t>(num_consts), nk = static_cast<size_t>(num_carry);
@@ -192,7 +193,7 @@ std::vector<Array> Scan::backward(const std::vector<Array>& primals,
     t.shape.insert(t.shape.begin(), length);
     args.push_back(ct.valid() ? astype(ct, t.dtype) : zeros(t.shape, t.dtype));
   }
-  std::vector<Array> r = bind(p.backward, args);
+  std::vector<Array> r = spmd::bind(p.backward, args);
   std::vector<Array> result(primals.size());
   size_t k = 0;
   for (size_t i : p.const_cts) result[i] = r[k++];
@@ -268,7 +269,7 @@ Primitive::Jvp Scan::jvp(const std::vector<Array>& primals,
   auto p =
       std::make_shared<Scan>(c.program, static_cast<int>(c.captured.size() + nc + groups[0].size()),
                              static_cast<int>(nk + groups[1].size()), length, reverse, unroll);
-  std::vector<Array> r = bind(p, operands);
+  std::vector<Array> r = spmd::bind(p, operands);
   Jvp out;
   const size_t nkt = groups[1].size();
   out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nk));

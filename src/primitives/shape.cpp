@@ -2,7 +2,7 @@
 // concatenate. All are linear: their forward rules apply them to the tangents.
 #include <algorithm>
 
-#include "core/checked_size.h"
+#include "base/checked_size.h"
 #include "primitives/batching.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"

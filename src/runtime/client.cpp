@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -12,9 +11,8 @@
 #include <system_error>
 #include <thread>
 
-#include "base/env.h"
 #include "base/parallel.h"
-#include "core/first_use.h"
+#include "core/device_source.h"
 #include "runtime/process.h"
 #include "spmd/error.h"
 
@@ -22,27 +20,6 @@ namespace spmd::runtime {
 namespace {
 
 thread_local bool t_on_worker = false;
-
-std::mutex g_config_mu;
-int g_requested = 0;  // from set_cpu_device_count
-bool g_started = false;
-
-int configured_count() {
-  if (g_requested > 0) return g_requested;
-  if (auto n = env_int("SPMD_CPU_DEVICES", 1, max_cpu_devices)) return static_cast<int>(*n);
-  if (const char* flags = std::getenv("XLA_FLAGS")) {
-    std::string s = flags;
-    const std::string key = "--xla_force_host_platform_device_count=";
-    if (auto pos = s.find(key); pos != std::string::npos) {
-      auto end = s.find_first_of(" \t", pos);
-      std::string value = s.substr(
-          pos + key.size(), end == std::string::npos ? std::string::npos : end - pos - key.size());
-      return static_cast<int>(parse_int_setting(
-          value, "XLA_FLAGS --xla_force_host_platform_device_count", 1, max_cpu_devices));
-    }
-  }
-  return 1;
-}
 
 }  // namespace
 
@@ -133,10 +110,9 @@ Client::~Client() {
 Client& Client::get() {
   // A failed start (bad configuration, threads refused) throws and is retried at the next use.
   static Client* client = [] {
-    std::lock_guard lock(g_config_mu);
-    auto* c = new Client(configured_count());  // lives until exit; workers are joined by the OS
-    core::note_first_use();
-    g_started = true;
+    Client* c = nullptr;
+    // Lives until exit; workers are joined by the OS.
+    core::start_devices([&](int count) { c = new Client(count); });
     return c;
   }();
   return *client;
@@ -223,47 +199,23 @@ void check_device_count(int64_t replicas) {
          " devices are available (num_replicas=", replicas, ")");
 }
 
+namespace {
+
+// The answers to the device queries of spmd/topology.h (core/device_source.h): this process's
+// devices start at the first query.
+class RuntimeDevices final : public core::DeviceSource {
+ public:
+  int local_device_count() override { return Client::get().local_device_count(); }
+  int process_index() override { return this_process(); }
+  int process_count() override { return process_total(); }
+  int first_global_device_id() override { return runtime::first_global_device_id(); }
+  std::vector<Device> devices() override { return global_devices(); }
+};
+
+[[maybe_unused]] const bool g_installed = [] {
+  core::set_device_source(new RuntimeDevices());  // lives until exit
+  return true;
+}();
+
+}  // namespace
 }  // namespace spmd::runtime
-
-namespace spmd {
-
-void set_cpu_device_count(int n) {
-  if (n < 1 || n > max_cpu_devices)
-    fail("set_cpu_device_count: expected a positive device count from 1 to ", max_cpu_devices,
-         ", got ", n);
-  std::lock_guard lock(runtime::g_config_mu);
-  if (runtime::g_started || core::used()) {
-    // Arrays or traces exist (or the devices run): they were made for the count in force then.
-    int current = runtime::g_started ? runtime::Client::get().local_device_count()
-                                     : runtime::configured_count();
-    if (current == n) return;
-    fail("set_cpu_device_count(", n, ") called after the device count was fixed at ", current,
-         " device(s) by its first use; expected it to be called before the first use of any "
-         "device, array or transformation");
-  }
-  runtime::g_requested = n;
-}
-
-std::string Device::str() const {
-  return platform == "cpu" ? "CpuDevice(id=" + std::to_string(id) + ")"
-                           : platform + "Device(id=" + std::to_string(id) + ")";
-}
-
-std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
-
-int local_device_count() { return runtime::Client::get().local_device_count(); }
-
-std::vector<Device> local_devices() {
-  std::vector<Device> out;
-  int n = local_device_count();
-  int base = runtime::first_global_device_id();
-  for (int i = 0; i < n; ++i) out.push_back(Device{"cpu", base + i, runtime::this_process(), i});
-  return out;
-}
-
-std::vector<Device> devices() { return runtime::global_devices(); }
-int device_count() { return static_cast<int>(devices().size()); }
-int process_index() { return runtime::this_process(); }
-int process_count() { return runtime::process_total(); }
-
-}  // namespace spmd

@@ -24,9 +24,9 @@
 
 #include "base/allocator.h"
 #include "base/shared_heap.h"
+#include "base/timeline.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/reduce_buffers.h"
-#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {
@@ -44,8 +44,8 @@ bool HierarchicalCommunicator::direct(int64_t count, DType dtype) const {
 const char* HierarchicalCommunicator::peer_address(int k, size_t i) const {
   const CollectiveHeader& h = headers_[static_cast<size_t>(procs_[k])];
   if (h.addresses != static_cast<int64_t>(members_[k].size()))
-    fail("direct collective: process ", procs_[k], " announced ", h.addresses,
-         " buffers for its ", members_[k].size(), " devices");
+    fail("direct collective: process ", procs_[k], " announced ", h.addresses, " buffers for its ",
+         members_[k].size(), " devices");
   return reinterpret_cast<const char*>(reinterpret_cast<const uint64_t*>(h.payload)[i]);
 }
 
@@ -56,7 +56,6 @@ char* HierarchicalCommunicator::scratch(size_t bytes) {
   }
   return scratch_.get();
 }
-
 
 void HierarchicalCommunicator::meet(const std::string& what) {
   thread_local std::vector<Message> sends, recvs;
@@ -72,8 +71,8 @@ void HierarchicalCommunicator::meet(const std::string& what) {
   transport_->exchange(sends, recvs, what);
 }
 
-void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64_t first,
-                                               int64_t n, char* dst, DType dtype, ReduceOp op,
+void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64_t first, int64_t n,
+                                               char* dst, DType dtype, ReduceOp op,
                                                const std::string& what) {
   const size_t item = itemsize(dtype), offset = static_cast<size_t>(first) * item;
   const size_t bytes = static_cast<size_t>(n) * item;
@@ -92,7 +91,8 @@ void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64
     regions.clear();
     for (size_t l = 0; l < members_[k].size(); ++l, slot += bytes) {
       // (in place where this process maps the other's memory)
-      if (const char* there = transport_->shared_view(procs_[k], peer_address(k, l) + offset, bytes)) {
+      if (const char* there =
+              transport_->shared_view(procs_[k], peer_address(k, l) + offset, bytes)) {
         terms.push_back(there);
         continue;
       }
@@ -105,7 +105,7 @@ void HierarchicalCommunicator::reduce_from_all(const Rendezvous::Round& r, int64
 }
 
 std::vector<bool> HierarchicalCommunicator::adopt_outputs(const AllReduceEpilogue& then,
-                                                         int64_t count) {
+                                                          int64_t count) {
   const int P = static_cast<int>(procs_.size());
   const size_t m = then.outputs.size();
   std::vector<bool> adopted(m, false);
@@ -126,10 +126,10 @@ std::vector<bool> HierarchicalCommunicator::adopt_outputs(const AllReduceEpilogu
     if (!there) continue;  // (not in the owner's heap: every process sees that the same way)
     const Transport::SharedView& heap = transport_->shared_heap_of(procs_[owner]);
     std::shared_ptr<Buffer> storage = adopt_peer_block(
-        there, bytes,
-        shared_heap::holders(heap.here, static_cast<size_t>(there - heap.here)));
+        there, bytes, shared_heap::holders(heap.here, static_cast<size_t>(there - heap.here)));
     if (!then.adopt(then.self, j, there, std::move(storage)))
-      fail("all-reduce: output ", j, " of its epilogue could not take the storage it said it could");
+      fail("all-reduce: output ", j,
+           " of its epilogue could not take the storage it said it could");
     adopted[j] = true;
   }
   return adopted;
@@ -176,7 +176,8 @@ void HierarchicalCommunicator::direct_all_reduce(const Rendezvous::Round& r, int
         if (j < adopted.size() && adopted[j]) continue;  // (written where every process holds it)
         const auto [mine, size] = made[j];
         const size_t offset = static_cast<size_t>(c) * size;
-        regions.push_back({mine + offset, const_cast<char*>(peer_address(k, then ? 2 + j : 1)) + offset,
+        regions.push_back({mine + offset,
+                           const_cast<char*>(peer_address(k, then ? 2 + j : 1)) + offset,
                            static_cast<size_t>(n) * size});
       }
       if (transport_->maps_heap_of(procs_[k])) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/copy.h"
-#include "runtime/timeline.h"
+#include "base/timeline.h"
 #include "runtime/transport.h"
 #include "spmd/error.h"
 

@@ -66,13 +66,11 @@ GroupPlacement processes_in_order(const std::vector<int>& counts) {
   return g;
 }
 
-
 HierarchicalCommunicator::~HierarchicalCommunicator() = default;
 
 namespace {
 using Header = CollectiveHeader;
 constexpr int64_t kEndOfProgram = 100;
-
 
 std::string call_of(const Header& h) { return std::string(h.call, strnlen(h.call, sizeof h.call)); }
 
@@ -97,12 +95,12 @@ void compare_headers(Transport& transport, const Header& mine, const std::string
   sends.clear();
   recvs.clear();
   // Only the payload's used part is sent (a receive may take a shorter message than its buffer).
-  const size_t used = mine.members > 0 ? static_cast<size_t>(mine.members * mine.count) *
-                                             itemsize(static_cast<DType>(mine.dtype))
-                     : mine.addresses >= 0
-                         ? static_cast<size_t>(mine.addresses + 1 + mine.epilogue_outputs) *
-                               sizeof(uint64_t)
-                         : 0;
+  const size_t used =
+      mine.members > 0 ? static_cast<size_t>(mine.members * mine.count) *
+                             itemsize(static_cast<DType>(mine.dtype))
+      : mine.addresses >= 0
+          ? static_cast<size_t>(mine.addresses + 1 + mine.epilogue_outputs) * sizeof(uint64_t)
+          : 0;
   const size_t bytes = sizeof mine - kInlineBytes + used;
   for (int p : peers) {
     if (p == me) continue;
@@ -207,7 +205,8 @@ bool HierarchicalCommunicator::check_headers(CollectiveKind kind, DType dtype, i
   const size_t L = inline_inputs ? inline_inputs->in.size() : 0;
   if (inline_inputs && L * bytes <= kInlineBytes) {
     mine.members = static_cast<int64_t>(L);
-    for (size_t l = 0; l < L; ++l) std::memcpy(mine.payload + l * bytes, inline_inputs->in[l], bytes);
+    for (size_t l = 0; l < L; ++l)
+      std::memcpy(mine.payload + l * bytes, inline_inputs->in[l], bytes);
   } else if (addresses) {
     const size_t n = addresses->in.size();
     mine.addresses = static_cast<int64_t>(n);
@@ -306,9 +305,9 @@ bool HierarchicalCommunicator::all_reduce_impl(const void* in, void* out, int64_
       // (check_headers announces it when its addresses fit: one input, the output, its own.)
       bool shared = then && !then->outputs.empty() && then->outputs.size() + 2 <= kMaxAddresses;
       for (int p : procs_)
-        shared = shared && (p == transport_->rank() ||
-                            headers_[static_cast<size_t>(p)].epilogue_outputs ==
-                                static_cast<int64_t>(then->outputs.size()));
+        shared = shared &&
+                 (p == transport_->rank() || headers_[static_cast<size_t>(p)].epilogue_outputs ==
+                                                 static_cast<int64_t>(then->outputs.size()));
       std::vector<bool> adopted;
       if (shared) adopted = adopt_outputs(*then, count);
       direct_all_reduce(alone, count, dtype, op, what_, shared ? then : nullptr, adopted);
@@ -412,8 +411,7 @@ void HierarchicalCommunicator::chain_all_reduce(const Rendezvous::Round& r, int6
   auto go_down = [&](int64_t c) {
     if (!last) transport_->wait(down_recv[c - c0], what);
     if (!first)
-      down_send[c - c0] =
-          transport_->post({message(me_ - 1, result(c), bytes_of(c), down(c))}, {});
+      down_send[c - c0] = transport_->post({message(me_ - 1, result(c), bytes_of(c), down(c))}, {});
     const size_t offset = static_cast<size_t>(c * chunk * item);
     for (int m = 0; m < L; ++m) {
       char* o = static_cast<char*>(r.out[m]) + offset;
@@ -483,9 +481,9 @@ void HierarchicalCommunicator::reduce_scatter(const void* in, void* out, int64_t
   if (direct(count * total_, dtype)) {  // each process reads and sums its own blocks only
     const CollectiveCall* call = take_call();
     uint64_t seq = seq_++;
-    auto& r = local_->arrive(seq, local_rank_, in, out,
-                             Arrival{call, CollectiveKind::ReduceScatter, dtype, count,
-                                     static_cast<int>(op)});
+    auto& r = local_->arrive(
+        seq, local_rank_, in, out,
+        Arrival{call, CollectiveKind::ReduceScatter, dtype, count, static_cast<int>(op)});
     if (local_rank_ == 0) {
       check_headers(CollectiveKind::ReduceScatter, dtype, count, seq, call, {}, nullptr, op, &r);
       direct_reduce_scatter(r, count, dtype, op, what_);

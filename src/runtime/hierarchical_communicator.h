@@ -8,12 +8,12 @@
 // along the chain of processes, and the result comes back down the chain, so compute and
 // messages overlap and the sums are those of one process (bit-identical); psum_scatter takes
 // its block of that. Between processes of one host that read each other's memory, large
-// collectives skip the messages (direct_collectives.cpp). Each exchange starts with a header (collective, dtype, size, sequence
-// number, axis, and the collective as the program called it: reduction, permutation, layout)
-// so processes that reach different collectives are reported instead of deadlocking or
-// combining unlike things; the site compared with it tells apart identical-looking collectives
-// called from different places, and an end-of-program header exchanged after each run tells a
-// waiting process that another one has left the program.
+// collectives skip the messages (direct_collectives.cpp). Each exchange starts with a header
+// (collective, dtype, size, sequence number, axis, and the collective as the program called it:
+// reduction, permutation, layout) so processes that reach different collectives are reported
+// instead of deadlocking or combining unlike things; the site compared with it tells apart
+// identical-looking collectives called from different places, and an end-of-program header
+// exchanged after each run tells a waiting process that another one has left the program.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -130,8 +130,8 @@ class HierarchicalCommunicator : public Communicator {
   void meet(const std::string& what);
   // dst[0, n) = the fold over every member, in global order, of its input's elements
   // [first, first + n); the other processes' read into scratch first.
-  void reduce_from_all(const Rendezvous::Round& r, int64_t first, int64_t n, char* dst,
-                       DType dtype, ReduceOp op, const std::string& what);
+  void reduce_from_all(const Rendezvous::Round& r, int64_t first, int64_t n, char* dst, DType dtype,
+                       ReduceOp op, const std::string& what);
   // Chunks of other processes' inputs, read before they are combined.
   char* scratch(size_t bytes);
   // Message on the group's channel `c` (0: headers and the collectives other than all-reduce).

@@ -10,9 +10,9 @@
 #include "base/copy.h"
 #include "base/dtype_visit.h"
 #include "base/parallel.h"
+#include "base/timeline.h"
 #include "runtime/client.h"
 #include "runtime/reduce_buffers.h"
-#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::runtime {

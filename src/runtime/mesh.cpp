@@ -16,50 +16,45 @@ MeshReplica::MeshReplica(Mesh* mesh, int replica) : mesh_(mesh) {
     coords_[k] = replica % sizes[k];
     replica /= static_cast<int>(sizes[k]);
   }
-}
-
-int MeshReplica::index(const std::vector<std::string>& names) const {
-  int64_t idx = 0;
-  for (auto& n : names) {
-    int k = mesh_->axis_position(n);
-    idx = idx * mesh_->sizes()[k] + coords_[k];
+  // Each group's rank, size and instance, computed once for the replica's life.
+  for (const compile::CollectiveGroup& g : mesh->groups()) {
+    int64_t idx = 0, n = 1, instance = 0;
+    std::vector<bool> spanned(coords_.size(), false);
+    for (int k : g.axes) {
+      idx = idx * sizes[k] + coords_[k];
+      n *= sizes[k];
+      spanned[static_cast<size_t>(k)] = true;
+    }
+    for (size_t k = 0; k < coords_.size(); ++k)
+      if (!spanned[k]) instance = instance * sizes[k] + coords_[k];
+    index_.push_back(static_cast<int>(idx));
+    size_.push_back(static_cast<int>(n));
+    instance_.push_back(instance);
   }
-  return static_cast<int>(idx);
+  comms_.resize(mesh->groups().size());
 }
 
-int MeshReplica::size(const std::vector<std::string>& names) const {
-  int64_t n = 1;
-  for (auto& name : names) n *= mesh_->sizes()[mesh_->axis_position(name)];
-  return static_cast<int>(n);
-}
-
-Communicator& MeshReplica::communicator(const std::vector<std::string>& names) const {
-  for (const Known& k : by_address_)
-    if (k.address == &names && k.names == names) return *k.comm;
-  Communicator& comm = communicator_of(names);
-  by_address_.push_back({&names, names, &comm});
-  return comm;
+Communicator& MeshReplica::communicator(int group) const {
+  if (group < 0 || group >= static_cast<int>(comms_.size()))
+    fail("collective group ", group, " is not among the executable's ", comms_.size(),
+         " groups; expected a collective of the program being run");
+  auto& comm = comms_[static_cast<size_t>(group)];
+  return comm ? *comm : make_communicator(group);
 }
 
 void MeshReplica::begin_call(int64_t collectives) const {
   call_collectives_ = collectives;
-  for (auto& [key, comm] : comms_) comm->begin_call(collectives);
+  for (auto& comm : comms_)
+    if (comm) comm->begin_call(collectives);
 }
 
-Communicator& MeshReplica::communicator_of(const std::vector<std::string>& names) const {
-  std::string key;
-  for (auto& n : names) key += n + ",";
-  auto it = comms_.find(key);
-  if (it != comms_.end()) return *it->second;
-  // A communicator made during a call starts with the call's count.
-  auto begin = [this](Communicator& c) -> Communicator& {
-    c.begin_call(call_collectives_);
-    return c;
-  };
-  const int64_t g = group(names);
-  const int me = index(names);
+Communicator& MeshReplica::make_communicator(int group) const {
+  auto& slot = comms_[static_cast<size_t>(group)];
+  const int64_t g = instance(group);
+  const int me = index(group);
+  const std::string& label = mesh_->groups()[static_cast<size_t>(group)].label;
   if (mesh_->spans_processes()) {
-    const std::vector<int> members = this->members(names, g);
+    const std::vector<int> members = this->members(group, g);
     GroupPlacement placement;
     int local_rank = 0;
     for (int m = 0; m < static_cast<int>(members.size()); ++m) {
@@ -70,46 +65,35 @@ Communicator& MeshReplica::communicator_of(const std::vector<std::string>& names
                                    [&](int p) { return p == mesh_->process(); });
     if (!alone) {
       // Local members meet in process; their leader talks to the other processes.
-      std::tie(placement.first_channel, placement.channels) = mesh_->channels(names, g);
-      auto comm = std::make_unique<HierarchicalCommunicator>(
-          mesh_->rendezvous(names, g), local_rank, transport(), std::move(placement),
-          key.substr(0, key.size() - 1));
-      return begin(*(comms_[key] = std::move(comm)));
+      std::tie(placement.first_channel, placement.channels) = mesh_->channels(group, g);
+      slot = std::make_unique<HierarchicalCommunicator>(mesh_->rendezvous(group, g), local_rank,
+                                                        transport(), std::move(placement), label);
     }
   }
-  auto comm = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(names, g), me);
-  return begin(*(comms_[key] = std::move(comm)));
+  if (!slot) slot = std::make_unique<InProcessCommunicator>(mesh_->rendezvous(group, g), me);
+  // A communicator made during a call starts with the call's count.
+  slot->begin_call(call_collectives_);
+  return *slot;
 }
 
-std::vector<int> MeshReplica::members(const std::vector<std::string>& names, int64_t g) const {
-  std::vector<int> out(static_cast<size_t>(size(names)), -1);
+std::vector<int> MeshReplica::members(int group, int64_t g) const {
+  std::vector<int> out(static_cast<size_t>(size(group)), -1);
   for (int r = 0; r < mesh_->replicas(); ++r) {
     MeshReplica other(mesh_, r);
-    if (other.group(names) == g) out[other.index(names)] = r;
+    if (other.instance(group) == g) out[static_cast<size_t>(other.index(group))] = r;
   }
   return out;
 }
 
-int64_t MeshReplica::group(const std::vector<std::string>& names) const {
-  int64_t g = 0;
-  for (size_t k = 0; k < coords_.size(); ++k) {
-    bool named = false;
-    for (auto& n : names) named = named || mesh_->axis_position(n) == static_cast<int>(k);
-    if (!named) g = g * mesh_->sizes()[k] + coords_[k];
-  }
-  return g;
-}
-
-Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes,
+Mesh::Mesh(std::vector<int64_t> sizes, std::vector<compile::CollectiveGroup> groups,
            std::shared_ptr<RunState> run)
-    : names_(std::move(names)), sizes_(std::move(sizes)), run_(std::move(run)) {
+    : sizes_(std::move(sizes)), groups_(std::move(groups)), run_(std::move(run)) {
   for (int64_t s : sizes_) replicas_ *= static_cast<int>(s);
-}
-
-int Mesh::axis_position(const std::string& name) const {
-  for (size_t k = 0; k < names_.size(); ++k)
-    if (names_[k] == name) return static_cast<int>(k);
-  fail("unbound axis name: ", name);
+  for (const compile::CollectiveGroup& g : groups_)
+    for (int k : g.axes)
+      if (k < 0 || k >= static_cast<int>(sizes_.size()))
+        fail("collective group over ", g.label, ": axis ", k, " is not among the mesh's ",
+             sizes_.size(), " axes");
 }
 
 MeshReplica Mesh::replica(int index) { return MeshReplica(this, index); }
@@ -124,7 +108,7 @@ void Mesh::place_on_processes(std::vector<int> process_of, int me) {
 }
 
 void Mesh::span_processes(const std::vector<int>& counts, int me) {
-  if (names_.size() != 1)
+  if (sizes_.size() != 1)
     fail("a pmap across processes must have one mapped axis; nested pmap spans one process only");
   std::vector<int> process_of;
   for (int p = 0; p < static_cast<int>(counts.size()); ++p)
@@ -132,12 +116,12 @@ void Mesh::span_processes(const std::vector<int>& counts, int me) {
   place_on_processes(std::move(process_of), me);
 }
 
-std::pair<int, int> Mesh::channels(const std::vector<std::string>& names, int64_t group) const {
-  // Every (set of axes, group) of the mesh gets kChannels / (their number) channels: the sets
-  // by their bit masks over the axes, each set's groups in order.
-  const int axes = static_cast<int>(names_.size());
+std::pair<int, int> Mesh::channels(int group, int64_t g) const {
+  // Every (set of axes, instance) of the mesh gets kChannels / (their number) channels: the sets
+  // by their bit masks over the axes, each set's instances in order.
+  const int axes = static_cast<int>(sizes_.size());
   int mask = 0;
-  for (auto& n : names) mask |= 1 << axis_position(n);
+  for (int k : groups_[static_cast<size_t>(group)].axes) mask |= 1 << k;
   int64_t slot = 0, slots = 0;
   for (int m = 1; m < (1 << axes); ++m) {
     int64_t size = 1;
@@ -152,28 +136,26 @@ std::pair<int, int> Mesh::channels(const std::vector<std::string>& names, int64_
          " groups of devices across processes need more message channels than "
          "the ",
          kChannels, " there are; expected a smaller mesh");
-  return {static_cast<int>((slot + group) * per), per};
+  return {static_cast<int>((slot + g) * per), per};
 }
 
-std::shared_ptr<Rendezvous> Mesh::rendezvous(const std::vector<std::string>& names, int64_t group) {
-  std::string key;
-  for (auto& n : names) key += n + ",";
+std::shared_ptr<Rendezvous> Mesh::rendezvous(int group, int64_t g) {
   std::lock_guard lock(mu_);
-  auto& rv = rendezvous_[{key, group}];
+  auto& rv = rendezvous_[{group, g}];
   if (!rv) {
     // The members on this process, each named by its place among this process's replicas (the
     // launcher runs them in mesh order): how the run state follows them and errors name them.
     MeshReplica any(this, 0);
     std::vector<int> replicas;
-    for (int r : any.members(names, group)) {
+    for (int r : any.members(group, g)) {
       if (process_of(r) != me_) continue;
       int local = 0;
       for (int q = 0; q < r; ++q) local += process_of(q) == me_ ? 1 : 0;
       replicas.push_back(local);
     }
     const int size = static_cast<int>(replicas.size());
-    rv = std::make_shared<Rendezvous>(size, run_, "axis " + key.substr(0, key.size() - 1),
-                                      std::move(replicas));
+    rv = std::make_shared<Rendezvous>(
+        size, run_, "axis " + groups_[static_cast<size_t>(group)].label, std::move(replicas));
   }
   return rv;
 }

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "base/timeline.h"
 #include "runtime/client.h"
 
 namespace spmd::runtime {
@@ -18,6 +19,9 @@ void set_process_layout(int index, std::vector<int> local_counts, int on_host) {
   g_index = index;
   g_counts = std::move(local_counts);
   g_on_host = on_host;
+  Timeline::set_process(
+      index, g_counts.empty() ? 1 : static_cast<int>(g_counts.size()),
+      g_counts.empty() ? 0 : std::accumulate(g_counts.begin(), g_counts.begin() + index, 0));
 }
 
 int processes_on_host() {

@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "base/shared_heap.h"
-#include "runtime/timeline.h"
+#include "base/timeline.h"
 
 namespace spmd::runtime {
 namespace {

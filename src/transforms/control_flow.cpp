@@ -1,11 +1,13 @@
 // The entry points of lax control flow: trace the user's bodies once, check them against the
 // carried values as JAX does (naming the component that differs), bind one primitive.
+#include "primitives/control_flow.h"
+
 #include <optional>
 #include <sstream>
 
+#include "ir/interpret.h"
 #include "ir/trace.h"
 #include "ops/common.h"
-#include "primitives/control_flow.h"
 #include "spmd/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -55,9 +57,10 @@ void leaf_paths(const TreeDef& def, const std::string& prefix, std::vector<std::
 void check_carry(const char* who, const TreeDef& in_tree, const TreeDef& out_tree,
                  const std::vector<AbstractValue>& in, const std::vector<AbstractValue>& out) {
   if (!(in_tree == out_tree))
-    fail(who, " carry input and carry output must have the same pytree structure, but they "
-         "differ: the input carry is ", in_tree.str(), " and the output carry is ",
-         out_tree.str());
+    fail(who,
+         " carry input and carry output must have the same pytree structure, but they "
+         "differ: the input carry is ",
+         in_tree.str(), " and the output carry is ", out_tree.str());
   std::vector<std::string> paths;
   leaf_paths(in_tree, "carry", paths);
   std::ostringstream diffs;
@@ -66,12 +69,16 @@ void check_carry(const char* who, const TreeDef& in_tree, const TreeDef& out_tre
     if (!shape && !dtype) continue;
     diffs << "\n  * the input carry component " << paths[i] << " has type " << in[i].str()
           << " but the corresponding output carry component has type " << out[i].str() << ", so "
-          << (shape && dtype ? "the shapes and dtypes do" : shape ? "the shapes do" : "the dtypes do")
+          << (shape && dtype ? "the shapes and dtypes do"
+              : shape        ? "the shapes do"
+                             : "the dtypes do")
           << " not match";
   }
   if (!diffs.str().empty())
-    fail(who, " carry input and carry output must have equal types (e.g. shapes and dtypes of "
-         "arrays), but they differ:", diffs.str());
+    fail(who,
+         " carry input and carry output must have equal types (e.g. shapes and dtypes of "
+         "arrays), but they differ:",
+         diffs.str());
 }
 
 // JAX's _promote_weak_typed_inputs: a weakly typed initial carry leaf whose body output has
@@ -107,7 +114,7 @@ void hoist(prim::Closed& closed, int& num_consts) {
   closed.captured.insert(closed.captured.end(), values.begin(), values.end());
   // Constants only the hoisted equations read are no longer operands of the loop.
   Program body = *h->body;
-  std::vector<bool> used = prim::used_variables(body);
+  std::vector<bool> used = ir::used_variables(body);
   std::vector<int> inputs;
   std::vector<Array> consts;
   const size_t n = closed.captured.size();
@@ -139,8 +146,7 @@ std::vector<Array> scan_flat(const FlatBody& body, const TreeDef& carry_tree,
   for (const Array& x : xs) {
     if (!x.valid()) fail("scan: expected arrays in xs, got an empty (default-constructed) Array");
     if (x.ndim() == 0)
-      fail("scan got value with no leading axis to scan over: an xs leaf of type ",
-           x.aval().str());
+      fail("scan got value with no leading axis to scan over: an xs leaf of type ", x.aval().str());
     sizes.push_back(x.shape()[0]);
   }
   for (int64_t s : sizes)
@@ -150,8 +156,8 @@ std::vector<Array> scan_flat(const FlatBody& body, const TreeDef& carry_tree,
       fail("scan got values with different leading axis sizes: ", o.str(), ".");
     }
   if (!sizes.empty() && length && *length != sizes[0])
-    fail("scan got `length` argument of ", *length,
-         " which disagrees with leading axis sizes [", sizes[0], "].");
+    fail("scan got `length` argument of ", *length, " which disagrees with leading axis sizes [",
+         sizes[0], "].");
   if (sizes.empty() && !length) fail("scan got no values to scan over and `length` not provided.");
   int64_t n = length ? *length : sizes[0];
 
@@ -238,7 +244,8 @@ std::vector<Array> while_flat(const FlatBody& cond, const FlatBody& body, const 
 std::vector<Array> switch_flat(const Array& index, const std::vector<FlatBody>& branches,
                                const std::vector<Array>& operands, TreeDef& out_tree) {
   if (branches.empty()) fail("Empty branch sequence: switch_ needs at least one branch");
-  if (!index.valid()) fail("switch_: expected an index array, got an empty (default-constructed) Array");
+  if (!index.valid())
+    fail("switch_: expected an index array, got an empty (default-constructed) Array");
   if (index.ndim() != 0)
     fail("Branch index must be scalar, got an index of shape ", shape_str(index.shape()));
   if (!is_integer(index.dtype()) && index.dtype() != DType::Bool)
@@ -246,8 +253,8 @@ std::vector<Array> switch_flat(const Array& index, const std::vector<FlatBody>& 
   std::vector<Array> ops;
   for (auto& o : operands) ops.push_back(strong(o));
   std::vector<AbstractValue> types = types_of(ops);
-  // Branch k traced; its weakly typed outputs take the dtypes `joined_dtype` names (else float32 for
-  // a weak C++ double, as a carried value).
+  // Branch k traced; its weakly typed outputs take the dtypes `joined_dtype` names (else float32
+  // for a weak C++ double, as a carried value).
   std::vector<std::optional<DType>> joined_dtype;
   std::vector<std::vector<AbstractValue>> raw(branches.size());
   auto trace_branch = [&](size_t k) {
@@ -267,8 +274,8 @@ std::vector<Array> switch_flat(const Array& index, const std::vector<FlatBody>& 
     traced.push_back(trace_branch(k));
     trees.push_back(*branches[k].out_tree);
     if (!(trees[k] == trees[0]))
-      fail("branch 0 and ", k, " outputs must have the same pytree structure, got ",
-           trees[0].str(), " and ", trees[k].str());
+      fail("branch 0 and ", k, " outputs must have the same pytree structure, got ", trees[0].str(),
+           " and ", trees[k].str());
   }
   // Types match ignoring weak types, as JAX's typematch: a weak output (a C++ scalar, whose
   // dtype follows the context) takes the dtype of another branch's strong output of its kind.
@@ -300,9 +307,8 @@ std::vector<Array> switch_flat(const Array& index, const std::vector<FlatBody>& 
     for (size_t j = 0; j < outs.size(); ++j)
       if (outs[j].shape != first[j].shape || outs[j].dtype != first[j].dtype)
         fail("branch 0 output must have the same type as branch ", k,
-             " output, but they differ: branch 0 output ", paths[j], " has type ",
-             first[j].str(), " and branch ", k, " output ", paths[j], " has type ",
-             outs[j].str());
+             " output, but they differ: branch 0 output ", paths[j], " has type ", first[j].str(),
+             " and branch ", k, " output ", paths[j], " has type ", outs[j].str());
   }
   out_tree = trees[0];
   if (branches.size() == 1) {
@@ -332,8 +338,9 @@ Array loop_index_dtype_cast(const Array& bound, const Array& other) {
       fail("fori_loop: bounds must be integer scalars, got ", b->aval().str());
   }
   TypeInfo t = promote({bound.dtype(), bound.weak_type()}, {other.dtype(), other.weak_type()});
-  return t.dtype == bound.dtype() && t.weak == bound.weak_type() ? bound
-                                                                   : ops::convert(bound, t.dtype, t.weak);
+  return t.dtype == bound.dtype() && t.weak == bound.weak_type()
+             ? bound
+             : ops::convert(bound, t.dtype, t.weak);
 }
 
 Array loop_bound(int64_t bound) {

@@ -6,8 +6,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "compile/executable.h"
+#include "compile/spmd_lowering.h"
 #include "core/array_impl.h"
+#include "ir/axis_env.h"
 #include "ir/eager.h"
 #include "ir/trace.h"
 #include "primitives/pmap_call.h"
@@ -15,7 +16,6 @@
 #include "runtime/transport.h"
 #include "spmd/error.h"
 #include "spmd/transforms.h"
-#include "ir/axis_env.h"
 #include "transforms/donation.h"
 #include "transforms/mapped_axes.h"
 #include "transforms/signature.h"
@@ -42,7 +42,7 @@ namespace {
 
 // The devices option lists one device per replica of the whole (nested) mesh, as JAX's.
 void check_listed_devices(const prim::PmapCall& call) {
-  const int64_t inner = call.nested_replicas();
+  const int64_t inner = compile::spmd_executable(call).nested_replicas();
   const int64_t need = call.size * inner;
   const auto given = static_cast<int64_t>(call.devices.size());
   if (given < need && inner > 1)
@@ -65,16 +65,15 @@ void check_listed_devices(const prim::PmapCall& call) {
 std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& call,
                                    std::vector<bool>& lent) {
   lent.assign(call.leaves.size(), false);
-  const auto& compiled = prim.compiled();
-  const compile::Executable& exe =
-      compiled.batched ? *compiled.batched : *compiled.executable;
-  if (prim.nested_replicas() != 1 || exe.input_types().size() != call.leaves.size()) return {};
+  const compile::SpmdExecutable& compiled = compile::spmd_executable(prim);
+  const compile::Executable& exe = compiled.batched ? *compiled.batched : *compiled.executable;
+  if (compiled.nested_replicas() != 1 || exe.input_types().size() != call.leaves.size()) return {};
   // (A batched program reads and writes the whole operands and results, whatever their axes.)
   const bool whole = compiled.batched != nullptr;
   std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
   for (size_t i = 0; i < reusable.size(); ++i)
-    reusable[i] = reusable[i] && (whole || prim.in_axes[i] == 0) &&
-                  !exe.holds_constant(call.leaves[i]);
+    reusable[i] =
+        reusable[i] && (whole || prim.in_axes[i] == 0) && !exe.holds_constant(call.leaves[i]);
   std::vector<bool> writable;
   for (int a : prim.out_axes) writable.push_back(whole || a == 0);
   std::vector<int> host = exe.match_donations(reusable, writable);
@@ -190,9 +189,10 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), captured.begin(), captured.end());
   if (!devices.empty()) check_listed_devices(*prim);
-  if (spans && static_cast<int64_t>(mesh_devices.size()) != n * prim->nested_replicas())
-    fail("pmap: expected one device per replica of the nested mesh, ", n * prim->nested_replicas(),
-         ", got ", mesh_devices.size());
+  if (spans && static_cast<int64_t>(mesh_devices.size()) !=
+                   n * compile::spmd_executable(*prim).nested_replicas())
+    fail("pmap: expected one device per replica of the nested mesh, ",
+         n * compile::spmd_executable(*prim).nested_replicas(), ", got ", mesh_devices.size());
   if (inside_trace || !captured.empty()) return spmd::bind(prim, args);
 
   std::vector<Array> outs;
@@ -211,7 +211,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   }
   // Mapped outputs are sharded over the devices that computed them.
   // Row r is written by the replica at (r, 0, ...) of the mesh.
-  const int64_t inner = prim->nested_replicas();
+  const int64_t inner = compile::spmd_executable(*prim).nested_replicas();
   std::vector<int> placement;
   if (spans) {  // whole arrays on every process, each holding its own devices' blocks
     for (Array& o : outs) {

@@ -73,7 +73,7 @@ SPMD_JAX_REFERENCE_FAMILY(elementwise) {
   each(c, "conj", kNumeric, unary(conj));
   each(c, "angle", kInexact, unary(angle));
   // jnp.angle of an integer array takes JAX's default float: float64 with x64, float32 in spmd
-  // (whose default float is float32, as JAX's without x64: src/core/dtype.cpp).
+  // (whose default float is float32, as JAX's without x64: src/base/dtype.cpp).
   for (const std::string& dt : kInts)
     c.deviation("angle_" + dt,
                 "jnp.angle of integers gives the x64 default float (float64); spmd's default "

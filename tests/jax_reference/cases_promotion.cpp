@@ -1,7 +1,7 @@
 // The spmd side of corpus_promotion.py: a + b over every pair of dtypes and with weak scalars.
 // spmd's strong types follow JAX's table with x64 enabled (int64 and float64 exist), but a weak
 // scalar meeting an array of a lower kind takes the default type of its kind from JAX without
-// x64 (int32, float32, complex64), as spmd's default dtypes are (src/core/dtype.cpp, dtype.h):
+// x64 (int32, float32, complex64), as spmd's default dtypes are (src/base/dtype.cpp, dtype.h):
 // those cases are deviations.
 #include <complex>
 #include <string>
@@ -24,7 +24,7 @@ SPMD_JAX_REFERENCE_FAMILY(promotion) {
   const std::string why =
       "a weak Python scalar meeting an array of a lower kind gives JAX's x64 default type "
       "(int64, float64, complex128); spmd gives the default of JAX without x64 (int32, float32, "
-      "complex64), as its default dtypes are 32-bit (src/core/dtype.cpp, include/spmd/dtype.h)";
+      "complex64), as its default dtypes are 32-bit (src/base/dtype.cpp, include/spmd/dtype.h)";
   for (const auto& [a, ta] : dtypes) {
     struct W {
       std::string name;

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "primitives/callback.h"
 
 namespace spmd::cpu {

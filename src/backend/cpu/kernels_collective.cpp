@@ -4,10 +4,10 @@
 // timeline (SPMD_TRACE) each call is a "collective" span; the waits for the other members inside
 // it are "collective wait" (and, across processes, "exchange wait") spans.
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "base/timeline.h"
+#include "compile/kernel.h"
 #include "primitives/collectives.h"
 #include "runtime/communicator.h"
-#include "runtime/timeline.h"
 #include "spmd/error.h"
 
 namespace spmd::cpu {
@@ -16,7 +16,13 @@ namespace {
 using backend::Buf;
 using backend::ExecContext;
 
+// The replica's axes, where c's group (its names, resolved when its program was lowered:
+// compile/spmd_lowering.h) is found by id.
 const backend::ReplicaAxes& axes_of(const ExecContext& ctx, const prim::Collective& c) {
+  if (ctx.axes && c.group < 0)
+    fail(c.name(), " over ", c.names.empty() ? "" : c.names[0],
+         " was not given a collective group when its program was lowered; expected every "
+         "collective of a program mapped over a mesh to be in one");
   if (!ctx.axes)
     fail(c.name(),
          " ran outside a multi-device computation; expected it inside pmap or vmap "
@@ -49,7 +55,7 @@ class EquationCall final : public runtime::CollectiveCall {
 // The replica's communicator for c, told which call comes next.
 runtime::Communicator& comm_for(const ExecContext& ctx, const prim::Collective& c,
                                 const EquationCall& call) {
-  runtime::Communicator& comm = axes_of(ctx, c).communicator(c.names);
+  runtime::Communicator& comm = axes_of(ctx, c).communicator(c.group);
   comm.describe_next(call);
   return comm;
 }
@@ -104,7 +110,7 @@ void ppermute_kernel(const Primitive& p, std::span<const Buf> in, std::span<cons
 void axis_index_kernel(const Primitive& p, std::span<const Buf>, std::span<const Buf> out,
                        ExecContext& ctx) {
   const auto& c = backend::as<prim::Collective>(p);
-  *out[0].as<int32_t>() = axes_of(ctx, c).index(c.names);
+  *out[0].as<int32_t>() = axes_of(ctx, c).index(c.group);
 }
 
 }  // namespace

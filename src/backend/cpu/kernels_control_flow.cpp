@@ -6,9 +6,10 @@
 #include <cstring>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
 #include "base/allocator.h"
+#include "compile/compiled_bodies.h"
 #include "compile/executable.h"
+#include "compile/kernel.h"
 #include "primitives/control_flow.h"
 #include "primitives/custom_call.h"
 #include "primitives/remat.h"
@@ -60,11 +61,13 @@ void scan_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   const int64_t n = s.length;
   CarryBuffers carry(in.subspan(nc, nk));
   if (n == 0) return carry.copy_out(out.subspan(0, nk));
-  Executable::Frame frame(s.compiled(0));
+  std::shared_ptr<const Executable> body = compile::compiled_body(s.bodies()[0]);
+  Executable::Frame frame(*body);
   std::vector<void*> args(nc + nk + nx), results(nk + ny);
   std::vector<size_t> x_bytes(nx), y_bytes(ny);
   for (size_t i = 0; i < nc; ++i) args[i] = in[i].data;
-  for (size_t k = 0; k < nx; ++k) x_bytes[k] = in[nc + nk + k].aval->nbytes() / static_cast<size_t>(n);
+  for (size_t k = 0; k < nx; ++k)
+    x_bytes[k] = in[nc + nk + k].aval->nbytes() / static_cast<size_t>(n);
   for (size_t k = 0; k < ny; ++k) y_bytes[k] = out[nk + k].aval->nbytes() / static_cast<size_t>(n);
   for (int64_t t = 0; t < n; ++t) {
     const size_t i = static_cast<size_t>(s.reverse ? n - 1 - t : t);
@@ -86,7 +89,9 @@ void while_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
   const size_t ncc = static_cast<size_t>(w.cond_consts), nbc = static_cast<size_t>(w.body_consts);
   const size_t nk = out.size();
   CarryBuffers carry(in.subspan(ncc + nbc, nk));
-  Executable::Frame cond(w.compiled(0)), body(w.compiled(1));
+  std::shared_ptr<const Executable> cond_exe = compile::compiled_body(w.bodies()[0]);
+  std::shared_ptr<const Executable> body_exe = compile::compiled_body(w.bodies()[1]);
+  Executable::Frame cond(*cond_exe), body(*body_exe);
   std::vector<void*> cond_args(ncc + nk), body_args(nbc + nk);
   for (size_t i = 0; i < ncc; ++i) cond_args[i] = in[i].data;
   for (size_t i = 0; i < nbc; ++i) body_args[i] = in[ncc + i].data;
@@ -113,7 +118,8 @@ void run_once(const prim::ControlFlow& c, size_t k, std::span<const Buf> in,
   std::vector<void*> args, results;
   for (auto& i : in) args.push_back(i.data);
   for (auto& o : out) results.push_back(o.data);
-  Executable::Frame frame(c.compiled(k));
+  std::shared_ptr<const Executable> body = compile::compiled_body(c.bodies().at(k));
+  Executable::Frame frame(*body);
   frame.run(args, results, ctx);
 }
 

@@ -17,7 +17,7 @@
 #include <mutex>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/allocator.h"
 #include "base/copy.h"
 #include "base/dtype_visit.h"

@@ -3,7 +3,7 @@
 
 #include "backend/cpu/gamma_grad.h"
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/dtype_visit.h"
 #include "base/parallel.h"
 #include "core/rational_tanh.h"

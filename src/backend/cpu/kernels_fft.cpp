@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/allocator.h"
 #include "base/copy.h"
 #include "base/parallel.h"

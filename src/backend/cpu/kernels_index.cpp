@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/copy.h"
 #include "base/dtype_visit.h"
 #include "primitives/primitives.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/dtype_visit.h"
 #include "primitives/primitives.h"
 

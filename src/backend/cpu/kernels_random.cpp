@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "primitives/primitives.h"
 
 namespace spmd::cpu {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/allocator.h"
 #include "base/copy.h"
 #include "base/dtype_visit.h"

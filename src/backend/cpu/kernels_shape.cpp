@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "backend/cpu/register.h"
-#include "backend/kernel.h"
+#include "compile/kernel.h"
 #include "base/copy.h"
 #include "base/dtype_visit.h"
 #include "base/parallel.h"

@@ -1,12 +1,11 @@
-#include "runtime/timeline.h"
+#include "base/timeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <vector>
-
-#include "runtime/process.h"
 
 namespace spmd::runtime {
 namespace {
@@ -15,6 +14,7 @@ struct Event {
   const char* name;
   int track;
   int64_t start_us, dur_us;
+  bool batched = false;  // done once for every device it was recorded on (args.batched)
 };
 
 struct Recorder {
@@ -46,15 +46,28 @@ Recorder* recorder() {
 
 thread_local int t_track = -1;
 
+// Timeline::set_process's values.
+std::atomic<int> g_process{0}, g_process_count{1}, g_first_device{0};
+
 }  // namespace
 
 bool Timeline::enabled() { return recorder() != nullptr; }
+
+void Timeline::set_process(int process, int process_count, int first_device) {
+  g_process.store(process);
+  g_process_count.store(process_count);
+  g_first_device.store(first_device);
+}
 
 void Timeline::set_track(int device) { t_track = device; }
 int Timeline::track() { return t_track; }
 
 Timeline::Span::Span(const char* name) : name_(name), on_(recorder() != nullptr) {
   if (on_) start_ = std::chrono::steady_clock::now();
+}
+
+Timeline::Span::Span(const char* name, const std::vector<int>& tracks) : Span(name) {
+  tracks_ = &tracks;
 }
 
 Timeline::Span::~Span() {
@@ -65,7 +78,12 @@ Timeline::Span::~Span() {
     return std::chrono::duration_cast<std::chrono::microseconds>(t - r->origin).count();
   };
   std::lock_guard lock(r->mu);
-  r->events.push_back(Event{name_, t_track, us(start_), us(end) - us(start_)});
+  if (!tracks_) {
+    r->events.push_back(Event{name_, t_track, us(start_), us(end) - us(start_)});
+    return;
+  }
+  for (int track : *tracks_)
+    r->events.push_back(Event{name_, track, us(start_), us(end) - us(start_), true});
 }
 
 void Timeline::flush() {
@@ -85,9 +103,9 @@ void write_file(Recorder* r) {
   r->written = r->events.size();
   // Each process of a multi-process program writes its own file, trace.json -> trace.p1.json
   // (chrome://tracing and Perfetto open several at once: the pid is the process index).
-  const int process = this_process(), first_device = first_global_device_id();
+  const int process = g_process.load(), first_device = g_first_device.load();
   std::string path = r->path;
-  if (process_total() > 1) {
+  if (g_process_count.load() > 1) {
     size_t dot = path.rfind('.'), slash = path.rfind('/');
     if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = path.size();
     path.insert(dot, ".p" + std::to_string(process));
@@ -99,17 +117,18 @@ void write_file(Recorder* r) {
   for (const Event& e : r->events) {
     if (std::find(tracks.begin(), tracks.end(), e.track) == tracks.end()) tracks.push_back(e.track);
     out << (first ? "" : ",\n") << "{\"name\":\"" << e.name << "\",\"ph\":\"X\",\"pid\":" << process
-        << ",\"tid\":" << e.track << ",\"ts\":" << e.start_us << ",\"dur\":" << e.dur_us << "}";
+        << ",\"tid\":" << e.track << ",\"ts\":" << e.start_us << ",\"dur\":" << e.dur_us
+        << (e.batched ? ",\"args\":{\"batched\":true}}" : "}");
     first = false;
   }
   for (int t : tracks)
     out << (first ? "" : ",\n") << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << process
         << ",\"tid\":" << t << ",\"args\":{\"name\":\""
-        << (t < 0                    ? std::string("host")
-            : t >= Timeline::kCommTrack ? "CpuDevice(id=" + std::to_string(first_device + t -
-                                                                          Timeline::kCommTrack) +
-                                             ") communication"
-                                        : "CpuDevice(id=" + std::to_string(first_device + t) + ")")
+        << (t < 0 ? std::string("host")
+            : t >= Timeline::kCommTrack
+                ? "CpuDevice(id=" + std::to_string(first_device + t - Timeline::kCommTrack) +
+                      ") communication"
+                : "CpuDevice(id=" + std::to_string(first_device + t) + ")")
         << "\"}}",
         first = false;
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";

@@ -1,11 +1,10 @@
-// Shapes: element counts (overflow-checked, see core/checked_size.h), printing, strides and
+// Shapes: element counts (overflow-checked, see base/checked_size.h), printing, strides and
 // axis normalisation.
 #include "spmd/shape.h"
 
 #include <cstddef>
 
-#include "core/checked_size.h"
-#include "spmd/aval.h"
+#include "base/checked_size.h"
 #include "spmd/error.h"
 
 namespace spmd {
@@ -121,15 +120,6 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const ch
     out.push_back(n);
   }
   return out;
-}
-
-std::string AbstractValue::str() const {
-  std::string out = dtype_short(dtype) + "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ",";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
 }
 
 }  // namespace spmd

@@ -150,15 +150,15 @@ DType promote_types(DType a, DType b) {
 
 // JAX's lattice with the weak types i* and f*: b1 -> i* -> (u32, i32) -> ... -> i64 -> f* ->
 // (f16, bf16) -> f32 -> f64 -> c* -> c64 -> c128 (a complex type is above every real one, and
-// joins them at the wider precision: f64 + c64 = c128). A weak value joined with a strong one of its kind or a higher kind
-// takes the strong type (i* with u32 is u32, f* with f32 is f32); joined with a strong one of a
-// lower kind the join is the weak type itself (b1 with i* is i*, i32 with f* is f*), so the
-// result stays weak and gets the default type of that kind (int32, float32) as JAX's defaults.
-// Two weak values meet at the wider type, still weak (a C++ double stays a full-precision weak
-// float64 until a strong operand gives it its type).
-// Which JAX mode: the strong types follow JAX's table with x64 enabled, since int64 and float64
-// exist (int32 with uint32 is int64, as promote_types above); the defaults a weak result or a
-// true division takes are JAX's without x64 (int32, float32), as jnp's default dtypes are.
+// joins them at the wider precision: f64 + c64 = c128). A weak value joined with a strong one of
+// its kind or a higher kind takes the strong type (i* with u32 is u32, f* with f32 is f32); joined
+// with a strong one of a lower kind the join is the weak type itself (b1 with i* is i*, i32 with f*
+// is f*), so the result stays weak and gets the default type of that kind (int32, float32) as JAX's
+// defaults. Two weak values meet at the wider type, still weak (a C++ double stays a full-precision
+// weak float64 until a strong operand gives it its type). Which JAX mode: the strong types follow
+// JAX's table with x64 enabled, since int64 and float64 exist (int32 with uint32 is int64, as
+// promote_types above); the defaults a weak result or a true division takes are JAX's without x64
+// (int32, float32), as jnp's default dtypes are.
 TypeInfo promote(TypeInfo a, TypeInfo b) {
   if (a.weak == b.weak) return {promote_types(a.dtype, b.dtype), a.weak};
   const TypeInfo& weak = a.weak ? a : b;

@@ -1,44 +1,13 @@
-// TreeDef and AxisSpec: the structure side of pytrees.
+// AxisSpec: in_axes / out_axes as a tree prefix of the arguments (include/spmd/transforms.h).
 #include <algorithm>
-#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 
 namespace spmd {
-
-int TreeDef::num_leaves() const {
-  if (kind == Kind::Leaf) return 1;
-  if (kind == Kind::Static) return 0;
-  int n = 0;
-  for (auto& c : children) n += c.num_leaves();
-  return n;
-}
-
-std::string TreeDef::str() const {
-  switch (kind) {
-    case Kind::Leaf:
-      return "*";
-    case Kind::Static:
-      return "static";
-    default:
-      break;
-  }
-  std::string s = type_name + "(";
-  for (size_t i = 0; i < children.size(); ++i) {
-    if (i) s += ", ";
-    if (!keys.empty()) s += keys[i] + "=";
-    s += children[i].str();
-  }
-  return s + ")";
-}
-
-size_t TreeDef::hash() const {
-  size_t h = static_cast<size_t>(kind) * 0x9e3779b97f4a7c15ull + children.size();
-  for (auto& k : keys) h = h * 31 + std::hash<std::string>()(k);
-  for (auto& c : children) h = h * 1000003 + c.hash();
-  return h;
-}
 
 void AxisSpec::expand(const TreeDef& tree, const std::string& what, const std::string& path,
                       std::vector<std::optional<int>>& out) const {

@@ -1,7 +1,10 @@
 #pragma once
 // Kernels: the per-backend implementation of primitives, kept apart from the primitives'
 // math. A registry maps a primitive's C++ type to its kernel, so a new backend adds a folder,
-// not a method on every primitive.
+// not a method on every primitive. The interface lives here, with the executables that call
+// kernels, below the runtime that runs them and the backends that implement them (its
+// namespace names who implements it); the CPU backend fills the registry
+// (backend/registry.cpp).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -16,7 +19,7 @@ namespace spmd::runtime {
 class Communicator;
 struct AllReduceEpilogue;
 struct Buffer;
-}
+}  // namespace spmd::runtime
 
 namespace spmd::backend {
 
@@ -30,14 +33,17 @@ struct Buf {
   int64_t size() const { return aval->size(); }
 };
 
-// What a replica of a multi-device run can see: its position on each named axis and a
-// communicator for each group of named axes a collective can span.
+// What a replica of an SPMD run can see of the collective groups its executable uses
+// (compile/spmd_lowering.h): by group id, the one a collective was given when its program was
+// lowered (prim::Collective::group), its rank in the group, the group's size and its
+// communicator. Axis names were resolved to these ids once, when the program was lowered: a
+// kernel never looks at a name.
 class ReplicaAxes {
  public:
   virtual ~ReplicaAxes() = default;
-  virtual int index(const std::vector<std::string>& names) const = 0;
-  virtual int size(const std::vector<std::string>& names) const = 0;
-  virtual runtime::Communicator& communicator(const std::vector<std::string>& names) const = 0;
+  virtual int index(int group) const = 0;
+  virtual int size(int group) const = 0;
+  virtual runtime::Communicator& communicator(int group) const = 0;
 };
 
 struct ExecContext {

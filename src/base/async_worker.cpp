@@ -1,4 +1,4 @@
-#include "runtime/async_worker.h"
+#include "base/async_worker.h"
 
 #include <condition_variable>
 #include <map>
@@ -8,7 +8,7 @@
 
 #include "base/blocking_queue.h"
 #include "base/env.h"
-#include "runtime/timeline.h"
+#include "base/timeline.h"
 
 namespace spmd::runtime {
 
