@@ -98,17 +98,16 @@ struct KnownUpward {
   const char* why;
 };
 const KnownUpward kKnownUpward[] = {
-    {"transforms/jit.cpp", "compile/",
-     "jit's front end compiles its traced program (compile::simplify, compile::Executable) and "
-     "runs it; it goes when jit's call is a primitive whose lowering compile/ registers, as the "
-     "kernels are found through a registry"},
-    {"transforms/pmap.cpp", "compile/",
-     "pmap's front end reads the SPMD executable's replica counts (compile::spmd_executable) to "
-     "check the mapped size against the devices; it goes when the SPMD lowering reports them"},
-    {"transforms/pmap.cpp", "runtime/",
-     "pmap's front end asks the runtime whether processes are connected (runtime::transport) and "
-     "for the device count (runtime::check_device_count); it goes when the topology "
-     "(spmd/topology.h) answers both"},
+    {"transforms/jit.cpp", "compile/executable.h",
+     "jit's front end compiles its traced program and runs the Executable (JAX's jit calls down "
+     "into dispatch the same way); it goes when jit's call is a primitive whose eager rule "
+     "compile/ registers, as the kernels are found through a registry"},
+    {"transforms/jit.cpp", "compile/simplify.h", "as above: the program is simplified first"},
+    {"transforms/pmap.cpp", "compile/spmd_lowering.h",
+     "pmap's front end reads the SPMD executable's nested replica count (the devices a call "
+     "needs) and matches donated inputs to its outputs; it goes with the jit exception above, "
+     "when donation is a parameter of the call (JAX's donated_invars) and the launcher checks "
+     "the devices"},
 };
 
 const fs::path kSource = SPMD_SOURCE_DIR;

@@ -41,7 +41,8 @@ enum class CollectiveKind {
   Sum,     // psum: every member gets the same value
   Reduce,  // pmax, pmin: the same, but not linear
   Gather,  // all_gather: the same value everywhere
-  Other,   // members get different values: ppermute, all_to_all, reduce_scatter, axis_index
+  Other,   // members get different values: ppermute, all_to_all, reduce_scatter
+  Index,   // axis_index: the member's own coordinate; it sends nothing
 };
 
 class Primitive {

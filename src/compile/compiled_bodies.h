@@ -1,18 +1,15 @@
 #pragma once
-// The compiled forms of the Programs that primitives run inside themselves (scan, while and cond
-// bodies, a call's function), for the kernels that run them (backend/cpu/kernels_control_flow.cpp).
-// A primitive holds only its bodies and parameters; compiling is this layer's business, so the
-// cache is here: one Executable per body Program, built on first run and shared by every
-// primitive that holds the same Program object.
-#include <memory>
-
+// The compiled forms of a control-flow primitive's bodies (scan, while and cond bodies, a
+// call's function), for the kernels that run them (backend/cpu/kernels_control_flow.cpp). The
+// primitive holds its bodies and parameters; compiling is this layer's business, so it is done
+// here and kept in the primitive's opaque slot (ir/derived_slot.h): once per primitive, gone
+// with it.
 #include "compile/executable.h"
-#include "spmd/program.h"
+#include "primitives/control_flow.h"
 
 namespace spmd::compile {
 
-// `body` simplified and compiled, once while it lives. The cache holds no Program: an entry
-// goes when a later body is compiled after its Program died (checked then, not per run).
-std::shared_ptr<const Executable> compiled_body(const std::shared_ptr<const Program>& body);
+// Body k of c simplified and compiled (every body on the first call).
+const Executable& compiled_body(const prim::ControlFlow& c, size_t k);
 
 }  // namespace spmd::compile

@@ -7,6 +7,7 @@
 #include "base/env.h"
 #include "compile/simplify.h"
 #include "ir/batch.h"
+#include "ir/communication.h"
 #include "ir/interpret.h"
 #include "ir/trace.h"
 #include "ir/varying_axes.h"
@@ -22,15 +23,11 @@
 namespace spmd::compile {
 
 using prim::AllGather;
-using prim::AllReduce;
-using prim::AllToAll;
 using prim::AxisIndex;
 using prim::Collective;
 using prim::Cond;
 using prim::PmapCall;
-using prim::Ppermute;
 using prim::PureCallback;
-using prim::ReduceScatter;
 using prim::Scan;
 using prim::While;
 
@@ -121,20 +118,8 @@ std::shared_ptr<const Primitive> renamed(const std::shared_ptr<const Primitive>&
   return changed ? c->with_names(std::move(names)) : p;
 }
 
-// Whether any equation of p or of its sub-programs (loop bodies, branches), at any depth,
-// satisfies pred.
-template <class Pred>
-bool any_equation(const Program& p, const Pred& pred) {
-  for (const Equation& eq : p.equations) {
-    if (pred(eq)) return true;
-    for (auto& sub : eq.primitive->subprograms())
-      if (any_equation(*sub, pred)) return true;
-  }
-  return false;
-}
-
 bool needs_lowering(const Program& p, const Renames& renames) {
-  return any_equation(p, [&](const Equation& eq) {
+  return ir::any_equation(p, [&](const Equation& eq) {
     return dynamic_cast<const PmapCall*>(eq.primitive.get()) ||
            renamed(eq.primitive, renames) != eq.primitive;
   });
@@ -211,20 +196,18 @@ const PmapCall* pass_through(const Program& p) {
 }
 
 bool has_loop(const Program& p) {
-  return any_equation(p, [](const Equation& eq) {
+  return ir::any_equation(p, [](const Equation& eq) {
     return dynamic_cast<const Scan*>(eq.primitive.get()) ||
            dynamic_cast<const While*>(eq.primitive.get());
   });
 }
 
-bool has_collective(const Program& p) {
-  return any_equation(p, [](const Equation& eq) { return !eq.primitive->axis_names().empty(); });
-}
+bool has_collective(const Program& p) { return !ir::named_axes(p).empty(); }
 
 // Whether the replicas of `p` may run as the rows of one batched program with the same results
 // and errors as separate replicas (see Compiled::batched).
 bool batchable_replicas(const Program& p) {
-  return !any_equation(p, [](const Equation& eq) {
+  return !ir::any_equation(p, [](const Equation& eq) {
     const Primitive* q = eq.primitive.get();
     if (dynamic_cast<const While*>(q) || dynamic_cast<const PureCallback*>(q) ||
         dynamic_cast<const PmapCall*>(q))
@@ -294,12 +277,9 @@ int64_t static_collective_count(const Program& p) {
   int group = -1;
   for (const Equation& eq : p.equations) {
     const Primitive& prim = *eq.primitive;
-    if (prim.axis_names().empty() || dynamic_cast<const AxisIndex*>(&prim)) continue;
-    const bool communicates =
-        dynamic_cast<const AllReduce*>(&prim) || dynamic_cast<const AllGather*>(&prim) ||
-        dynamic_cast<const ReduceScatter*>(&prim) || dynamic_cast<const AllToAll*>(&prim) ||
-        dynamic_cast<const Ppermute*>(&prim);
-    if (!communicates) return -1;
+    const CollectiveKind kind = prim.collective_kind();
+    if (prim.axis_names().empty() || kind == CollectiveKind::Index) continue;
+    if (kind == CollectiveKind::None) return -1;  // a loop, a branch or a nested pmap names axes
     const int these = static_cast<const Collective&>(prim).group;
     if (group >= 0 && group != these) return -1;
     group = these;
@@ -406,8 +386,7 @@ static std::unique_ptr<SpmdExecutable> lower(const PmapCall& call) {
     c->groups = assign_groups(simplified, c->mesh_names);
     c->executable =
         std::make_unique<Executable>(std::move(simplified), false, /*async=*/across, same);
-    for (const Equation& eq : c->executable->program().equations)
-      c->communicates = c->communicates || !eq.primitive->axis_names().empty();
+    c->communicates = ir::communicates_over(c->executable->program());
     c->loops = has_loop(c->executable->program());
     c->static_collectives = static_collective_count(c->executable->program());
     // (One replica gains nothing from batching: it runs its own program.)

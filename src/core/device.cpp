@@ -99,4 +99,17 @@ int device_count() { return static_cast<int>(devices().size()); }
 int process_index() { return core::source().process_index(); }
 int process_count() { return core::source().process_count(); }
 
+namespace core {
+
+bool processes_connected() { return source().processes_connected(); }
+
+void check_device_count(int64_t replicas) {
+  const int available = local_device_count();
+  if (replicas > available)
+    fail("compiling computation that requires ", replicas, " logical devices, but only ", available,
+         " devices are available (num_replicas=", replicas, ")");
+}
+
+}  // namespace core
+
 }  // namespace spmd

@@ -19,7 +19,15 @@ class DeviceSource {
   virtual int process_count() = 0;
   virtual int first_global_device_id() = 0;   // global id of this process's local device 0
   virtual std::vector<Device> devices() = 0;  // every process's, by global id
+  // Whether this process is one of several joined in one program (distributed::initialize):
+  // collectives of a pmap then span every process's devices.
+  virtual bool processes_connected() = 0;
 };
+
+// The installed source's answer (DeviceSource::processes_connected).
+bool processes_connected();
+// Fails with JAX's message when `replicas` exceed this process's devices.
+void check_device_count(int64_t replicas);
 
 // Installs the runtime's source (once, when the library loads; it lives until exit).
 void set_device_source(DeviceSource* source);

@@ -7,41 +7,32 @@
 // and its tangents; jvp of cond: a cond over the branches' jvps.
 #include <algorithm>
 
+#include "ir/autodiff.h"
+#include "ir/batch.h"
+#include "ir/communication.h"
+#include "ir/forward.h"
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "primitives/collectives.h"
 #include "primitives/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
-#include "ir/autodiff.h"
-#include "ir/batch.h"
-#include "ir/forward.h"
 
 namespace spmd::prim {
 namespace {
 
-// Whether a program exchanges data over `axis` (axis_index only reads the replica's position).
+// Whether a program exchanges data over the vmap's axis, when it has a name (axis_index only
+// reads the replica's position).
 bool communicates_over(const Program& p, const std::string& axis) {
-  if (axis.empty()) return false;
-  for (auto& eq : p.equations) {
-    if (dynamic_cast<const AxisIndex*>(eq.primitive.get())) continue;
-    auto subs = eq.primitive->subprograms();
-    if (!subs.empty()) {
-      for (auto& s : subs)
-        if (communicates_over(*s, axis)) return true;
-      continue;
-    }
-    auto names = eq.primitive->axis_names();
-    if (std::find(names.begin(), names.end(), axis) != names.end()) return true;
-  }
-  return false;
+  return !axis.empty() && ir::communicates_over(p, axis);
 }
 
 [[noreturn]] void collective_under_batched_predicate(const char* what, const std::string& axis) {
   fail("vmap of ", what, " with a predicate batched over axis '", axis,
        "': its body holds a collective over that axis, which would run for lanes whose "
        "branch or iteration is not taken; expected the predicate to be the same for every "
-       "element of the axis (or the collective outside the ", what, ")");
+       "element of the axis (or the collective outside the ",
+       what, ")");
 }
 
 // pred (B,) broadcast against x (B, ...).
@@ -172,8 +163,9 @@ Batched While::batch(const BatchContext& ctx, const std::vector<Array>& in,
 
 std::vector<Array> While::vjp(const std::vector<Array>&, const std::vector<Array>&,
                               const std::vector<Array>&) const {
-  fail("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with "
-       "dynamic start/stop values. Try using lax.scan, or using fori_loop with static start/stop.");
+  fail(
+      "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with "
+      "dynamic start/stop values. Try using lax.scan, or using fori_loop with static start/stop.");
 }
 
 Primitive::Jvp While::jvp(const std::vector<Array>& primals,
@@ -224,7 +216,8 @@ Primitive::Jvp While::jvp(const std::vector<Array>& primals,
     for (size_t k = 0; k < kt.size(); ++k) ts[nbc + kt[k]] = carry_t[k];
     transforms::JvpValues r = transforms::jvp_eval(body(), args, ts);
     std::vector<Array> outs = r.outputs;
-    for (size_t j : kt) outs.push_back(r.tangents[j].valid() ? r.tangents[j] : zeros_like(r.outputs[j]));
+    for (size_t j : kt)
+      outs.push_back(r.tangents[j].valid() ? r.tangents[j] : zeros_like(r.outputs[j]));
     return outs;
   });
   Closed cc = close_over(std::move(c.program), std::move(c.captured), 0);
@@ -241,9 +234,9 @@ Primitive::Jvp While::jvp(const std::vector<Array>& primals,
     operands.push_back(t.valid() ? astype(t, primals[ncc + nbc + j].dtype())
                                  : zeros_like(primals[ncc + nbc + j]));
   }
-  auto p = std::make_shared<While>(
-      cc.program, bc.program, cond_consts + static_cast<int>(cc.captured.size()),
-      body_consts + static_cast<int>(bt.size() + bc.captured.size()));
+  auto p = std::make_shared<While>(cc.program, bc.program,
+                                   cond_consts + static_cast<int>(cc.captured.size()),
+                                   body_consts + static_cast<int>(bt.size() + bc.captured.size()));
   std::vector<Array> r = spmd::bind(p, operands);
   Jvp out;
   out.outputs.assign(r.begin(), r.begin() + static_cast<long>(nk));
@@ -260,10 +253,11 @@ Batched Cond::batch(const BatchContext& ctx, const std::vector<Array>& in,
   const size_t nops = in.size() - 1;
   if (dims[0] != not_mapped) {
     for (auto& b : bodies_)
-      if (communicates_over(*b, ctx.axis_name)) collective_under_batched_predicate("cond", ctx.axis_name);
+      if (communicates_over(*b, ctx.axis_name))
+        collective_under_batched_predicate("cond", ctx.axis_name);
     // Every branch runs on the whole batch; each lane takes its own branch's outputs.
-    Array index = clip(batch_at(in[0], dims[0], 0, n), Array(0),
-                       Array(static_cast<int>(bodies_.size()) - 1));
+    Array index =
+        clip(batch_at(in[0], dims[0], 0, n), Array(0), Array(static_cast<int>(bodies_.size()) - 1));
     std::vector<Array> ops;
     for (size_t i = 0; i < nops; ++i) ops.push_back(batch_at(in[i + 1], dims[i + 1], 0, n));
     std::vector<int> zero(nops, 0);
@@ -297,7 +291,8 @@ Batched Cond::batch(const BatchContext& ctx, const std::vector<Array>& in,
     BatchedBody bb = batch_body(*b, ops_b, ctx, out_b);
     // batch_body put the captured values first; join_branches wants them last.
     Program p = *bb.program;
-    std::vector<int> inputs(p.inputs.begin() + static_cast<long>(bb.captured.size()), p.inputs.end());
+    std::vector<int> inputs(p.inputs.begin() + static_cast<long>(bb.captured.size()),
+                            p.inputs.end());
     inputs.insert(inputs.end(), p.inputs.begin(),
                   p.inputs.begin() + static_cast<long>(bb.captured.size()));
     p.inputs = std::move(inputs);

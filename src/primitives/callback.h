@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "primitives/declare.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
@@ -32,10 +33,8 @@ class PureCallback final : public PrimitiveOf<PureCallback> {
   std::string name() const override { return "pure_callback"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext& ctx, const std::vector<Array>& in,
-                const std::vector<int>& dims) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
 
  private:
   std::shared_ptr<const HostFn> fn_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/reduce_op.h"
+#include "primitives/declare.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
@@ -72,12 +73,9 @@ class AllReduce final : public CollectiveOf<AllReduce> {
     return op == ReduceOp::Sum ? CollectiveKind::Sum : CollectiveKind::Reduce;
   }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // x -> (group, x...): every member's x stacked on a new leading axis.
@@ -88,12 +86,9 @@ class AllGather final : public CollectiveOf<AllGather> {
   std::string name() const override { return "all_gather"; }
   CollectiveKind collective_kind() const override { return CollectiveKind::Gather; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // (group, rest...) -> (rest...): the sum over members of their block [rank].
@@ -103,12 +98,9 @@ class ReduceScatter final : public CollectiveOf<ReduceScatter> {
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "reduce_scatter"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 // (group, rest...) -> (group, rest...): out[j] = member j's block [rank].
@@ -118,12 +110,9 @@ class AllToAll final : public CollectiveOf<AllToAll> {
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "all_to_all"; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class Ppermute final : public CollectiveOf<Ppermute> {
@@ -136,12 +125,9 @@ class Ppermute final : public CollectiveOf<Ppermute> {
   std::string name() const override { return "ppermute"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>&, const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
 };
 
 class AxisIndex final : public CollectiveOf<AxisIndex> {
@@ -149,9 +135,9 @@ class AxisIndex final : public CollectiveOf<AxisIndex> {
   auto key() const { return std::tie(names, sizes, layout, group); }
   using CollectiveOf::CollectiveOf;
   std::string name() const override { return "axis_index"; }
+  CollectiveKind collective_kind() const override { return CollectiveKind::Index; }
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
+  SPMD_BATCH_RULE;
 };
 
 }  // namespace spmd::prim

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ir/batch.h"
+#include "ir/communication.h"
 #include "primitives/batching.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -29,13 +30,12 @@ std::string indented_program(const Program& p) { return p.str(); }
 }  // namespace
 
 ControlFlow::ControlFlow(std::vector<ProgramPtr> bodies) : bodies_(std::move(bodies)) {
-  for (auto& b : bodies_)
-    for (auto& eq : b->equations) {
-      pure_ = pure_ && eq.primitive->is_pure();
-      for (auto& n : eq.primitive->axis_names())
-        if (std::find(axis_names_.begin(), axis_names_.end(), n) == axis_names_.end())
-          axis_names_.push_back(n);
-    }
+  for (auto& b : bodies_) {
+    for (auto& eq : b->equations) pure_ = pure_ && eq.primitive->is_pure();
+    for (std::string& n : ir::named_axes(*b))
+      if (std::find(axis_names_.begin(), axis_names_.end(), n) == axis_names_.end())
+        axis_names_.push_back(std::move(n));
+  }
 }
 
 // ---- scan -------------------------------------------------------------------------------------

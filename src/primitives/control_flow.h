@@ -12,15 +12,17 @@
 #include <tuple>
 #include <vector>
 
+#include "ir/derived_slot.h"
 #include "ir/trace.h"
+#include "primitives/declare.h"
 #include "spmd/program.h"
 
 namespace spmd::prim {
 
 using ProgramPtr = std::shared_ptr<const Program>;
 
-// What every control-flow primitive shares: its bodies, the collectives they hold and their
-// purity.
+// What every control-flow primitive shares: its bodies, the collectives they hold, their
+// purity, and a place for their compiled forms (filled by compile/compiled_bodies.h).
 class ControlFlow : public Primitive {
  public:
   explicit ControlFlow(std::vector<ProgramPtr> bodies);
@@ -28,6 +30,7 @@ class ControlFlow : public Primitive {
   std::vector<std::string> axis_names() const override { return axis_names_; }
   std::vector<ProgramPtr> subprograms() const override { return bodies_; }
   const std::vector<ProgramPtr>& bodies() const { return bodies_; }
+  ir::DerivedSlot compiled;
 
  protected:
   std::vector<ProgramPtr> bodies_;
@@ -53,17 +56,10 @@ class Scan final : public PrimitiveOf<Scan, ControlFlow> {
   std::string name() const override { return "scan"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
-  bool saves_residuals() const override { return true; }
-  Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const override;
-  std::vector<Array> backward(const std::vector<Array>& primals,
-                              const std::vector<Array>& residuals, const std::vector<bool>& wrt,
-                              const std::vector<Array>& cotangents) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
+  SPMD_RESIDUAL_RULES;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 
   // Reverse mode for one set of differentiated inputs: a forward scan that also stacks the
@@ -89,12 +85,9 @@ class While final : public PrimitiveOf<While, ControlFlow> {
   std::string name() const override { return "while"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 
@@ -109,12 +102,9 @@ class Cond final : public PrimitiveOf<Cond, ControlFlow> {
   std::string name() const override { return "cond"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 

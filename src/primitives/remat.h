@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "primitives/control_flow.h"
+#include "primitives/declare.h"
 #include "spmd/primitive.h"
 
 namespace spmd::prim {
@@ -25,17 +26,10 @@ class Checkpoint final : public PrimitiveOf<Checkpoint, ControlFlow> {
   std::string name() const override { return "checkpoint"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
-  bool saves_residuals() const override { return true; }
-  Forward forward(const std::vector<Array>& primals, const std::vector<bool>& wrt) const override;
-  std::vector<Array> backward(const std::vector<Array>& primals,
-                              const std::vector<Array>& residuals, const std::vector<bool>& wrt,
-                              const std::vector<Array>& cotangents) const override;
-  bool has_jvp() const override { return true; }
-  Jvp jvp(const std::vector<Array>& primals, const std::vector<Array>& tangents) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
+  SPMD_JVP_RULE;
+  SPMD_RESIDUAL_RULES;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 
  private:
@@ -58,10 +52,8 @@ class Call final : public PrimitiveOf<Call, ControlFlow> {
   std::string name() const override { return "call"; }
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
-  Batched batch(const BatchContext&, const std::vector<Array>&,
-                const std::vector<int>&) const override;
-  std::vector<Array> vjp(const std::vector<Array>&, const std::vector<Array>&,
-                         const std::vector<Array>&) const override;
+  SPMD_BATCH_RULE;
+  SPMD_VJP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };
 

@@ -1,4 +1,5 @@
 #include "runtime/client.h"
+#include "runtime/transport.h"
 
 #include <atomic>
 #include <chrono>
@@ -192,13 +193,6 @@ void Client::run_on_devices(const std::vector<int>& device_ids, const std::funct
 
 bool on_worker_thread() { return t_on_worker; }
 
-void check_device_count(int64_t replicas) {
-  int available = Client::get().local_device_count();
-  if (replicas > available)
-    fail("compiling computation that requires ", replicas, " logical devices, but only ", available,
-         " devices are available (num_replicas=", replicas, ")");
-}
-
 namespace {
 
 // The answers to the device queries of spmd/topology.h (core/device_source.h): this process's
@@ -210,6 +204,7 @@ class RuntimeDevices final : public core::DeviceSource {
   int process_count() override { return process_total(); }
   int first_global_device_id() override { return runtime::first_global_device_id(); }
   std::vector<Device> devices() override { return global_devices(); }
+  bool processes_connected() override { return transport() != nullptr; }
 };
 
 [[maybe_unused]] const bool g_installed = [] {

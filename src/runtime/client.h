@@ -26,10 +26,6 @@ class Client {
   std::vector<Worker*> workers_;
 };
 
-// Throws the error JAX gives when a computation needs more devices than this process has:
-// "compiling computation that requires N logical devices, but only M devices are available".
-void check_device_count(int64_t replicas);
-
 // True on a device worker thread (where blocking on another run would deadlock).
 bool on_worker_thread();
 

@@ -18,6 +18,7 @@
 #include "base/parallel.h"
 #include "base/timeline.h"
 #include "core/array_impl.h"
+#include "core/device_source.h"
 #include "runtime/client.h"
 #include "runtime/hierarchical_communicator.h"
 #include "runtime/mesh.h"
@@ -169,7 +170,7 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
   } else {
     devices = where.devices ? *where.devices : kNone;
     if (devices.empty()) {
-      runtime::check_device_count(total);
+      core::check_device_count(total);
       for (int r = 0; r < total; ++r) devices.push_back(r);
     } else if (static_cast<int>(devices.size()) != total) {
       fail("pmap: the mapped size times nested sizes is ", total, ", but ", devices.size(),

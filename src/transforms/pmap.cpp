@@ -8,12 +8,11 @@
 
 #include "compile/spmd_lowering.h"
 #include "core/array_impl.h"
+#include "core/device_source.h"
 #include "ir/axis_env.h"
 #include "ir/eager.h"
 #include "ir/trace.h"
 #include "primitives/pmap_call.h"
-#include "runtime/client.h"
-#include "runtime/transport.h"
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 #include "transforms/donation.h"
@@ -108,7 +107,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   std::vector<int> devices, mesh_devices;
   // In a program of several processes, listed devices (a mesh's) are global: every process
   // runs the replicas on its own devices.
-  const bool spans = !spec.devices.empty() && runtime::transport() != nullptr;
+  const bool spans = !spec.devices.empty() && core::processes_connected();
   if (!spec.devices.empty() && transforms::inside_pmap())
     fail(
         "Nested pmap with explicit devices argument: only the outermost pmap may list devices "
@@ -129,7 +128,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   // Across processes every process maps its local devices; collectives see all of them.
   int64_t global = n;
   // (A nested pmap's axis is within its mesh: not the processes'.)
-  if (runtime::transport() != nullptr && !spans && !transforms::inside_pmap()) {
+  if (core::processes_connected() && !spans && !transforms::inside_pmap()) {
     // Inside jit too: the shapes are known at trace time, and the collectives span processes.
     if (!devices.empty())
       fail("pmap across ", process_count(),
@@ -142,7 +141,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
            local_device_count(), " (every process maps its own devices), got ", n);
     global = device_count();
   }
-  if (devices.empty() && !inside_trace) runtime::check_device_count(n);
+  if (devices.empty() && !inside_trace) core::check_device_count(n);
   // A pmap given no name still has an axis of its own.
   const std::string& axis_name =
       spec.axis_name.empty() ? transforms::kAnonymousPmapAxis : spec.axis_name;

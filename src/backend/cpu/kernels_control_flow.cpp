@@ -61,8 +61,7 @@ void scan_kernel(const Primitive& p, std::span<const Buf> in, std::span<const Bu
   const int64_t n = s.length;
   CarryBuffers carry(in.subspan(nc, nk));
   if (n == 0) return carry.copy_out(out.subspan(0, nk));
-  std::shared_ptr<const Executable> body = compile::compiled_body(s.bodies()[0]);
-  Executable::Frame frame(*body);
+  Executable::Frame frame(compile::compiled_body(s, 0));
   std::vector<void*> args(nc + nk + nx), results(nk + ny);
   std::vector<size_t> x_bytes(nx), y_bytes(ny);
   for (size_t i = 0; i < nc; ++i) args[i] = in[i].data;
@@ -89,9 +88,7 @@ void while_kernel(const Primitive& p, std::span<const Buf> in, std::span<const B
   const size_t ncc = static_cast<size_t>(w.cond_consts), nbc = static_cast<size_t>(w.body_consts);
   const size_t nk = out.size();
   CarryBuffers carry(in.subspan(ncc + nbc, nk));
-  std::shared_ptr<const Executable> cond_exe = compile::compiled_body(w.bodies()[0]);
-  std::shared_ptr<const Executable> body_exe = compile::compiled_body(w.bodies()[1]);
-  Executable::Frame cond(*cond_exe), body(*body_exe);
+  Executable::Frame cond(compile::compiled_body(w, 0)), body(compile::compiled_body(w, 1));
   std::vector<void*> cond_args(ncc + nk), body_args(nbc + nk);
   for (size_t i = 0; i < ncc; ++i) cond_args[i] = in[i].data;
   for (size_t i = 0; i < nbc; ++i) body_args[i] = in[ncc + i].data;
@@ -118,8 +115,7 @@ void run_once(const prim::ControlFlow& c, size_t k, std::span<const Buf> in,
   std::vector<void*> args, results;
   for (auto& i : in) args.push_back(i.data);
   for (auto& o : out) results.push_back(o.data);
-  std::shared_ptr<const Executable> body = compile::compiled_body(c.bodies().at(k));
-  Executable::Frame frame(*body);
+  Executable::Frame frame(compile::compiled_body(c, k));
   frame.run(args, results, ctx);
 }
 
