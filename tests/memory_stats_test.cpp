@@ -167,7 +167,7 @@ TEST_F(MemoryStatsPerDevice, ReplicasIntermediatesCountOnTheirOwnDevicesAndPeaks
 }
 
 TEST_F(MemoryStatsPerDevice, BatchedReplicasChargeTheirIntermediatesToTheFirstDevice) {
-  // The replicas of one process run as one batched program (PmapCall::Compiled::batched): its
+  // The replicas of one process run as one batched program (compile::SpmdExecutable::batched): its
   // N outer products, N x 1,000,000 bytes, are intermediates of the first device.
   Array x = host_floats({N, 500});
   std::vector<MemoryStats> before, after;

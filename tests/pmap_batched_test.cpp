@@ -1,4 +1,4 @@
-// Replicas of a one-process pmap run as one batched program (PmapCall::Compiled::batched): the
+// Replicas of a one-process pmap run as one batched program (compile::SpmdExecutable::batched): the
 // results must be those of replicas on threads of their own (SPMD_PMAP_THREADS=1, the runtime
 // before) -- bit for bit where the sums are the same sums in the same order -- and of naive
 // per-replica loops; programs whose replicas must run apart (while loops, collectives under
@@ -73,9 +73,11 @@ TEST_P(PmapBatched, ReductionsOverReplicasMatchThreadsAndLoops) {
   expect_same_bits(std::get<3>(b), std::get<3>(t));
   expect_same_bits(std::get<4>(b), std::get<4>(t));
   expect_same_bits(std::get<5>(b), std::get<5>(t));
-  std::vector<float> sum = std::get<0>(b).to_vector<float>(), mean = std::get<1>(b).to_vector<float>();
+  std::vector<float> sum = std::get<0>(b).to_vector<float>(),
+                     mean = std::get<1>(b).to_vector<float>();
   std::vector<float> mx = std::get<2>(b).to_vector<float>(), mn = std::get<3>(b).to_vector<float>();
-  std::vector<int32_t> pos = std::get<4>(b).to_vector<int32_t>(), idx = std::get<5>(b).to_vector<int32_t>();
+  std::vector<int32_t> pos = std::get<4>(b).to_vector<int32_t>(),
+                       idx = std::get<5>(b).to_vector<int32_t>();
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(idx[static_cast<size_t>(r)], r);
     for (int j = 0; j < 37; ++j) {
@@ -112,10 +114,16 @@ TEST_P(PmapBatched, DataMovementMatchesThreadsAndLoops) {
         "i")(x);
   });
   for (int k : {0, 1, 2, 3, 4}) {
-    const Array& u = k == 0 ? std::get<0>(b) : k == 1 ? std::get<1>(b) : k == 2 ? std::get<2>(b)
-                   : k == 3 ? std::get<3>(b) : std::get<4>(b);
-    const Array& v = k == 0 ? std::get<0>(t) : k == 1 ? std::get<1>(t) : k == 2 ? std::get<2>(t)
-                   : k == 3 ? std::get<3>(t) : std::get<4>(t);
+    const Array& u = k == 0   ? std::get<0>(b)
+                     : k == 1 ? std::get<1>(b)
+                     : k == 2 ? std::get<2>(b)
+                     : k == 3 ? std::get<3>(b)
+                              : std::get<4>(b);
+    const Array& v = k == 0   ? std::get<0>(t)
+                     : k == 1 ? std::get<1>(t)
+                     : k == 2 ? std::get<2>(t)
+                     : k == 3 ? std::get<3>(t)
+                              : std::get<4>(t);
     SCOPED_TRACE(k);
     expect_same_bits(u, v);
   }
@@ -125,7 +133,8 @@ TEST_P(PmapBatched, DataMovementMatchesThreadsAndLoops) {
     return static_cast<float>(xv[static_cast<size_t>((r * n + i) * 3 + c)]);
   };
   std::vector<float> g = std::get<0>(b).to_vector<float>(), p = std::get<1>(b).to_vector<float>();
-  std::vector<float> a2a = std::get<2>(b).to_vector<float>(), ps = std::get<3>(b).to_vector<float>();
+  std::vector<float> a2a = std::get<2>(b).to_vector<float>(),
+                     ps = std::get<3>(b).to_vector<float>();
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < n; ++i)
       for (int c = 0; c < 3; ++c) {
@@ -144,7 +153,8 @@ TEST_P(PmapBatched, DataMovementMatchesThreadsAndLoops) {
 
 TEST_P(PmapBatched, UnmappedOperandsAndResultsAndScans) {
   const int n = GetParam();
-  std::vector<double> wv = uniform(12, -1, 1, 3), xv = uniform(static_cast<size_t>(n) * 5 * 4, -1, 1, 4);
+  std::vector<double> wv = uniform(12, -1, 1, 3),
+                      xv = uniform(static_cast<size_t>(n) * 5 * 4, -1, 1, 4);
   Array w = floats(wv, {4, 3}), x = floats(xv, {n, 5, 4});
   PmapOptions o;
   o.in_axes = {none, 0};
@@ -177,15 +187,19 @@ TEST_P(PmapBatched, UnmappedOperandsAndResultsAndScans) {
         double y[3] = {0, 0, 0};
         for (int c = 0; c < 3; ++c)
           for (int f = 0; f < 4; ++f)
-            y[c] += xv[static_cast<size_t>((r * 5 + i) * 4 + f)] * wc[static_cast<size_t>(f * 3 + c)] * (k + 1);
+            y[c] += xv[static_cast<size_t>((r * 5 + i) * 4 + f)] *
+                    wc[static_cast<size_t>(f * 3 + c)] * (k + 1);
         for (int f = 0; f < 4; ++f)
-          for (int c = 0; c < 3; ++c) g[static_cast<size_t>(f * 3 + c)] += xv[static_cast<size_t>((r * 5 + i) * 4 + f)] * y[c];
+          for (int c = 0; c < 3; ++c)
+            g[static_cast<size_t>(f * 3 + c)] +=
+                xv[static_cast<size_t>((r * 5 + i) * 4 + f)] * y[c];
       }
     for (int e = 0; e < 12; ++e) wc[static_cast<size_t>(e)] -= 0.1 * g[static_cast<size_t>(e)];
   }
   std::vector<float> got = b.first.to_vector<float>();
   for (int e = 0; e < 12; ++e)
-    EXPECT_NEAR(got[static_cast<size_t>(e)], wc[static_cast<size_t>(e)], 1e-3 * std::max(1.0, std::abs(wc[static_cast<size_t>(e)])));
+    EXPECT_NEAR(got[static_cast<size_t>(e)], wc[static_cast<size_t>(e)],
+                1e-3 * std::max(1.0, std::abs(wc[static_cast<size_t>(e)])));
 }
 
 TEST_P(PmapBatched, TrainingStepEqualsOneDeviceAndThreadsBitForBit) {
@@ -218,9 +232,7 @@ TEST_P(PmapBatched, TrainingStepEqualsOneDeviceAndThreadsBitForBit) {
     return p;
   });
   nn::MLP one = params;
-  auto whole = jit([&](const nn::MLP& p) {
-    return sgd(p, grad(loss)(p, x, y));
-  });
+  auto whole = jit([&](const nn::MLP& p) { return sgd(p, grad(loss)(p, x, y)); });
   for (int s = 0; s < 3; ++s) one = whole(one);
   for (size_t l = 0; l < params.size(); ++l) {
     expect_same_bits(b[l].w, t[l].w);
@@ -240,8 +252,10 @@ TEST(BatchSumDot, HasTheBitsOfSeparateProductsSummedInOrder) {
     for (int64_t k : {3, 16, 300})
       for (int64_t b : {1, 3, 8}) {
         SCOPED_TRACE(std::to_string(k) + " rows, " + std::to_string(b) + " products");
-        Array x = test_util::make(uniform(static_cast<size_t>(b * k * 70), -1, 1, 5), {b, k, 70}, t);
-        Array dy = test_util::make(uniform(static_cast<size_t>(b * k * 90), -1, 1, 6), {b, k, 90}, t);
+        Array x =
+            test_util::make(uniform(static_cast<size_t>(b * k * 70), -1, 1, 5), {b, k, 70}, t);
+        Array dy =
+            test_util::make(uniform(static_cast<size_t>(b * k * 90), -1, 1, 6), {b, k, 90}, t);
         auto f = [](const Array& u, const Array& v) {
           return sum(lax::dot_general(u, v, {1}, {1}, {0}, {0}), 0);
         };

@@ -70,8 +70,8 @@ namespace detail {
 struct ShardMapState;
 std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecTree in_specs, SpecTree out_specs,
                                                    ShardMapOptions options);
-std::vector<Array> shard_map_call(ShardMapState& state, const FlatFn& fn, const FlatCall& call,
-                                  TreeDef& out_tree);
+std::vector<Array> shard_map_call(ShardMapState& state, const FlatFnMaker& make_fn,
+                                  const FlatCall& call, TreeDef& out_tree);
 }  // namespace detail
 
 template <class F>
@@ -82,9 +82,10 @@ class ShardMapped {
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
     detail::FlatCall call = detail::flatten_args({}, args...);
-    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
     TreeDef out_tree;
-    std::vector<Array> out = detail::shard_map_call(*state_, fn, call, out_tree);
+    std::vector<Array> out =
+        detail::shard_map_call(*state_, detail::flat_fn_maker(make), call, out_tree);
     return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
   }
 

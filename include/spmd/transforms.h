@@ -184,7 +184,19 @@ struct JitCache;
 std::shared_ptr<JitCache> new_jit_cache(size_t capacity);
 int jit_trace_count(const JitCache& cache);
 size_t jit_cache_entries(const JitCache& cache);
-std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& call,
+// Makes a call's FlatFn when jit traces it, and only then: a cached call needs none (its
+// std::function and output tree were two of a dispatch's allocations).
+struct FlatFnMaker {
+  FlatFn (*make)(const void* self);
+  const void* self;
+  FlatFn operator()() const { return make(self); }
+};
+// The maker calling make() (kept by the caller for the call).
+template <class Make>
+FlatFnMaker flat_fn_maker(const Make& make) {
+  return {[](const void* self) { return (*static_cast<const Make*>(self))(); }, &make};
+}
+std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const FlatCall& call,
                             TreeDef& out_tree);
 
 struct VmapSpec {
@@ -209,7 +221,7 @@ struct PmapCache;
 std::shared_ptr<PmapCache> new_pmap_cache(size_t capacity);
 int pmap_trace_count(const PmapCache& cache);
 size_t pmap_cache_entries(const PmapCache& cache);
-std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
+std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFnMaker& make_fn,
                              const FlatCall& call, TreeDef& out_tree);
 
 }  // namespace detail
@@ -248,9 +260,9 @@ class Jitted {
       call.donated = detail::donated_leaves(
           detail::normalize_argnums(options_.donate_argnums, sizeof...(Args), "jit donate_argnums"),
           call, "jit donate_argnums");
-    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
     TreeDef out_tree;
-    std::vector<Array> out = detail::jit_call(*cache_, fn, call, out_tree);
+    std::vector<Array> out = detail::jit_call(*cache_, detail::flat_fn_maker(make), call, out_tree);
     return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
   }
   // How many times the function has been traced (once per new signature).
@@ -332,9 +344,10 @@ class Pmapped {
           detail::donated_leaves(detail::normalize_argnums(options_.donate_argnums, sizeof...(Args),
                                                            "pmap donate_argnums"),
                                  call, "pmap donate_argnums");
-    detail::FlatFn fn = detail::make_flat_fn(f_, call.in_tree, args...);
+    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
     TreeDef out_tree;
-    std::vector<Array> out = detail::pmap_call(*cache_, spec_, fn, call, out_tree);
+    std::vector<Array> out =
+        detail::pmap_call(*cache_, spec_, detail::flat_fn_maker(make), call, out_tree);
     return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
   }
   int trace_count() const { return detail::pmap_trace_count(*cache_); }

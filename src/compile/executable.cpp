@@ -1,6 +1,7 @@
 #include "compile/executable.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 
@@ -590,7 +591,35 @@ void Executable::run_into(std::span<void* const> inputs, std::span<void* const> 
   frame.run(inputs, outputs, ctx);
 }
 
-Executable::Frame::Frame(const Executable& e) : exe_(e) {
+namespace {
+
+// Frames' operand vectors, kept per thread between frames: a cached jit call's frame then
+// allocates none (two of a dispatch's allocations). A few per thread, for frames of sub-programs
+// (loop bodies) that run inside another's.
+struct FramePool {
+  std::vector<std::vector<void*>> ptrs;
+  std::vector<std::vector<backend::Buf>> bufs;
+};
+thread_local FramePool t_frames;
+constexpr size_t kPooledFrames = 8, kPooledOperands = 1 << 12;
+
+template <class T>
+std::vector<T> take_pooled(std::vector<std::vector<T>>& pool) {
+  if (pool.empty()) return {};
+  std::vector<T> v = std::move(pool.back());
+  pool.pop_back();
+  return v;
+}
+
+template <class T>
+void give_pooled(std::vector<std::vector<T>>& pool, std::vector<T>&& v) {
+  if (pool.size() < kPooledFrames && v.capacity() <= kPooledOperands) pool.push_back(std::move(v));
+}
+
+}  // namespace
+
+Executable::Frame::Frame(const Executable& e)
+    : exe_(e), ptr_(take_pooled(t_frames.ptrs)), bufs_(take_pooled(t_frames.bufs)) {
   for (const auto& lit : e.literal_arrays_)
     if (lit->deleted) detail::throw_deleted("a constant of a compiled function", lit->aval);
   arena_ = e.arena_bytes_ ? runtime::allocate(e.arena_bytes_) : nullptr;
@@ -601,7 +630,12 @@ Executable::Frame::Frame(const Executable& e) : exe_(e) {
     if (s.where == Where::Literal) ptr_[v] = const_cast<void*>(s.literal);
     if (s.where == Where::Arena) ptr_[v] = base + s.index;
   }
-  bufs_.resize(e.max_operands_);
+  bufs_.assign(e.max_operands_, backend::Buf{});
+}
+
+Executable::Frame::~Frame() {
+  give_pooled(t_frames.ptrs, std::move(ptr_));
+  give_pooled(t_frames.bufs, std::move(bufs_));
 }
 
 void Executable::Frame::run(std::span<void* const> inputs, std::span<void* const> outputs,
@@ -932,47 +966,70 @@ void Executable::run_fused(const Fused& f, const std::vector<void*>& ptr,
   });
 }
 
+namespace {
+
+// A call's input or output pointers: on the stack for the usual few, on the heap beyond.
+class Pointers {
+ public:
+  explicit Pointers(size_t n) : n_(n) {
+    if (n > kInline) heap_.resize(n);
+  }
+  void*& operator[](size_t i) { return n_ > kInline ? heap_[i] : inline_[i]; }
+  std::span<void* const> span() const { return {n_ > kInline ? heap_.data() : inline_.data(), n_}; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  size_t n_;
+  std::array<void*, kInline> inline_{};
+  std::vector<void*> heap_;
+};
+
+}  // namespace
+
 std::vector<Array> Executable::run(const std::vector<Array>& inputs, backend::ExecContext& ctx,
                                    const std::vector<bool>& reusable) const {
-  std::vector<void*> in(inputs.size());
+  Pointers in(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& impl = detail::concrete(inputs[i], "jit");
     if (!(impl.aval.shape == input_types_[i].shape && impl.aval.dtype == input_types_[i].dtype))
       fail("executable input ", i, ": expected ", input_types_[i].str(), ", got ", impl.aval.str());
     in[i] = impl.data();
   }
-  // Donated inputs' storage hosts the outputs matched to them.
-  std::vector<bool> lendable = reusable;
-  for (size_t i = 0; i < lendable.size() && i < inputs.size(); ++i)
-    lendable[i] = lendable[i] && !holds_constant(inputs[i]);
-  std::vector<int> host =
-      reusable.empty() ? std::vector<int>(output_types_.size(), -1) : match_donations(lendable);
+  // Donated inputs' storage hosts the outputs matched to them (none without donation).
+  std::vector<int> host;
+  if (!reusable.empty()) {
+    std::vector<bool> lendable = reusable;
+    for (size_t i = 0; i < lendable.size() && i < inputs.size(); ++i)
+      lendable[i] = lendable[i] && !holds_constant(inputs[i]);
+    host = match_donations(lendable);
+  }
+  auto hosted = [&](size_t j) { return host.empty() ? -1 : host[j]; };
   // The other outputs share one allocation (each output keeps it alive), or, when donating, get
   // one each: a later call can take an output's storage only if no other array shares it.
   size_t total = 0;
-  std::vector<size_t> offsets;
-  for (size_t j = 0; j < output_types_.size(); ++j) {
-    offsets.push_back(total);
-    if (host[j] < 0) total += aligned(std::max<size_t>(output_types_[j].nbytes(), 1));
-  }
+  for (size_t j = 0; j < output_types_.size(); ++j)
+    if (hosted(j) < 0) total += aligned(std::max<size_t>(output_types_[j].nbytes(), 1));
   auto block = reusable.empty() ? runtime::allocate(total, ctx.device) : nullptr;
-  std::vector<void*> out;
+  Pointers out(output_types_.size());
   std::vector<Array> results;
+  results.reserve(output_types_.size());
+  size_t next = 0;  // the next output's offset in the block
   for (size_t j = 0; j < output_types_.size(); ++j) {
     std::shared_ptr<runtime::Buffer> buffer = block;
-    size_t offset = offsets[j];
-    if (host[j] >= 0) {
+    size_t offset = next;
+    if (hosted(j) < 0) next += aligned(std::max<size_t>(output_types_[j].nbytes(), 1));
+    if (hosted(j) >= 0) {
       const auto& impl = *inputs[static_cast<size_t>(host[j])].impl();
       buffer = impl.buffer, offset = impl.offset;
     } else if (!block) {
       buffer = runtime::allocate(std::max<size_t>(output_types_[j].nbytes(), 1), ctx.device);
       offset = 0;
     }
-    out.push_back(static_cast<char*>(buffer->data) + offset);
+    out[j] = static_cast<char*>(buffer->data) + offset;
     results.push_back(
         detail::wrap_buffer(output_types_[j], std::move(buffer), offset, {ctx.device}, false));
   }
-  run_into(in, out, ctx);
+  run_into(in.span(), out.span(), ctx);
   return results;
 }
 

@@ -10,9 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "compile/kernel.h"
 #include "base/allocator.h"
 #include "codegen/loop_kernel.h"
+#include "compile/kernel.h"
 #include "spmd/program.h"
 
 namespace spmd::detail {
@@ -75,6 +75,9 @@ class Executable {
   class Frame {
    public:
     explicit Frame(const Executable& executable);
+    ~Frame();  // gives its operand vectors back to this thread's pool, for the next frame
+    Frame(const Frame&) = delete;
+    Frame& operator=(const Frame&) = delete;
     void run(std::span<void* const> inputs, std::span<void* const> outputs,
              backend::ExecContext& ctx);
 

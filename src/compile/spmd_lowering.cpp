@@ -205,7 +205,7 @@ bool has_loop(const Program& p) {
 bool has_collective(const Program& p) { return !ir::named_axes(p).empty(); }
 
 // Whether the replicas of `p` may run as the rows of one batched program with the same results
-// and errors as separate replicas (see Compiled::batched).
+// and errors as separate replicas (see SpmdExecutable::batched).
 bool batchable_replicas(const Program& p) {
   return !ir::any_equation(p, [](const Equation& eq) {
     const Primitive* q = eq.primitive.get();
@@ -269,9 +269,9 @@ std::unique_ptr<Executable> batch_replicas(const PmapCall& call, const Program& 
 }  // namespace
 
 namespace {
-// Compiled::static_collectives: the communicating collectives at the program's top level when
-// they all span one list of axis names and nothing else (a loop, a branch, a nested pmap)
-// names an axis; -1 otherwise.
+// SpmdExecutable::static_collectives: the communicating collectives at the program's top level
+// when they all span one group and nothing else (a loop, a branch, a nested pmap) names an axis;
+// -1 otherwise.
 int64_t static_collective_count(const Program& p) {
   int64_t n = 0;
   int group = -1;
@@ -287,115 +287,113 @@ int64_t static_collective_count(const Program& p) {
   }
   return n;
 }
-}  // namespace
-
 // Lowers and compiles `call` (see SpmdExecutable).
-static std::unique_ptr<SpmdExecutable> lower(const PmapCall& call) {
-  {
-    const auto& body = call.body;
-    const std::string& axis_name = call.axis_name;
-    const int64_t size = call.size, global_size = call.global_size;
-    const std::vector<int>&in_axes = call.in_axes, &out_axes = call.out_axes;
-    const std::vector<int>& mesh_devices = call.mesh_devices;
-    auto c = std::make_unique<SpmdExecutable>();
-    MeshLayout mesh;
-    mesh.add(axis_name, global_size, 0);
-    Renames renames{{axis_name, axis_name}};
-    // This pmap's axis maps in_axes / out_axes; flattened inner levels map theirs (in_axes
-    // count among the dimensions the outer levels left, out_axes among those the inner levels
-    // made), converted here to dimensions of the call's operands and results.
-    const size_t nin = in_axes.size(), nout = out_axes.size();
-    std::vector<std::vector<int>> left(nin);  // per input: its dimensions not yet mapped
-    for (size_t i = 0; i < nin; ++i) {
-      c->in_dims.push_back({in_axes[i]});
-      const int rank = body->var_types[body->inputs[i]].ndim() + (in_axes[i] == not_mapped ? 0 : 1);
-      for (int d = 0; d < rank; ++d)
-        if (d != in_axes[i]) left[i].push_back(d);
-    }
-    std::vector<std::vector<int>> level_out_axes{out_axes};
-    const Program* cur = body.get();
-    int depth = 0;
-    while (const PmapCall* inner = pass_through(*cur)) {
-      if (inner->in_axes.size() != nin || inner->out_axes.size() != nout) break;
-      renames[inner->axis_name] = mesh.add(inner->axis_name, inner->size, ++depth);
-      for (size_t i = 0; i < nin; ++i) {
-        const int a = inner->in_axes[i];
-        c->in_dims[i].push_back(a == not_mapped ? not_mapped : left[i][static_cast<size_t>(a)]);
-        if (a != not_mapped) left[i].erase(left[i].begin() + a);
-      }
-      level_out_axes.push_back(inner->out_axes);
-      cur = inner->body.get();
-    }
-    // Results: the innermost block's dimensions, each level's axis inserted from the inside out.
-    for (size_t j = 0; j < nout; ++j) {
-      std::vector<int> labels(static_cast<size_t>(cur->output_types()[j].ndim()), -1);
-      for (size_t l = level_out_axes.size(); l-- > 0;)
-        if (level_out_axes[l][j] != not_mapped)
-          labels.insert(labels.begin() + level_out_axes[l][j], static_cast<int>(l));
-      std::vector<int> dims(level_out_axes.size(), not_mapped);
-      for (size_t d = 0; d < labels.size(); ++d)
-        if (labels[d] >= 0) dims[static_cast<size_t>(labels[d])] = static_cast<int>(d);
-      c->out_dims.push_back(std::move(dims));
-    }
-    Program lowered = lower_nested(*cur, mesh, renames, depth);
-    c->mesh_names = std::move(mesh.names);
-    c->mesh_sizes = std::move(mesh.sizes);
-    // Axes of pmaps lowered into the program map nothing.
-    for (auto& d : c->in_dims) d.resize(c->mesh_sizes.size(), not_mapped);
-    for (auto& d : c->out_dims) d.resize(c->mesh_sizes.size(), not_mapped);
-    // Replicas whose collectives cross processes start each all-reduce as soon as its operand
-    // exists and overlap it with the work after it (compile/simplify.h (hoist_all_reduces)).
-    const bool across = global_size != size || !mesh_devices.empty();
-    Program simplified = simplify(lowered);
-    if (across) simplified = hoist_all_reduces(simplified);
-    // Each all-reduce may share its elementwise consumers of values alike on every replica (an
-    // optimiser's update of replicated state: gather_all_reduce_updates), given those
-    // values: a 1-D pmap's unmapped inputs (equal on every process, as JAX asks of them) and
-    // its constants, and what is computed from them and from psums
-    // (transforms::varying_axes_of_vars; a pure_callback's results are its operands' function,
-    // as its contract says). The same on every process whatever its devices and cores: the
-    // programs, and so the collectives' sites, must match.
-    std::vector<bool> same;
-    if (across && c->mesh_sizes.size() == 1) {
-      simplified = gather_all_reduce_updates(simplified);
-      std::vector<transforms::AxisSet> axes(simplified.inputs.size());
-      for (size_t i = 0; i < nin && i < axes.size(); ++i)
-        if (c->in_dims[i][0] != not_mapped) axes[i] = {axis_name};
-      for (const transforms::AxisSet& v : transforms::varying_axes_of_vars(simplified, axes))
-        same.push_back(v.empty());
-      // A mapped result is each replica's own, and so is every value computed here that it is
-      // computed from: an epilogue does not make them (were an unmapped input to differ between
-      // processes, against the contract, such a result is still its own process's, as without
-      // sharing; inputs themselves are never made by an epilogue).
-      std::vector<bool> input(same.size(), false), own(same.size(), false);
-      for (int v : simplified.inputs) input[static_cast<size_t>(v)] = true;
-      for (size_t j = 0; j < nout && j < simplified.outputs.size(); ++j)
-        if (!simplified.outputs[j].is_literal() && c->out_dims[j][0] != not_mapped)
-          own[static_cast<size_t>(simplified.outputs[j].var)] = true;
-      for (size_t e = simplified.equations.size(); e-- > 0;) {
-        const Equation& eq = simplified.equations[e];
-        bool feeds = false;
-        for (int v : eq.outputs) feeds = feeds || own[static_cast<size_t>(v)];
-        if (feeds)
-          for (const Atom& a : eq.inputs)
-            if (!a.is_literal()) own[static_cast<size_t>(a.var)] = true;
-      }
-      for (size_t v = 0; v < same.size(); ++v)
-        if (own[v] && !input[v]) same[v] = false;
-    }
-    c->groups = assign_groups(simplified, c->mesh_names);
-    c->executable =
-        std::make_unique<Executable>(std::move(simplified), false, /*async=*/across, same);
-    c->communicates = ir::communicates_over(c->executable->program());
-    c->loops = has_loop(c->executable->program());
-    c->static_collectives = static_collective_count(c->executable->program());
-    // (One replica gains nothing from batching: it runs its own program.)
-    if (c->mesh_sizes.size() == 1 && size > 1 && global_size == size && mesh_devices.empty() &&
-        runtime::env_int("SPMD_PMAP_THREADS", 0, 1).value_or(0) == 0)
-      c->batched = batch_replicas(call, c->executable->program(), c->batched_constants);
-    return c;
+std::unique_ptr<SpmdExecutable> lower(const PmapCall& call) {
+  const auto& body = call.body;
+  const std::string& axis_name = call.axis_name;
+  const int64_t size = call.size, global_size = call.global_size;
+  const std::vector<int>&in_axes = call.in_axes, &out_axes = call.out_axes;
+  const std::vector<int>& mesh_devices = call.mesh_devices;
+  auto c = std::make_unique<SpmdExecutable>();
+  MeshLayout mesh;
+  mesh.add(axis_name, global_size, 0);
+  Renames renames{{axis_name, axis_name}};
+  // This pmap's axis maps in_axes / out_axes; flattened inner levels map theirs (in_axes
+  // count among the dimensions the outer levels left, out_axes among those the inner levels
+  // made), converted here to dimensions of the call's operands and results.
+  const size_t nin = in_axes.size(), nout = out_axes.size();
+  std::vector<std::vector<int>> left(nin);  // per input: its dimensions not yet mapped
+  for (size_t i = 0; i < nin; ++i) {
+    c->in_dims.push_back({in_axes[i]});
+    const int rank = body->var_types[body->inputs[i]].ndim() + (in_axes[i] == not_mapped ? 0 : 1);
+    for (int d = 0; d < rank; ++d)
+      if (d != in_axes[i]) left[i].push_back(d);
   }
+  std::vector<std::vector<int>> level_out_axes{out_axes};
+  const Program* cur = body.get();
+  int depth = 0;
+  while (const PmapCall* inner = pass_through(*cur)) {
+    if (inner->in_axes.size() != nin || inner->out_axes.size() != nout) break;
+    renames[inner->axis_name] = mesh.add(inner->axis_name, inner->size, ++depth);
+    for (size_t i = 0; i < nin; ++i) {
+      const int a = inner->in_axes[i];
+      c->in_dims[i].push_back(a == not_mapped ? not_mapped : left[i][static_cast<size_t>(a)]);
+      if (a != not_mapped) left[i].erase(left[i].begin() + a);
+    }
+    level_out_axes.push_back(inner->out_axes);
+    cur = inner->body.get();
+  }
+  // Results: the innermost block's dimensions, each level's axis inserted from the inside out.
+  for (size_t j = 0; j < nout; ++j) {
+    std::vector<int> labels(static_cast<size_t>(cur->output_types()[j].ndim()), -1);
+    for (size_t l = level_out_axes.size(); l-- > 0;)
+      if (level_out_axes[l][j] != not_mapped)
+        labels.insert(labels.begin() + level_out_axes[l][j], static_cast<int>(l));
+    std::vector<int> dims(level_out_axes.size(), not_mapped);
+    for (size_t d = 0; d < labels.size(); ++d)
+      if (labels[d] >= 0) dims[static_cast<size_t>(labels[d])] = static_cast<int>(d);
+    c->out_dims.push_back(std::move(dims));
+  }
+  Program lowered = lower_nested(*cur, mesh, renames, depth);
+  c->mesh_names = std::move(mesh.names);
+  c->mesh_sizes = std::move(mesh.sizes);
+  // Axes of pmaps lowered into the program map nothing.
+  for (auto& d : c->in_dims) d.resize(c->mesh_sizes.size(), not_mapped);
+  for (auto& d : c->out_dims) d.resize(c->mesh_sizes.size(), not_mapped);
+  // Replicas whose collectives cross processes start each all-reduce as soon as its operand
+  // exists and overlap it with the work after it (compile/simplify.h (hoist_all_reduces)).
+  const bool across = global_size != size || !mesh_devices.empty();
+  Program simplified = simplify(lowered);
+  if (across) simplified = hoist_all_reduces(simplified);
+  // Each all-reduce may share its elementwise consumers of values alike on every replica (an
+  // optimiser's update of replicated state: gather_all_reduce_updates), given those
+  // values: a 1-D pmap's unmapped inputs (equal on every process, as JAX asks of them) and
+  // its constants, and what is computed from them and from psums
+  // (transforms::varying_axes_of_vars; a pure_callback's results are its operands' function,
+  // as its contract says). The same on every process whatever its devices and cores: the
+  // programs, and so the collectives' sites, must match.
+  std::vector<bool> same;
+  if (across && c->mesh_sizes.size() == 1) {
+    simplified = gather_all_reduce_updates(simplified);
+    std::vector<transforms::AxisSet> axes(simplified.inputs.size());
+    for (size_t i = 0; i < nin && i < axes.size(); ++i)
+      if (c->in_dims[i][0] != not_mapped) axes[i] = {axis_name};
+    for (const transforms::AxisSet& v : transforms::varying_axes_of_vars(simplified, axes))
+      same.push_back(v.empty());
+    // A mapped result is each replica's own, and so is every value computed here that it is
+    // computed from: an epilogue does not make them (were an unmapped input to differ between
+    // processes, against the contract, such a result is still its own process's, as without
+    // sharing; inputs themselves are never made by an epilogue).
+    std::vector<bool> input(same.size(), false), own(same.size(), false);
+    for (int v : simplified.inputs) input[static_cast<size_t>(v)] = true;
+    for (size_t j = 0; j < nout && j < simplified.outputs.size(); ++j)
+      if (!simplified.outputs[j].is_literal() && c->out_dims[j][0] != not_mapped)
+        own[static_cast<size_t>(simplified.outputs[j].var)] = true;
+    for (size_t e = simplified.equations.size(); e-- > 0;) {
+      const Equation& eq = simplified.equations[e];
+      bool feeds = false;
+      for (int v : eq.outputs) feeds = feeds || own[static_cast<size_t>(v)];
+      if (feeds)
+        for (const Atom& a : eq.inputs)
+          if (!a.is_literal()) own[static_cast<size_t>(a.var)] = true;
+    }
+    for (size_t v = 0; v < same.size(); ++v)
+      if (own[v] && !input[v]) same[v] = false;
+  }
+  c->groups = assign_groups(simplified, c->mesh_names);
+  c->executable =
+      std::make_unique<Executable>(std::move(simplified), false, /*async=*/across, same);
+  c->communicates = ir::communicates_over(c->executable->program());
+  c->loops = has_loop(c->executable->program());
+  c->static_collectives = static_collective_count(c->executable->program());
+  // (One replica gains nothing from batching: it runs its own program.)
+  if (c->mesh_sizes.size() == 1 && size > 1 && global_size == size && mesh_devices.empty() &&
+      runtime::env_int("SPMD_PMAP_THREADS", 0, 1).value_or(0) == 0)
+    c->batched = batch_replicas(call, c->executable->program(), c->batched_constants);
+  return c;
 }
+
+}  // namespace
 
 int64_t SpmdExecutable::nested_replicas() const {
   int64_t n = 1;

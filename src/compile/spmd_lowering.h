@@ -9,6 +9,14 @@
 //
 // The front ends are users of this one lowering: pmap (transforms/pmap.cpp) and shard_map
 // (transforms/shard_map.cpp, a pmap per mesh axis), both through prim::PmapCall.
+//
+// An axis name's whole path, each step calling down: pmap binds it for the traced function
+// (ir/axis_env.h); a collective op looks it up there for its size (ops/collectives.cpp) and
+// records it in its primitive (primitives/collectives.h); the call holds its own axis's name
+// (primitives/pmap_call.h); here it becomes a mesh axis and each list of names a group id. From
+// then on only ids: the launcher's mesh (runtime/mesh.h) ranks replicas by group, and the
+// collective kernels (backend/cpu/kernels_collective.cpp) ask for a group's communicator by
+// the id their primitive carries.
 #include <cstdint>
 #include <memory>
 #include <mutex>

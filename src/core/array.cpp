@@ -64,7 +64,6 @@ Array make_tracer(const AbstractValue& aval, uint64_t trace_id, int var) {
   impl->aval = aval;
   impl->trace_id = trace_id;
   impl->var = var;
-  impl->placement.clear();
   return Array(std::move(impl));
 }
 

@@ -15,8 +15,10 @@ struct ArrayImpl {
   std::shared_ptr<runtime::Buffer> buffer;
   size_t offset = 0;
   // Local device ids holding the array. With sharded, the leading axis is split into equal
-  // consecutive row blocks, one per device in this order (pmap's output layout).
-  std::vector<int> placement{0};
+  // consecutive row blocks, one per device in this order (pmap's output layout). Set by whatever
+  // makes the array (make_array, wrap_buffer, ...; empty for a tracer): no default, which would
+  // cost an allocation per array made, thrown away at once.
+  std::vector<int> placement;
   bool sharded = false;
   // Laid out on a mesh (device_put with a NamedSharding, shard_map's outputs): the buffer holds
   // the whole global array, of which this process has only its devices' blocks when the mesh
@@ -47,6 +49,12 @@ void place(ArrayImpl& impl, std::vector<int> placement, bool sharded);
 // the same order), charged to the sharding's local devices in equal parts.
 Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
                           const Shape* shape = nullptr);
+// The local devices an array laid out by `sharding` is placed on (device 0 for a process outside
+// its mesh): what with_named_sharding computes, for a caller that lays out many arrays alike.
+std::vector<int> local_placement(const NamedSharding& sharding);
+// with_named_sharding with that placement computed beforehand.
+Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
+                          const Shape* shape, std::vector<int> placement);
 // x's buffer, without a NamedSharding, as an array of another shape with the same elements in
 // the same order (a reshape without the dispatch of an op).
 Array reshaped_view(const Array& x, const Shape& shape);

@@ -10,20 +10,31 @@
 namespace spmd {
 namespace detail {
 
+std::vector<int> local_placement(const NamedSharding& sharding) {
+  std::vector<int> placement;
+  for (const Device& d : sharding.mesh().local_devices())
+    if (std::find(placement.begin(), placement.end(), d.local_id) == placement.end())
+      placement.push_back(d.local_id);
+  // (A process outside the mesh holds nothing of it; its view stays on device 0.)
+  if (placement.empty()) placement.push_back(0);
+  return placement;
+}
+
 Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
                           const Shape* shape) {
+  std::vector<int> placement = local_placement(*sharding);
+  return with_named_sharding(x, std::move(sharding), shape, std::move(placement));
+}
+
+Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
+                          const Shape* shape, std::vector<int> placement) {
   const ArrayImpl& impl = concrete(x, "with_named_sharding");
   auto out = std::make_shared<ArrayImpl>();
   out->aval = impl.aval;
   if (shape) out->aval.shape = *shape;
   out->buffer = impl.buffer;
   out->offset = impl.offset;
-  std::vector<int> placement;
-  for (const Device& d : sharding->mesh().local_devices())
-    if (std::find(placement.begin(), placement.end(), d.local_id) == placement.end())
-      placement.push_back(d.local_id);
-  // (A process outside the mesh holds nothing of it; its view stays on device 0.)
-  out->placement = placement.empty() ? std::vector<int>{0} : std::move(placement);
+  out->placement = std::move(placement);
   out->named = std::move(sharding);
   if (out->buffer) runtime::charge(*out->buffer, out->placement);
   return Array(std::move(out));

@@ -47,12 +47,15 @@ Program trace_program(const FlatFn& fn, const FlatCall& call) {
   return ir::trace(avals, fn.fn).program;
 }
 
-std::vector<Array> jit_call(JitCache& cache, const FlatFn& fn, const FlatCall& call,
+std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const FlatCall& call,
                             TreeDef& out_tree) {
-  Signature sig = signature_of(call);
-  std::shared_ptr<Entry> entry = cache.entries.find(sig).value_or(nullptr);
+  static const std::vector<int> kUnmapped;
+  std::shared_ptr<Entry> entry =
+      cache.entries.find(transforms::probe_of(call, kUnmapped)).value_or(nullptr);
   std::vector<Array> captured;
   if (!entry) {
+    Signature sig = signature_of(call);
+    const FlatFn fn = make_fn();
     std::vector<AbstractValue> avals = sig.avals;
     ir::Traced traced = ir::trace(avals, fn.fn);
     entry = std::make_shared<Entry>();

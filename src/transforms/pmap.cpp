@@ -93,7 +93,7 @@ std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& c
 
 }  // namespace
 
-std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFn& fn,
+std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFnMaker& make_fn,
                              const FlatCall& call, TreeDef& out_tree) {
   transforms::MappedAxes mapped = transforms::resolve_in_axes(spec.in_axes, call, "pmap");
   const std::vector<int>& axes = mapped.axes;
@@ -146,14 +146,14 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   const std::string& axis_name =
       spec.axis_name.empty() ? transforms::kAnonymousPmapAxis : spec.axis_name;
 
-  transforms::Signature sig = transforms::signature_of(call, axes);
   std::shared_ptr<prim::PmapCall> prim;
   std::vector<Array> captured;
-  if (auto hit = cache.entries.find(sig)) {
+  if (auto hit = cache.entries.find(transforms::probe_of(call, axes))) {
     prim = hit->call;
     out_tree = hit->out_tree;
   }
   if (!prim) {
+    const FlatFn fn = make_fn();
     std::vector<AbstractValue> per = transforms::unmapped_types(call, axes);
     ir::Traced traced = [&] {
       transforms::AxisScope scope(axis_name, global, transforms::AxisKind::Pmap);
@@ -181,7 +181,7 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
                                             axis_name, n, in_all, out_axes, devices, global,
                                             mesh_devices);
     if (captured.empty())
-      cache.entries.insert(sig, PmapCache::Entry{prim, out_tree});
+      cache.entries.insert(transforms::signature_of(call, axes), PmapCache::Entry{prim, out_tree});
     else
       cache.entries.count_trace();
   }

@@ -19,16 +19,17 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "core/array_impl.h"
+#include "ir/axis_env.h"
 #include "ir/eager.h"
 #include "ir/trace.h"
+#include "ir/varying_axes.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/sharding.h"
-#include "ir/axis_env.h"
-#include "ir/varying_axes.h"
 
 namespace spmd::detail {
 
@@ -37,8 +38,17 @@ namespace {
 using Flat = std::function<std::vector<Array>(const std::vector<Array>&)>;
 
 // The flat function of the call being traced: the innermost pmap's body calls it. Tracing
-// happens on the calling thread, within shard_map_call.
-thread_local const FlatFn* t_body = nullptr;
+// happens on the calling thread, within shard_map_call. Made when a trace first needs it: a
+// cached call traces nothing.
+struct Body {
+  const FlatFnMaker* make;
+  std::optional<FlatFn> fn;
+  const FlatFn& get() {
+    if (!fn) fn = (*make)();
+    return *fn;
+  }
+};
+thread_local Body* t_body = nullptr;
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
@@ -144,6 +154,7 @@ struct ShardMapState {
     std::vector<Layout> in, out;
     // The arguments' and results' layouts on the mesh, as jit and sharded arrays see them.
     std::vector<std::shared_ptr<const NamedSharding>> in_shardings, out_shardings;
+    std::vector<std::vector<int>> out_placement;  // per result: its sharding's local devices
     Flat run;         // the nested pmaps: (split arguments..., positions) -> split results
     Array positions;  // the extra argument mapped over every axis, if one is needed
     // The nest traced once: one xla_pmap equation over the split arguments, bound directly by
@@ -176,7 +187,7 @@ struct BodyVma {
 // varying one transposes to a psum; ir/autodiff.h).
 std::vector<Array> call_body(const BodyVma& vma, const std::vector<Array>& xs) {
   transforms::VmaBodyScope scope(vma.check, vma.mesh_axes, xs, vma.inputs);
-  return t_body->fn(xs);
+  return t_body->get().fn(xs);
 }
 
 // pmap over mesh axis k and those inside it; the innermost calls the traced function.
@@ -205,8 +216,7 @@ Flat nest(const Mesh& mesh, size_t k, const std::vector<std::vector<int>>& in_ax
   return [level](const std::vector<Array>& xs) { return (*level)(xs); };
 }
 
-std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
-                                            const FlatCall& call) {
+std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, Body& body, const FlatCall& call) {
   const Mesh& mesh = st.mesh;
   const size_t axes = mesh.shape().size();
   auto e = std::make_shared<ShardMapState::Entry>();
@@ -239,7 +249,7 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
     return ir::trace(block_types,
                      [&](const std::vector<Array>& xs) { return call_body(*vma, xs); });
   }();
-  e->out_tree = *fn.out_tree;
+  e->out_tree = *body.get().out_tree;
   varying.resize(traced.program.inputs.size());  // captured values vary over nothing
   std::vector<transforms::AxisSet> out_varying = transforms::varying_axes(traced.program, varying);
   std::vector<AbstractValue> out_types = traced.program.output_types();
@@ -257,6 +267,7 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, const FlatFn& fn,
       for (const std::string& a : spec.entries()[d].axes) global[d] *= mesh.axis_size(a);
     e->out.push_back(layout_of(mesh, spec, global, what));
     e->out_shardings.push_back(std::make_shared<const NamedSharding>(mesh, spec));
+    e->out_placement.push_back(local_placement(*e->out_shardings.back()));
     if (!st.options.check_vma) continue;
     auto named = spec.axes();
     for (const std::string& a : mesh.axis_names()) {
@@ -321,8 +332,8 @@ Array argument(const Array& x, const NamedSharding& layout, size_t i) {
 
 }  // namespace
 
-std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const FlatCall& call,
-                                  TreeDef& out_tree) {
+std::vector<Array> shard_map_call(ShardMapState& st, const FlatFnMaker& make_fn,
+                                  const FlatCall& call, TreeDef& out_tree) {
   auto matches = [&](const std::vector<AbstractValue>& key) {
     if (key.size() != call.leaves.size()) return false;
     for (size_t i = 0; i < key.size(); ++i) {
@@ -333,8 +344,9 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const Fla
     return true;
   };
   std::shared_ptr<ShardMapState::Entry> e;
-  const FlatFn* outer = t_body;
-  t_body = &fn;
+  Body body{&make_fn, std::nullopt};
+  Body* outer = t_body;
+  t_body = &body;
   try {
     {
       std::lock_guard lock(st.mu);
@@ -342,7 +354,7 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const Fla
         if (matches(k)) e = v;
     }
     if (!e) {
-      e = build(st, fn, call);
+      e = build(st, body, call);
       std::vector<AbstractValue> key;
       for (const Array& a : call.leaves) key.push_back(a.aval());
       std::lock_guard lock(st.mu);
@@ -366,7 +378,7 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFn& fn, const Fla
     for (size_t j = 0; j < outs.size(); ++j) {
       const Shape& global = e->out[j].global;
       if (!outs[j].is_tracer()) {  // a view of the pmap's result, laid out on the mesh
-        outs[j] = with_named_sharding(outs[j], e->out_shardings[j], &global);
+        outs[j] = with_named_sharding(outs[j], e->out_shardings[j], &global, e->out_placement[j]);
         continue;
       }
       if (outs[j].shape() != global) outs[j] = reshape(outs[j], global);

@@ -14,20 +14,38 @@ bool Signature::operator==(const Signature& o) const {
   return in_tree == o.in_tree;
 }
 
-Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axes) {
-  Signature s{{}, call.in_tree, call.statics, std::move(mapped_axes), call.in_tree.hash()};
-  for (int a : s.mapped_axes) s.hash = s.hash * 31 + static_cast<size_t>(a + 1);
-  s.avals.reserve(call.leaves.size());
+SignatureProbe probe_of(const detail::FlatCall& call, const std::vector<int>& mapped_axes) {
+  size_t hash = call.in_tree.hash();
+  for (int a : mapped_axes) hash = hash * 31 + static_cast<size_t>(a + 1);
   for (const Array& a : call.leaves) {
     if (!a.valid()) fail("expected an array argument, got an empty (default-constructed) Array");
     const AbstractValue& t = a.impl()->aval;
     if (a.impl()->deleted) detail::throw_deleted("a transformed function's argument", t);
-    s.avals.push_back(t);
-    s.hash = s.hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
-    for (int64_t d : t.shape) s.hash = s.hash * 31 + static_cast<size_t>(d);
+    hash = hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
+    for (int64_t d : t.shape) hash = hash * 31 + static_cast<size_t>(d);
   }
-  for (auto& st : call.statics) s.hash = s.hash * 1000003 + st->hash();
+  for (auto& st : call.statics) hash = hash * 1000003 + st->hash();
+  return {&call, &mapped_axes, hash};
+}
+
+Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axes) {
+  const size_t hash = probe_of(call, mapped_axes).hash;
+  Signature s{{}, call.in_tree, call.statics, std::move(mapped_axes), hash};
+  s.avals.reserve(call.leaves.size());
+  for (const Array& a : call.leaves) s.avals.push_back(a.impl()->aval);
   return s;
+}
+
+bool matches(const Signature& s, const SignatureProbe& p) {
+  const detail::FlatCall& call = *p.call;
+  if (s.hash != p.hash || s.avals.size() != call.leaves.size() || s.mapped_axes != *p.mapped_axes ||
+      s.statics.size() != call.statics.size())
+    return false;
+  for (size_t i = 0; i < s.avals.size(); ++i)
+    if (!(s.avals[i] == call.leaves[i].impl()->aval)) return false;
+  for (size_t i = 0; i < s.statics.size(); ++i)
+    if (!s.statics[i]->equals(*call.statics[i])) return false;
+  return s.in_tree == call.in_tree;
 }
 
 void check_cache_capacity(size_t capacity, const char* what) {

@@ -22,11 +22,32 @@ struct Signature {
   bool operator==(const Signature& o) const;
 };
 
-struct SignatureHash {
-  size_t operator()(const Signature& s) const { return s.hash; }
+// A call's signature as a cache lookup sees it: the call itself and its hash, checked and
+// hashed without copying anything (signature_of copies the types, the tree and the statics, for
+// a new entry only). A cached call's dispatch then allocates nothing to find its entry.
+struct SignatureProbe {
+  const detail::FlatCall* call;
+  const std::vector<int>* mapped_axes;
+  size_t hash;
 };
 
+// Checks the call's arguments (arrays, not deleted) and hashes its signature.
+SignatureProbe probe_of(const detail::FlatCall& call, const std::vector<int>& mapped_axes);
 Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axes = {});
+// Whether `s` is the signature of the probed call.
+bool matches(const Signature& s, const SignatureProbe& p);
+
+struct SignatureHash {
+  using is_transparent = void;
+  size_t operator()(const Signature& s) const { return s.hash; }
+  size_t operator()(const SignatureProbe& p) const { return p.hash; }
+};
+struct SignatureEqual {
+  using is_transparent = void;
+  bool operator()(const Signature& a, const Signature& b) const { return a == b; }
+  bool operator()(const SignatureProbe& p, const Signature& s) const { return matches(s, p); }
+  bool operator()(const Signature& s, const SignatureProbe& p) const { return matches(s, p); }
+};
 
 // Throws unless capacity >= 1; `what` names the option ("jit cache_size").
 void check_cache_capacity(size_t capacity, const char* what);
@@ -39,7 +60,9 @@ template <class V>
 class SignatureCache {
  public:
   explicit SignatureCache(size_t capacity) : capacity_(capacity) {}
-  std::optional<V> find(const Signature& key) {
+  // By a Signature or a SignatureProbe.
+  template <class Key>
+  std::optional<V> find(const Key& key) {
     std::lock_guard lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return std::nullopt;
@@ -77,7 +100,7 @@ class SignatureCache {
   mutable std::mutex mu_;
   size_t capacity_;
   Order order_;
-  std::unordered_map<Signature, typename Order::iterator, SignatureHash> index_;
+  std::unordered_map<Signature, typename Order::iterator, SignatureHash, SignatureEqual> index_;
   int traces_ = 0;
 };
 
