@@ -5,7 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
+#include <random>
+#include <thread>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -100,15 +107,56 @@ TEST_F(ShardedCheckpoint, MissingOrAlteredFilesAndBadLayoutsAreErrors) {
               }),
               HasSubstr("'v', which the checkpoint"));
   // A block file replaced by one of another shape, then removed.
-  const fs::path block = fs::path(dir_) / "a0.b1.npy";
+  const fs::path block = fs::path(dir_) / "a0.b1.g1.npy";  // (the first save: generation 1)
   save_npy(block.string(), counting({3, 4}));
   EXPECT_THAT(error_of([&] { nn::load_sharded_checkpoint(dir_); }),
               HasSubstr("the manifest says float32(4, 4)"));
   fs::remove(block);
-  EXPECT_THAT(error_of([&] { nn::load_sharded_checkpoint(dir_); }), HasSubstr("a0.b1.npy"));
+  EXPECT_THAT(error_of([&] { nn::load_sharded_checkpoint(dir_); }), HasSubstr("a0.b1.g1.npy"));
   std::ofstream(fs::path(dir_) / "manifest.json") << "{ not json";
   EXPECT_THAT(error_of([&] { nn::load_sharded_checkpoint(dir_); }),
               HasSubstr("cannot read the manifest"));
+}
+
+// A process killed (SIGKILL) at a random point of a save leaves the previous checkpoint whole:
+// it loads, and holds either the previous values or the new ones, never a mix.
+TEST_F(ShardedCheckpoint, KilledMidSaveLeavesThePreviousCheckpointWhole) {
+  Mesh m = make_mesh({2, 4}, {"data", "model"});
+  const NamedSharding s(m, P("data", "model"));
+  auto checkpoint = [&](float offset) {
+    nn::Checkpoint c;
+    c.arrays["w"] = device_put(counting({64, 256}) + offset, s);
+    c.arrays["b"] = device_put(counting({64}) + offset, NamedSharding(m, P("model")));
+    return c;
+  };
+  nn::save_sharded_checkpoint(dir_, checkpoint(0.0f));
+  std::mt19937 rng(7);
+  int whole_old = 0, whole_new = 0;
+  for (int round = 0; round < 12; ++round) {
+    const float next = static_cast<float>(round + 1);
+    // (Made before the fork: the child only writes files, on its one thread.)
+    const nn::Checkpoint fresh = checkpoint(next);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (;;) nn::save_sharded_checkpoint(dir_, fresh);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    nn::Checkpoint c = nn::load_sharded_checkpoint(dir_);
+    std::vector<float> w = c.arrays.at("w").to_vector<float>();
+    std::vector<float> b = c.arrays.at("b").to_vector<float>();
+    const float base = w[0] - 1.0f;
+    ASSERT_TRUE(base == 0.0f || base == next || base == static_cast<float>(round)) << base;
+    for (size_t k = 0; k < w.size(); ++k) ASSERT_EQ(w[k], static_cast<float>(k + 1) + base);
+    for (size_t k = 0; k < b.size(); ++k) ASSERT_EQ(b[k], static_cast<float>(k + 1) + base);
+    (base == next ? whole_new : whole_old) += 1;
+    // The next round starts from whatever is there (the values say which save it was).
+    if (base != next) nn::save_sharded_checkpoint(dir_, fresh);
+  }
+  EXPECT_EQ(whole_new + whole_old, 12);
 }
 
 }  // namespace

@@ -311,21 +311,46 @@ void check(const Array& condition, const std::string& message);
 Array device_put(const Array& x, const Device& device);
 
 // jax.device_put(x, NamedSharding(mesh, spec)): x laid out on the mesh (a copy; x itself is
-// unchanged). x is the whole global value (under MPI, the same on every process). What may
-// compute on such an array (spmd does not partition programs automatically yet):
+// unchanged). An array laid out on a mesh holds only this process's blocks, as jax.Array holds
+// its addressable shards (addressable_shards() are views of them; memory_stats counts them).
+// - x held whole (any array not laid out on a mesh) is this process's value of the global array
+//   (under MPI, the same on every process): each of this process's blocks is copied out of it.
+// - x laid out by another sharding over the same devices (another mesh of them, any
+//   PartitionSpec, processes included) is moved: each process sends only the pieces the others
+//   need and receives only those it needs (point-to-point, no gather to a leader); values are
+//   unchanged bit for bit. Under MPI every process must call it (a collective). A sharding over
+//   other devices is an spmd::Error naming both.
+// What may compute on such an array (spmd does not partition programs automatically yet):
 // - shard_map (eagerly or under jit) and pmap: each device reads its block;
 // - jit over anything else that reads it: an spmd::Error saying automatic partitioning is not
 //   supported yet (unless the layout is replicated), instead of a silent gather;
-// - an eager op: it reads the whole array when this process holds all of it (one process: the
-//   buffer is the whole array on this host), with its result on one device, and is that error
-//   when other processes hold parts (gather them with multihost_utils::process_allgather).
+// - an eager op: it reads the whole array when this process holds all of it (a copy assembled
+//   from the blocks), with its result on one device, and is that error when other processes
+//   hold parts (gather them with multihost_utils::process_allgather). So are printing it and
+//   to_vector.
 Array device_put(const Array& x, const NamedSharding& sharding);
+// jax.sharding.reshard: device_put to a NamedSharding (the same moves, the same checks).
+Array reshard(const Array& x, const NamedSharding& sharding);
 // jax.make_array_from_callback: an array of shape `global` laid out by `sharding`, each of this
-// process's blocks from data(index) (called once per distinct block this process holds; it
-// returns an array of the block's shape, of the first block's dtype). Under MPI each process
-// supplies only its own blocks — how a data loader feeds a mesh that spans processes.
+// process's blocks from data(index) (called once per distinct block this process holds, only
+// for this process's indices; it returns an array of the block's shape, of the first block's
+// dtype: otherwise an spmd::Error naming the block's index). Under MPI each process supplies
+// only its own blocks — how a data loader feeds a mesh that spans processes.
 Array make_array_from_callback(const Shape& global, const NamedSharding& sharding,
                                const std::function<Array(const Index&)>& data);
+// jax.make_array_from_process_local_data: each process gives the part of the global array its
+// devices hold (the box its blocks tile, e.g. its rows of a global batch split over "data"), and
+// the result is laid out by `sharding`. global_shape defaults to the local shape with every
+// dimension split across processes scaled by how many parts of it the processes hold. A
+// collective under MPI: local data whose shapes disagree between processes (or do not match the
+// process's blocks) is an spmd::Error on every process.
+Array make_array_from_process_local_data(const NamedSharding& sharding, const Array& local_data,
+                                         std::optional<Shape> global_shape = std::nullopt);
+// jax.make_array_from_single_device_arrays: the global array of shape `global` laid out by
+// `sharding` from one array per device of this process in the sharding's mesh (mesh order),
+// each that device's block.
+Array make_array_from_single_device_arrays(const Shape& global, const NamedSharding& sharding,
+                                           const std::vector<Array>& arrays);
 // jax.lax.with_sharding_constraint: inside jit, the value it returns has this sharding (an
 // output of the jitted function made by it is laid out so); outside, device_put.
 Array with_sharding_constraint(const Array& x, const NamedSharding& sharding);

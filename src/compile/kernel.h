@@ -26,6 +26,9 @@ namespace spmd::backend {
 struct Buf {
   void* data = nullptr;
   const AbstractValue* aval = nullptr;
+  // An SPMD call's operand or result held as blocks (core/array_impl.h): per mesh position, the
+  // block that replica reads or writes (null: another process's); `data` is null then.
+  void* const* blocks = nullptr;
   template <class T>
   T* as() const {
     return static_cast<T*>(data);

@@ -1,6 +1,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "base/checked_size.h"
@@ -88,6 +89,8 @@ void throw_deleted(const char* what, const AbstractValue& aval) {
 void mark_deleted(ArrayImpl& impl) {
   impl.deleted = true;
   impl.buffer.reset();
+  impl.blocks.clear();
+  impl.read_copy.reset();
   impl.offset = 0;
 }
 
@@ -157,13 +160,18 @@ bool Array::is_deleted() const { return checked().deleted; }
 const void* Array::data() const {
   const auto& impl = detail::concrete(*this, "Array::data");
   detail::check_fully_addressable(impl, "reading an array's data");
-  return impl.data();
+  if (!impl.blocked()) return impl.data();
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (!impl.read_copy)
+    impl.read_copy = detail::whole_array(*this, "reading an array's data").impl()->buffer;
+  return impl.read_copy->data;
 }
 
 void Array::copy_to(void* out, DType as) const {
   const auto& impl = detail::concrete(*this, "to_vector");
-  detail::check_fully_addressable(impl, "to_vector");
-  cpu::cast_buffer(impl.data(), impl.aval.dtype, out, as, impl.aval.size());
+  const Array whole = detail::whole_array(*this, "to_vector");
+  cpu::cast_buffer(whole.impl()->data(), impl.aval.dtype, out, as, impl.aval.size());
 }
 
 std::vector<Device> Array::devices() const {

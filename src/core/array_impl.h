@@ -20,10 +20,20 @@ struct ArrayImpl {
   // cost an allocation per array made, thrown away at once.
   std::vector<int> placement;
   bool sharded = false;
-  // Laid out on a mesh (device_put with a NamedSharding, shard_map's outputs): the buffer holds
-  // the whole global array, of which this process has only its devices' blocks when the mesh
-  // spans other processes (the rest is zeros); placement lists the mesh's local devices.
+  // Laid out on a mesh (device_put with a NamedSharding, shard_map's outputs): `named` says how,
+  // placement lists the mesh's local devices, and the array holds only this process's blocks
+  // (`blocks`, `buffer` is null), as jax.Array holds only its addressable shards.
   std::shared_ptr<const NamedSharding> named;
+  // Blocked storage: each distinct block this process holds, once (one buffer for the local
+  // devices that replicate it, charged to them in equal parts), contiguous row-major; and per
+  // mesh position, which of them it holds (-1: a device of another process). Set for every
+  // array with `named`, and for the replica-block views shard_map hands its launcher (no
+  // `named`: operands and results whose blocks are exactly what each replica reads or writes).
+  std::vector<std::shared_ptr<runtime::Buffer>> blocks;
+  std::vector<int> block_at;
+  // A blocked array's whole value, made on the first Array::data() (printing, a raw read) and kept
+  // for the pointer it returned.
+  mutable std::shared_ptr<runtime::Buffer> read_copy;
   // Tracers: the trace that owns the variable (0 for concrete arrays) and its id there.
   uint64_t trace_id = 0;
   int var = -1;
@@ -33,7 +43,13 @@ struct ArrayImpl {
   bool deleted = false;
 
   bool is_tracer() const { return trace_id != 0; }
-  void* data() const { return static_cast<char*>(buffer->data) + offset; }
+  bool blocked() const { return !block_at.empty(); }
+  // The contiguous data of an array held whole (not blocked: see whole_array for those).
+  void* data() const {
+    if (!buffer) throw_not_whole(*this);
+    return static_cast<char*>(buffer->data) + offset;
+  }
+  [[noreturn]] static void throw_not_whole(const ArrayImpl& impl);
 };
 
 // A fresh concrete array with uninitialised data on one device.
@@ -45,21 +61,34 @@ Array wrap_buffer(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> bu
                   std::vector<int> placement, bool sharded);
 // Sets a concrete array's placement and charges its buffer to it (see wrap_buffer).
 void place(ArrayImpl& impl, std::vector<int> placement, bool sharded);
-// x's buffer laid out by `sharding` (a view, of shape `shape` when given: the same elements in
-// the same order), charged to the sharding's local devices in equal parts.
+// ---- blocked arrays (core/array_sharding.cpp) ----
+// A fresh array of type `aval` laid out by `sharding`: this process's blocks, uninitialised.
+Array make_blocked(const AbstractValue& aval, std::shared_ptr<const NamedSharding> sharding);
+// x laid out by `sharding`: x is a whole array (this process's value of the global array) whose
+// blocks are copied out, or, of shape `shape` when given, a blocked view of x's blocks.
 Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
                           const Shape* shape = nullptr);
 // The local devices an array laid out by `sharding` is placed on (device 0 for a process outside
-// its mesh): what with_named_sharding computes, for a caller that lays out many arrays alike.
+// its mesh).
 std::vector<int> local_placement(const NamedSharding& sharding);
-// with_named_sharding with that placement computed beforehand.
-Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
-                          const Shape* shape, std::vector<int> placement);
+// A view of x's blocks as an array of type `aval` (no copy): without `sharding`, the replica
+// blocks shard_map's launcher reads and writes; with it, an array laid out so.
+Array blocked_view(const Array& x, const AbstractValue& aval,
+                   std::shared_ptr<const NamedSharding> sharding = nullptr);
+// The whole array a blocked one holds parts of, as a plain array on its first local device: a
+// block that is the whole array itself (replicated), or a copy assembled from the blocks. With
+// zeros_elsewhere, the blocks of other processes' devices are zeros (the per-host view a pmap or
+// jit over a mesh that spans processes reads, each replica only its own blocks); without, they
+// are an spmd::Error naming `what` (check_fully_addressable). A plain array is returned as it is.
+Array whole_array(const Array& x, const char* what, bool zeros_elsewhere = false);
+// Copies box [lo, hi) (global coordinates, per dimension) from a row-major block starting at
+// `from_start` of shape `from_shape` into one starting at `to_start` of shape `to_shape`.
+void copy_box(const char* from, const Shape& from_start, const Shape& from_shape, char* to,
+              const Shape& to_start, const Shape& to_shape, const Shape& lo, const Shape& hi,
+              size_t item);
 // x's buffer, without a NamedSharding, as an array of another shape with the same elements in
 // the same order (a reshape without the dispatch of an op).
 Array reshaped_view(const Array& x, const Shape& shape);
-// x's buffer without a NamedSharding: how the library itself reads and reshapes a sharded array.
-Array without_named_sharding(const Array& x);
 // Throws unless this process holds every element of the array; `what` names the use.
 void check_fully_addressable(const ArrayImpl& impl, const char* what);
 // Throws unless `a` may be computed on as one array: not laid out on a mesh, or replicated on it

@@ -1,14 +1,31 @@
-// An array's sharding and its addressable shards (Array::sharding, addressable_shards), and the
-// views that put a NamedSharding on a buffer or take it off.
+// Arrays laid out on a mesh hold only this process's blocks (ArrayImpl::blocks), as jax.Array
+// holds only its addressable shards: making them, views of them, the whole array when a use
+// needs it and this process may build it, and an array's sharding and addressable shards
+// (Array::sharding, addressable_shards).
+//
+// Why blocks and not one buffer: a global array larger than one host can be sharded only when no
+// host holds all of it. Each distinct block is stored once per process (the local devices that
+// replicate it share one buffer, charged to them in equal parts: one host memory serves every
+// emulated device, so a second copy would only cost memory).
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
-#include "base/copy.h"
+#include "base/checked_size.h"
 #include "core/array_impl.h"
+#include "core/first_use.h"
 #include "spmd/error.h"
+#include "spmd/topology.h"
 
 namespace spmd {
 namespace detail {
+
+void ArrayImpl::throw_not_whole(const ArrayImpl& impl) {
+  fail("internal error: the data of an array laid out by ",
+       impl.named ? impl.named->str() : std::string("replica blocks"), " (", impl.aval.str(),
+       ") was read as one buffer; expected a use through whole_array");
+}
 
 std::vector<int> local_placement(const NamedSharding& sharding) {
   std::vector<int> placement;
@@ -20,24 +37,40 @@ std::vector<int> local_placement(const NamedSharding& sharding) {
   return placement;
 }
 
-Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
-                          const Shape* shape) {
-  std::vector<int> placement = local_placement(*sharding);
-  return with_named_sharding(x, std::move(sharding), shape, std::move(placement));
-}
-
-Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
-                          const Shape* shape, std::vector<int> placement) {
-  const ArrayImpl& impl = concrete(x, "with_named_sharding");
-  auto out = std::make_shared<ArrayImpl>();
-  out->aval = impl.aval;
-  if (shape) out->aval.shape = *shape;
-  out->buffer = impl.buffer;
-  out->offset = impl.offset;
-  out->placement = std::move(placement);
-  out->named = std::move(sharding);
-  if (out->buffer) runtime::charge(*out->buffer, out->placement);
-  return Array(std::move(out));
+Array make_blocked(const AbstractValue& aval, std::shared_ptr<const NamedSharding> sharding) {
+  core::note_first_use();
+  const NamedSharding& ns = *sharding;
+  checked_byte_count(aval.shape, aval.dtype, "Array");
+  const std::vector<Index> indices = ns.indices(aval.shape);
+  const Shape block = ns.shard_shape(aval.shape);
+  const size_t bytes = static_cast<size_t>(shape_size(block)) * itemsize(aval.dtype);
+  const auto& devs = ns.mesh().devices();
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = aval;
+  impl->block_at.assign(devs.size(), -1);
+  std::map<Index, int> number;
+  std::vector<std::vector<int>> holders;
+  const int me = process_index();
+  for (size_t pos = 0; pos < devs.size(); ++pos) {
+    if (devs[pos].process_index != me) continue;
+    auto [it, fresh] = number.emplace(indices[pos], static_cast<int>(impl->blocks.size()));
+    if (fresh) {
+      try {
+        impl->blocks.push_back(runtime::allocate(bytes, devs[pos].local_id));
+      } catch (const std::bad_alloc&) {
+        fail("Array: cannot allocate ", bytes, " bytes for a block ", shape_str(block), " of ",
+             aval.str(), " laid out by ", ns.str());
+      }
+      holders.emplace_back();
+    }
+    holders[static_cast<size_t>(it->second)].push_back(devs[pos].local_id);
+    impl->block_at[pos] = it->second;
+  }
+  for (size_t b = 0; b < holders.size(); ++b)
+    if (holders[b].size() > 1) runtime::charge(*impl->blocks[b], holders[b]);
+  impl->placement = local_placement(ns);
+  impl->named = std::move(sharding);
+  return Array(std::move(impl));
 }
 
 Array reshaped_view(const Array& x, const Shape& shape) {
@@ -49,10 +82,125 @@ Array reshaped_view(const Array& x, const Shape& shape) {
                      impl.offset, impl.placement, false);
 }
 
-Array without_named_sharding(const Array& x) {
-  const ArrayImpl& impl = concrete(x, "without_named_sharding");
-  if (!impl.named) return x;
-  return wrap_buffer(impl.aval, impl.buffer, impl.offset, impl.placement, false);
+Array blocked_view(const Array& x, const AbstractValue& aval,
+                   std::shared_ptr<const NamedSharding> sharding) {
+  const ArrayImpl& impl = concrete(x, "blocked_view");
+  if (!impl.blocked()) fail("internal error: blocked_view of an array that is not blocked");
+  auto out = std::make_shared<ArrayImpl>();
+  out->aval = aval;
+  out->blocks = impl.blocks;
+  out->block_at = impl.block_at;
+  out->placement = impl.placement;
+  out->named = std::move(sharding);
+  return Array(std::move(out));
+}
+
+void copy_box(const char* from, const Shape& from_start, const Shape& from_shape, char* to,
+              const Shape& to_start, const Shape& to_shape, const Shape& lo, const Shape& hi,
+              size_t item) {
+  const size_t rank = lo.size();
+  for (size_t d = 0; d < rank; ++d)
+    if (lo[d] >= hi[d]) return;
+  if (rank == 0) {
+    std::memcpy(to, from, item);
+    return;
+  }
+  std::vector<int64_t> from_strides(rank, 1), to_strides(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    from_strides[d] = from_strides[d + 1] * from_shape[d + 1];
+    to_strides[d] = to_strides[d + 1] * to_shape[d + 1];
+  }
+  // Rows along the last dimension, the other coordinates counted like an odometer.
+  const size_t run = static_cast<size_t>(hi[rank - 1] - lo[rank - 1]) * item;
+  Shape at = lo;
+  for (;;) {
+    int64_t f = 0, t = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      f += (at[d] - from_start[d]) * from_strides[d];
+      t += (at[d] - to_start[d]) * to_strides[d];
+    }
+    std::memcpy(to + static_cast<size_t>(t) * item, from + static_cast<size_t>(f) * item, run);
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++at[d] < hi[d]) break;
+      at[d] = lo[d];
+    }
+    if (d == static_cast<size_t>(-1)) return;
+  }
+}
+
+namespace {
+
+Shape starts(const Index& index) {
+  Shape s;
+  for (const auto& r : index) s.push_back(r.first);
+  return s;
+}
+Shape stops(const Index& index) {
+  Shape s;
+  for (const auto& r : index) s.push_back(r.second);
+  return s;
+}
+
+// Block b's data: the index of the first mesh position holding it here.
+const Index& index_of_block(const ArrayImpl& impl, const std::vector<Index>& indices, int b) {
+  for (size_t pos = 0; pos < impl.block_at.size(); ++pos)
+    if (impl.block_at[pos] == b) return indices[pos];
+  fail("internal error: a block no mesh position holds");
+}
+
+}  // namespace
+
+Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> sharding,
+                          const Shape* shape) {
+  const ArrayImpl& impl = concrete(x, "with_named_sharding");
+  AbstractValue aval = impl.aval;
+  if (shape) aval.shape = *shape;
+  if (impl.blocked()) return blocked_view(x, aval, std::move(sharding));
+  // A whole array: copy out this process's blocks.
+  const NamedSharding& ns = *sharding;
+  Array out = make_blocked(aval, std::move(sharding));
+  const ArrayImpl& o = *out.impl();
+  const std::vector<Index> indices = ns.indices(aval.shape);
+  const Shape block = ns.shard_shape(aval.shape);
+  const Shape origin(aval.shape.size(), 0);
+  for (size_t b = 0; b < o.blocks.size(); ++b) {
+    const Index& index = index_of_block(o, indices, static_cast<int>(b));
+    copy_box(static_cast<const char*>(impl.data()), origin, aval.shape,
+             static_cast<char*>(o.blocks[b]->data), starts(index), block, starts(index),
+             stops(index), itemsize(aval.dtype));
+  }
+  return out;
+}
+
+Array whole_array(const Array& x, const char* what, bool zeros_elsewhere) {
+  const ArrayImpl& impl = concrete(x, what);
+  if (!impl.blocked()) return x;
+  if (!impl.named) fail("internal error: ", what, " read replica blocks as a whole array");
+  const NamedSharding& ns = *impl.named;
+  const int device = impl.placement.front();
+  const AbstractValue& aval = impl.aval;
+  // A block that is the whole array (replicated here): itself.
+  const Shape block = ns.shard_shape(aval.shape);
+  if (block == aval.shape && !impl.blocks.empty())
+    return wrap_buffer(aval, impl.blocks.front(), 0, {device}, false);
+  if (!zeros_elsewhere) check_fully_addressable(impl, what);
+  Array out = make_array(aval, device);
+  char* o = static_cast<char*>(out.impl()->data());
+  const std::vector<Index> indices = ns.indices(aval.shape);
+  std::map<Index, int> local;  // each distinct block held here, once
+  bool missing = false;
+  for (size_t pos = 0; pos < indices.size(); ++pos) {
+    if (impl.block_at[pos] >= 0) local.emplace(indices[pos], impl.block_at[pos]);
+  }
+  for (const Index& index : indices) missing = missing || !local.count(index);
+  // (Only with zeros_elsewhere: the other processes' blocks read as zeros.)
+  if (missing && aval.nbytes()) std::memset(o, 0, aval.nbytes());
+  const Shape origin(aval.shape.size(), 0);
+  for (const auto& [index, b] : local)
+    copy_box(static_cast<const char*>(impl.blocks[static_cast<size_t>(b)]->data), starts(index),
+             block, o, origin, aval.shape, starts(index), stops(index), itemsize(aval.dtype));
+  return out;
 }
 
 void check_fully_addressable(const ArrayImpl& impl, const char* what) {
@@ -117,23 +265,20 @@ std::vector<AddressableShard> Array::addressable_shards() const {
     }
     return out;
   }
+  // Views of the blocks (no copy): each device's data is the buffer holding its block, which
+  // stays charged where it is.
   const NamedSharding& ns = *impl.named;
   const std::vector<Index> indices = ns.indices(shape);
   const std::vector<int> replicas = ns.replica_ids();
-  const Shape block_shape = ns.shard_shape(shape);
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  const int item = static_cast<int>(itemsize(impl.aval.dtype));
+  const AbstractValue block{ns.shard_shape(shape), impl.aval.dtype, impl.aval.weak};
   const auto& devs = ns.mesh().devices();
   for (size_t pos = 0; pos < devs.size(); ++pos) {
-    if (devs[pos].process_index != process_index()) continue;
-    int64_t offset = 0;
-    for (size_t d = 0; d < shape.size(); ++d) offset += indices[pos][d].first * strides[d];
-    Array block = detail::make_array(AbstractValue{block_shape, impl.aval.dtype, impl.aval.weak},
-                                     devs[pos].local_id);
-    if (block.size() > 0)
-      cpu::strided_copy(impl.data(), offset, strides, block_shape, block.impl()->data(), item);
-    out.push_back({devs[pos], indices[pos], replicas[pos], std::move(block)});
+    if (impl.block_at[pos] < 0) continue;
+    auto view = std::make_shared<detail::ArrayImpl>();
+    view->aval = block;
+    view->buffer = impl.blocks[static_cast<size_t>(impl.block_at[pos])];
+    view->placement = {devs[pos].local_id};
+    out.push_back({devs[pos], indices[pos], replicas[pos], Array(std::move(view))});
   }
   return out;
 }

@@ -8,85 +8,59 @@
 
 #include "base/copy.h"
 #include "core/array_impl.h"
-#include "runtime/transport.h"
+#include "distributed/process_bytes.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 
 namespace spmd::multihost_utils {
 namespace {
 
-constexpr int kChannel = runtime::kChannels - 1;
-
-// Every process's bytes, by process (this process's `mine` among them). Without a transport,
-// just this one's.
-std::vector<std::vector<char>> all_bytes(const void* mine, size_t bytes, const std::string& what) {
-  runtime::Transport* t = runtime::transport();
-  const int P = t ? t->size() : 1, me = t ? t->rank() : 0;
-  std::vector<std::vector<char>> out(static_cast<size_t>(P));
-  out[me].assign(static_cast<const char*>(mine), static_cast<const char*>(mine) + bytes);
-  if (!t) return out;
-  std::vector<uint64_t> sizes(static_cast<size_t>(P), bytes);
-  std::vector<runtime::Message> sends, recvs;
-  for (int p = 0; p < P; ++p) {
-    if (p == me) continue;
-    sends.push_back({p, &sizes[me], sizeof(uint64_t), kChannel});
-    recvs.push_back({p, &sizes[p], sizeof(uint64_t), kChannel});
-  }
-  t->exchange(sends, recvs, what + " (sizes)");
-  sends.clear();
-  recvs.clear();
-  for (int p = 0; p < P; ++p) {
-    if (p == me) continue;
-    out[p].resize(sizes[p]);
-    if (bytes) sends.push_back({p, const_cast<void*>(mine), bytes, kChannel});
-    if (sizes[p]) recvs.push_back({p, out[p].data(), sizes[p], kChannel});
-  }
-  t->exchange(sends, recvs, what);
-  return out;
-}
+using distributed::all_process_bytes;
 
 // "f32[2,3]" of every process, compared: throws naming the first that differs from process 0.
 void check_same_type(const AbstractValue& aval, const std::string& what) {
-  const std::string mine = aval.str();
-  auto all = all_bytes(mine.data(), mine.size(), what);
-  for (size_t p = 1; p < all.size(); ++p) {
-    std::string theirs(all[p].begin(), all[p].end()), first(all[0].begin(), all[0].end());
-    if (theirs != first)
-      fail(what, ": expected the same shape and dtype on every process, got ", first,
-           " on process 0 and ", theirs, " on process ", p);
-  }
+  distributed::check_same_on_every_process(aval.str(), what, "the same shape and dtype");
 }
 
 Array gather_global(const detail::ArrayImpl& impl) {
   const NamedSharding& ns = *impl.named;
   const Shape& shape = impl.aval.shape;
   const size_t item = itemsize(impl.aval.dtype);
-  // Each distinct block once, from the process of the first device holding it.
+  const Shape block = ns.shard_shape(shape);
+  const size_t block_bytes = static_cast<size_t>(shape_size(block)) * item;
+  // Each distinct block once, from the process of the first device holding it, which sends its
+  // blocks' data as they are stored (contiguous, in mesh order).
   const std::vector<Index> indices = ns.indices(shape);
   const auto& devs = ns.mesh().devices();
-  std::vector<std::pair<int, Index>> blocks;  // (process, index)
+  std::vector<std::pair<int, size_t>> blocks;  // (process, mesh position)
   std::set<Index> seen;
   for (size_t pos = 0; pos < devs.size(); ++pos)
-    if (seen.insert(indices[pos]).second)
-      blocks.emplace_back(devs[pos].process_index, indices[pos]);
-  const char* whole = static_cast<const char*>(impl.data());
+    if (seen.insert(indices[pos]).second) blocks.emplace_back(devs[pos].process_index, pos);
   std::vector<char> mine;
-  for (const auto& [p, index] : blocks)
-    if (p == process_index())
-      cpu::for_each_block_run(shape, index, item, [&](size_t at, size_t n) {
-        mine.insert(mine.end(), whole + at, whole + at + n);
-      });
-  auto all = all_bytes(mine.data(), mine.size(), "process_allgather");
+  for (const auto& [p, pos] : blocks)
+    if (p == process_index()) {
+      const char* b = static_cast<const char*>(
+          impl.blocks[static_cast<size_t>(impl.block_at[pos])]->data);
+      mine.insert(mine.end(), b, b + block_bytes);
+    }
+  auto all = all_process_bytes(mine.data(), mine.size(), "process_allgather");
   Array out = detail::make_array(AbstractValue{shape, impl.aval.dtype, impl.aval.weak}, 0);
   char* o = static_cast<char*>(out.impl()->data());
   std::vector<size_t> read(all.size(), 0);
-  for (const auto& [p, index] : blocks)
-    cpu::for_each_block_run(shape, index, item, [&, p = p](size_t at, size_t n) {
-      if (read[p] + n > all[p].size())
-        fail("process_allgather: process ", p, " sent fewer bytes than its blocks hold");
-      std::memcpy(o + at, all[p].data() + read[p], n);
-      read[p] += n;
-    });
+  Shape lo, hi;
+  for (const auto& [p, pos] : blocks) {
+    if (read[p] + block_bytes > all[p].size())
+      fail("process_allgather: process ", p, " sent fewer bytes than its blocks hold");
+    lo.clear();
+    hi.clear();
+    for (const auto& [b, e] : indices[pos]) {
+      lo.push_back(b);
+      hi.push_back(e);
+    }
+    detail::copy_box(all[p].data() + read[p], lo, block, o, Shape(shape.size(), 0), shape, lo, hi,
+                     item);
+    read[p] += block_bytes;
+  }
   return out;
 }
 
@@ -97,7 +71,7 @@ Array process_allgather(const Array& x, bool tiled) {
   if (impl.named) return gather_global(impl);
   check_same_type(impl.aval, "process_allgather");
   const size_t bytes = impl.aval.nbytes();
-  auto all = all_bytes(impl.data(), bytes, "process_allgather");
+  auto all = all_process_bytes(impl.data(), bytes, "process_allgather");
   Shape shape = impl.aval.shape;
   const int64_t P = static_cast<int64_t>(all.size());
   if (tiled) {
@@ -120,7 +94,7 @@ Array broadcast_one_to_all(const Array& x, bool is_source) {
   detail::check_fully_addressable(impl, "broadcast_one_to_all");
   check_same_type(impl.aval, "broadcast_one_to_all");
   const char flag = is_source ? 1 : 0;
-  auto flags = all_bytes(&flag, 1, "broadcast_one_to_all");
+  auto flags = all_process_bytes(&flag, 1, "broadcast_one_to_all");
   int source = -1;
   for (size_t p = 0; p < flags.size(); ++p)
     if (flags[p][0]) {
@@ -131,7 +105,9 @@ Array broadcast_one_to_all(const Array& x, bool is_source) {
     }
   if (source < 0) fail("broadcast_one_to_all: expected one source process, got none");
   // (Every process sends what the source sends: the source's bytes; the others send none.)
-  auto all = all_bytes(impl.data(), is_source ? impl.aval.nbytes() : 0, "broadcast_one_to_all");
+  const Array whole = detail::whole_array(x, "broadcast_one_to_all");
+  auto all = all_process_bytes(whole.impl()->data(), is_source ? impl.aval.nbytes() : 0,
+                               "broadcast_one_to_all");
   Array out = detail::make_array(impl.aval, 0);
   if (size_t n = impl.aval.nbytes()) std::memcpy(out.impl()->data(), all[source].data(), n);
   return out;
@@ -140,7 +116,7 @@ Array broadcast_one_to_all(const Array& x, bool is_source) {
 Array broadcast_one_to_all(const Array& x) { return broadcast_one_to_all(x, process_index() == 0); }
 
 void sync_global_devices(const std::string& name) {
-  auto all = all_bytes(name.data(), name.size(), "sync_global_devices");
+  auto all = all_process_bytes(name.data(), name.size(), "sync_global_devices");
   for (size_t p = 0; p < all.size(); ++p) {
     std::string theirs(all[p].begin(), all[p].end());
     if (theirs != name)
@@ -150,3 +126,46 @@ void sync_global_devices(const std::string& name) {
 }
 
 }  // namespace spmd::multihost_utils
+
+namespace spmd::distributed {
+
+std::vector<std::vector<char>> all_process_bytes(const void* mine, size_t bytes,
+                                                 const std::string& what) {
+  runtime::Transport* t = runtime::transport();
+  const int P = t ? t->size() : 1, me = t ? t->rank() : 0;
+  std::vector<std::vector<char>> out(static_cast<size_t>(P));
+  out[me].assign(static_cast<const char*>(mine), static_cast<const char*>(mine) + bytes);
+  if (!t) return out;
+  std::vector<uint64_t> sizes(static_cast<size_t>(P), bytes);
+  std::vector<runtime::Message> sends, recvs;
+  for (int p = 0; p < P; ++p) {
+    if (p == me) continue;
+    sends.push_back({p, &sizes[me], sizeof(uint64_t), kHostChannel});
+    recvs.push_back({p, &sizes[p], sizeof(uint64_t), kHostChannel});
+  }
+  t->exchange(sends, recvs, what + " (sizes)");
+  sends.clear();
+  recvs.clear();
+  for (int p = 0; p < P; ++p) {
+    if (p == me) continue;
+    out[p].resize(sizes[p]);
+    if (bytes) sends.push_back({p, const_cast<void*>(mine), bytes, kHostChannel});
+    if (sizes[p]) recvs.push_back({p, out[p].data(), sizes[p], kHostChannel});
+  }
+  t->exchange(sends, recvs, what);
+  return out;
+}
+
+void check_same_on_every_process(const std::string& text, const std::string& what,
+                                 const std::string& expected) {
+  auto all = all_process_bytes(text.data(), text.size(), what);
+  const std::string first(all[0].begin(), all[0].end());
+  for (size_t p = 1; p < all.size(); ++p) {
+    std::string theirs(all[p].begin(), all[p].end());
+    if (theirs != first)
+      fail(what, ": expected ", expected, " on every process, got ", first, " on process 0 and ",
+           theirs, " on process ", p);
+  }
+}
+
+}  // namespace spmd::distributed

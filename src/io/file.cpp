@@ -2,6 +2,7 @@
 #include "io/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,26 +37,37 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
-}  // namespace
-
-std::string read_file(const std::string& path, const char* op) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) fail(op, ": cannot open '", path, "' (", errno_text(), ")");
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0) fail(op, ": cannot stat '", path, "' (", errno_text(), ")");
-  if (S_ISDIR(st.st_mode)) fail(op, ": cannot open '", path, "': it is a directory");
+// The rest of an open file's bytes; `st` is its fstat (the size a hint only).
+std::string read_all(int fd, const struct stat& st, const std::string& path, const char* op) {
   std::string out;
   // The size is a hint only (pipes and /proc files report 0): read until end of file.
   if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
-    ssize_t n = ::read(f.fd, buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(op, ": reading '", path, "' failed (", errno_text(), ")");
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+// Opens path for reading and fstats it; refuses a directory.
+int open_for_reading(const std::string& path, const char* op, struct stat& st) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(op, ": cannot open '", path, "' (", errno_text(), ")");
+  if (::fstat(f.fd, &st) != 0) fail(op, ": cannot stat '", path, "' (", errno_text(), ")");
+  if (S_ISDIR(st.st_mode)) fail(op, ": cannot open '", path, "': it is a directory");
+  return f.release();
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, const char* op) {
+  struct stat st;
+  Fd f{open_for_reading(path, op, st)};
+  return read_all(f.fd, st, path, op);
 }
 
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces,
@@ -95,6 +107,25 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
   if (dir.fd < 0 || ::fsync(dir.fd) != 0)
     fail(op, ": '", path, "' was written but its directory could not be flushed to disk (",
          errno_text(), ")");
+}
+
+MappedFile::MappedFile(const std::string& path, const char* op) {
+  struct stat st;
+  Fd f{open_for_reading(path, op, st)};
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, f.fd, 0);
+    if (p != MAP_FAILED) {
+      map_ = static_cast<const char*>(p);
+      size_ = static_cast<size_t>(st.st_size);
+      return;
+    }
+  }
+  // Not mappable (a pipe, an empty file): the bytes as reading gives them.
+  copy_ = read_all(f.fd, st, path, op);
+}
+
+MappedFile::~MappedFile() {
+  if (map_) ::munmap(const_cast<char*>(map_), size_);
 }
 
 }  // namespace spmd::io

@@ -327,7 +327,7 @@ uint32_t le(std::string_view b, size_t at, int n) {
 
 }  // namespace
 
-Array io::parse_npy(std::string_view bytes, const std::string& name) {
+io::NpyLayout io::npy_layout(std::string_view bytes, const std::string& name) {
   if (bytes.size() < 8 || bytes.substr(0, 6) != std::string_view(kMagic, 6))
     fail("load_npy(", name, "): not a .npy file (expected the magic string \\x93NUMPY)");
   int major = static_cast<uint8_t>(bytes[6]), minor = static_cast<uint8_t>(bytes[7]);
@@ -348,13 +348,20 @@ Array io::parse_npy(std::string_view bytes, const std::string& name) {
   if (!expected)
     fail("load_npy(", name, "): corrupt header: shape ", shape_str(h.shape), " of ",
          dtype_name(h.dtype), " is too large");
-  std::string_view data = bytes.substr(start + header_len);
-  if (data.size() != *expected)
-    fail("load_npy(", name, "): ", data.size() < *expected ? "truncated data" : "trailing data",
+  const size_t data_size = bytes.size() - start - header_len;
+  if (data_size != *expected)
+    fail("load_npy(", name, "): ", data_size < *expected ? "truncated data" : "trailing data",
          ": expected ", *expected, " bytes for shape ", shape_str(h.shape), " of ",
-         dtype_name(h.dtype), ", got ", data.size());
-  Shape stored = h.shape;
-  if (h.fortran) std::reverse(stored.begin(), stored.end());
+         dtype_name(h.dtype), ", got ", data_size);
+  NpyLayout layout{h.dtype, h.shape, start + header_len, h.fortran, h.swap};
+  if (h.fortran) std::reverse(layout.shape.begin(), layout.shape.end());
+  return layout;
+}
+
+Array io::parse_npy(std::string_view bytes, const std::string& name) {
+  const NpyLayout h = npy_layout(bytes, name);
+  std::string_view data = bytes.substr(h.data_offset);
+  const Shape& stored = h.shape;
   Array a;
   if (h.swap) {
     std::string copy(data);

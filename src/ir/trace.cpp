@@ -31,7 +31,9 @@ Array TraceBuilder::new_input(const AbstractValue& aval) {
 Atom TraceBuilder::atom_for(const Array& a) {
   if (!a.valid()) fail("expected an array, got an empty (default-constructed) Array");
   const auto& impl = *a.impl();
-  if (!impl.is_tracer()) return Atom::of(a);
+  // (A constant laid out on a mesh is read whole, as an eager op reads it.)
+  if (!impl.is_tracer())
+    return Atom::of(impl.blocked() ? detail::whole_array(a, "a traced function's constant") : a);
   if (impl.trace_id == id_) return Atom::of(impl.var);
   if (const Array* s = SubstitutionScope::find(a)) return atom_for(*s);
   if (!trace_is_open(impl.trace_id)) {

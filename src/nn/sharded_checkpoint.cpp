@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "base/copy.h"
 #include "core/array_impl.h"
 #include "io/file.h"
+#include "io/parsers.h"
 #include "spmd/error.h"
 #include "spmd/io.h"
 #include "spmd/multihost_utils.h"
@@ -63,21 +65,8 @@ Shape shape_of(const Index& index) {
   return s;
 }
 
-// The block `index` of the array (whose buffer holds this process's blocks).
-Array read_block(const spmd::detail::ArrayImpl& impl, const Index& index) {
-  Array out = spmd::detail::make_array(AbstractValue{shape_of(index), impl.aval.dtype, false});
-  const char* src = static_cast<const char*>(impl.data());
-  char* dst = static_cast<char*>(out.impl()->data());
-  cpu::for_each_block_run(impl.aval.shape, index, itemsize(impl.aval.dtype),
-                          [&](size_t at, size_t n) {
-                            std::memcpy(dst, src + at, n);
-                            dst += n;
-                          });
-  return out;
-}
-
 // Copies the part of saved block `from` (at `from_index`) that overlaps `to_index` into `to`.
-void copy_overlap(const Array& from, const Index& from_index, char* to, const Index& to_index,
+void copy_overlap(const char* f, const Index& from_index, char* to, const Index& to_index,
                   size_t item) {
   Index in_from, in_to;
   for (size_t d = 0; d < from_index.size(); ++d) {
@@ -91,7 +80,6 @@ void copy_overlap(const Array& from, const Index& from_index, char* to, const In
   cpu::for_each_block_run(shape_of(from_index), in_from, item,
                           [&](size_t at, size_t n) { src.emplace_back(at, n); });
   size_t k = 0;
-  const char* f = static_cast<const char*>(from.data());
   cpu::for_each_block_run(shape_of(to_index), in_to, item, [&](size_t at, size_t n) {
     std::memcpy(to + at, f + src[k++].first, n);
   });
@@ -103,8 +91,24 @@ void save_sharded_checkpoint(const std::string& dir, const Checkpoint& c) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("save_sharded_checkpoint: cannot create the directory '", dir, "': ", ec.message());
-  json manifest = {
-      {"format", kFormat}, {"version", 1}, {"arrays", json::object()}, {"ints", json::object()}};
+  // Each save writes its block files under a new generation number and replaces the manifest
+  // last, atomically: a save killed at any point leaves the previous manifest and every file it
+  // names untouched (the previous generation's files are removed only after the new manifest is
+  // in place).
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  int64_t generation = 1;
+  {
+    std::error_code exists;
+    if (fs::exists(manifest_path, exists)) try {
+        generation = json::parse(io::read_file(manifest_path, "save_sharded_checkpoint"))
+                         .value("generation", int64_t{0}) +
+                     1;
+      } catch (const json::exception&) {
+      }
+  }
+  json manifest = {{"format", kFormat},        {"version", 1},
+                   {"generation", generation}, {"arrays", json::object()},
+                   {"ints", json::object()}};
   int a = 0;
   for (const auto& [name, x] : c.arrays) {
     const spmd::detail::ArrayImpl& impl = spmd::detail::concrete(x, "save_sharded_checkpoint");
@@ -114,14 +118,25 @@ void save_sharded_checkpoint(const std::string& dir, const Checkpoint& c) {
                   {"layout", impl.named ? impl.named->str() : std::string("whole")},
                   {"blocks", json::array()}};
     int b = 0;
+    const std::vector<AddressableShard> shards =
+        impl.named ? x.addressable_shards() : std::vector<AddressableShard>{};
     for (const Block& block : blocks_of(impl)) {
       std::string file = "a";  // (appended piece by piece: GCC 12 warns falsely on a + chain)
       file += std::to_string(a);
       file += ".b";
       file += std::to_string(b++);
+      file += ".g";
+      file += std::to_string(generation);
       file += ".npy";
-      if (block.process == process_index())
-        save_npy((fs::path(dir) / file).string(), read_block(impl, block.index));
+      if (block.process == process_index()) {
+        const std::string path = (fs::path(dir) / file).string();
+        if (!impl.named) save_npy(path, x);
+        for (const AddressableShard& s : shards)
+          if (s.index == block.index) {
+            save_npy(path, s.data);
+            break;
+          }
+      }
       entry["blocks"].push_back({{"file", file}, {"index", block.index}});
     }
     manifest["arrays"][name] = std::move(entry);
@@ -131,8 +146,17 @@ void save_sharded_checkpoint(const std::string& dir, const Checkpoint& c) {
   multihost_utils::sync_global_devices("save_sharded_checkpoint: blocks of " + dir);
   if (process_index() == 0) {
     const std::string text = manifest.dump(1);
-    io::write_file_atomically((fs::path(dir) / "manifest.json").string(), {text},
-                              "save_sharded_checkpoint");
+    io::write_file_atomically(manifest_path, {text}, "save_sharded_checkpoint");
+    // Block files the new manifest does not name (earlier generations', a killed save's).
+    std::set<std::string> named;
+    for (const auto& item : manifest["arrays"].items())
+      for (const auto& block : item.value()["blocks"]) named.insert(block["file"].get<std::string>());
+    std::error_code ignored;
+    for (const auto& f : fs::directory_iterator(dir, ignored)) {
+      const std::string name = f.path().filename().string();
+      if (name.size() > 4 && name[0] == 'a' && name.ends_with(".npy") && !named.count(name))
+        fs::remove(f.path(), ignored);
+    }
   }
   multihost_utils::sync_global_devices("save_sharded_checkpoint: manifest of " + dir);
 }
@@ -162,7 +186,11 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
       std::vector<std::pair<Index, std::string>> saved;
       for (const auto& b : entry.at("blocks"))
         saved.emplace_back(b.at("index").get<Index>(), b.at("file").get<std::string>());
-      std::map<std::string, Array> loaded;  // the block files read so far
+      // The block files, memory-mapped: only the byte ranges of the saved blocks that overlap a
+      // wanted block are read (restoring onto another mesh or process count reads this
+      // process's part, never a whole array per process).
+      std::map<std::string, std::unique_ptr<io::MappedFile>> mapped;
+      std::map<std::string, Array> parsed;  // files stored otherwise (Fortran order, big-endian)
       auto assemble = [&](const Index& want) {
         Array out = spmd::detail::make_array(AbstractValue{shape_of(want), dtype, false});
         if (out.nbytes()) std::memset(out.impl()->data(), 0, out.nbytes());
@@ -171,16 +199,29 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
           for (size_t d = 0; overlaps && d < want.size(); ++d)
             overlaps = index[d].first < want[d].second && want[d].first < index[d].second;
           if (!overlaps && !want.empty()) continue;
-          auto it = loaded.find(file);
-          if (it == loaded.end()) {
-            Array block = load_npy((fs::path(dir) / file).string());
-            if (block.shape() != shape_of(index) || block.dtype() != dtype)
-              fail("load_sharded_checkpoint: block file '", file, "' of '", name, "' holds ",
-                   block.aval().str(), "; the manifest says ", dtype_name(dtype),
-                   shape_str(shape_of(index)));
-            it = loaded.emplace(file, block).first;
+          auto it = mapped.find(file);
+          if (it == mapped.end()) {
+            const std::string path_of_block = (fs::path(dir) / file).string();
+            it = mapped
+                     .emplace(file, std::make_unique<io::MappedFile>(path_of_block,
+                                                                     "load_sharded_checkpoint"))
+                     .first;
           }
-          copy_overlap(it->second, index, static_cast<char*>(out.impl()->data()), want,
+          const std::string_view bytes = it->second->bytes();
+          const io::NpyLayout layout = io::npy_layout(bytes, (fs::path(dir) / file).string());
+          if (layout.shape != shape_of(index) || layout.dtype != dtype)
+            fail("load_sharded_checkpoint: block file '", file, "' of '", name, "' holds ",
+                 dtype_name(layout.dtype), shape_str(layout.shape), "; the manifest says ",
+                 dtype_name(dtype), shape_str(shape_of(index)));
+          const char* data = bytes.data() + layout.data_offset;
+          if (layout.fortran || layout.swap) {
+            auto p = parsed.find(file);
+            if (p == parsed.end())
+              p = parsed.emplace(file, io::parse_npy(bytes, (fs::path(dir) / file).string()))
+                      .first;
+            data = static_cast<const char*>(p->second.data());
+          }
+          copy_overlap(data, index, static_cast<char*>(out.impl()->data()), want,
                        itemsize(dtype));
         }
         return out;

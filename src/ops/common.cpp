@@ -16,6 +16,7 @@ Array convert(const Array& x, DType dtype, bool weak) {
     const auto& impl = detail::concrete(x, "astype");
     AbstractValue t = a;
     t.weak = weak;
+    if (impl.blocked()) return detail::blocked_view(x, t, impl.named);
     return detail::wrap_buffer(t, impl.buffer, impl.offset, impl.placement, impl.sharded);
   }
   auto p = std::make_shared<prim::Convert>(dtype, weak);

@@ -116,8 +116,9 @@ Array device_put(const Array& x, const Device& device) {
   if (!impl.sharded && !impl.named && impl.placement.size() == 1 &&
       impl.placement[0] == device.local_id)
     return x;
+  const Array whole = detail::whole_array(x, "device_put");  // (a blocked array assembled)
   Array y = detail::make_array(impl.aval, device.local_id);
-  if (size_t n = impl.aval.nbytes()) std::memcpy(y.impl()->data(), impl.data(), n);
+  if (size_t n = impl.aval.nbytes()) std::memcpy(y.impl()->data(), whole.impl()->data(), n);
   return y;
 }
 

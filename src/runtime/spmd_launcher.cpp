@@ -179,7 +179,11 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
     for (int r = 0; r < total; ++r) local.push_back(r);
   }
   const int replicas = static_cast<int>(local.size());
-  if (compiled.batched) {
+  // Operands and results held as blocks (Buf::blocks): each replica reads and writes its own.
+  bool blocked = false;
+  for (const Buf& b : in) blocked = blocked || b.blocks;
+  for (const Buf& b : out) blocked = blocked || b.blocks;
+  if (compiled.batched && !blocked) {
     (void)runtime::collective_timeout();  // (a bad setting is an error, as on threads)
     run_batched(compiled, in, out, devices);
     return;
@@ -211,7 +215,8 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
   for (size_t j = 0; j < out.size(); ++j) {
     out_layout.push_back(block_layout(out[j].aval->shape, compiled.out_dims[j], true));
     scratch_bytes += (out_types[j].nbytes() + 63) / 64 * 64;
-    if (!out_layout[j].contiguous) staged[j] = runtime::allocate(out[j].aval->nbytes());
+    if (!out_layout[j].contiguous && !out[j].blocks)
+      staged[j] = runtime::allocate(out[j].aval->nbytes());
   }
   // Result j's block is written by the first of this process's replicas that computes it (its
   // coordinate is 0 on every axis j is not mapped on, when the process runs the whole mesh); the
@@ -229,7 +234,8 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
   // (The blocks of other processes' devices stay zero.)
   if (replicas < total)
     for (size_t j = 0; j < out.size(); ++j)
-      std::memset(staged[j] ? staged[j]->data : out[j].data, 0, out[j].aval->nbytes());
+      if (!out[j].blocks)
+        std::memset(staged[j] ? staged[j]->data : out[j].data, 0, out[j].aval->nbytes());
   std::vector<std::shared_ptr<runtime::Buffer>> scratch(static_cast<size_t>(replicas));
 
   // Across processes, a 1-D pmap's replicas here are the global rows [base, base + outer).
@@ -274,6 +280,10 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
     for (size_t i = 0; i < in.size(); ++i) {
       const BlockLayout& b = in_layout[i];
       const int item = static_cast<int>(itemsize(in[i].aval->dtype));
+      if (in[i].blocks) {
+        ins[i] = in[i].blocks[r];
+        continue;
+      }
       if (b.contiguous) {
         ins[i] = static_cast<char*>(in[i].data) + offset_of(b, c) * item;
         continue;
@@ -288,7 +298,9 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
     for (size_t j = 0; j < out.size(); ++j) {
       const BlockLayout& b = out_layout[j];
       const int64_t item = static_cast<int64_t>(itemsize(out_types[j].dtype));
-      if (writer[j][k]) {
+      if (writer[j][k] && out[j].blocks) {
+        outs[j] = out[j].blocks[r];
+      } else if (writer[j][k]) {
         char* base_ptr = static_cast<char*>(staged[j] ? staged[j]->data : out[j].data);
         outs[j] = base_ptr + offset_of(b, c) * item;
       } else {

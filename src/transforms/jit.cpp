@@ -83,18 +83,20 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
     entry->executable = std::make_unique<compile::Executable>(compile::simplify(entry->program));
   });
   entry->shardings.check_arguments(call.leaves);
+  std::vector<Array> storage;
+  const std::vector<Array>& leaves = transforms::JitShardings::whole(call.leaves, storage);
   backend::ExecContext ctx;
-  ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
+  ctx.device = leaves.empty() ? 0 : leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
   if (call.donated.empty()) {
-    std::vector<Array> out = entry->executable->run(call.leaves, ctx);
+    std::vector<Array> out = entry->executable->run(leaves, ctx);
     entry->shardings.apply(out);
     return out;
   }
-  std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
+  std::vector<bool> reusable = transforms::reusable_leaves(leaves, call.donated);
   std::vector<Array> out;
   try {
-    out = entry->executable->run(call.leaves, ctx, reusable);
+    out = entry->executable->run(leaves, ctx, reusable);
   } catch (...) {
     transforms::delete_donated(call.leaves, reusable);  // their buffers may be half written
     throw;

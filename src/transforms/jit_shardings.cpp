@@ -41,6 +41,16 @@ void JitShardings::check_arguments(const std::vector<Array>& args) const {
   }
 }
 
+const std::vector<Array>& JitShardings::whole(const std::vector<Array>& args,
+                                              std::vector<Array>& storage) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].impl()->blocked()) continue;
+    if (storage.empty()) storage = args;
+    storage[i] = detail::whole_array(args[i], "jit", /*zeros_elsewhere=*/true);
+  }
+  return storage.empty() ? args : storage;
+}
+
 void JitShardings::apply(std::vector<Array>& outs) const {
   for (size_t j = 0; j < outs.size() && j < outputs.size(); ++j)
     if (outputs[j]) outs[j] = detail::with_named_sharding(outs[j], outputs[j]);

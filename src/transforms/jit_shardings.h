@@ -23,7 +23,12 @@ struct JitShardings {
   static JitShardings of(const Program& program);
   // Throws when an argument laid out on a mesh (and not replicated) is read by a primitive.
   void check_arguments(const std::vector<Array>& args) const;
-  // Lays the outputs out as their constraints say.
+  // The arguments as the executable reads them: each array laid out on a mesh as this host's
+  // whole view of it (its blocks, the other processes' as zeros: only shard_map's replicas read
+  // it, each its own blocks), in `storage`; `args` itself when none is.
+  static const std::vector<Array>& whole(const std::vector<Array>& args,
+                                         std::vector<Array>& storage);
+  // Lays the outputs out as their constraints say (copying out this process's blocks).
   void apply(std::vector<Array>& outs) const;
 };
 

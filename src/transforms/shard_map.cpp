@@ -154,12 +154,12 @@ struct ShardMapState {
     std::vector<Layout> in, out;
     // The arguments' and results' layouts on the mesh, as jit and sharded arrays see them.
     std::vector<std::shared_ptr<const NamedSharding>> in_shardings, out_shardings;
-    std::vector<std::vector<int>> out_placement;  // per result: its sharding's local devices
     Flat run;         // the nested pmaps: (split arguments..., positions) -> split results
     Array positions;  // the extra argument mapped over every axis, if one is needed
     // The nest traced once: one xla_pmap equation over the split arguments, bound directly by
     // later calls (skipping the pmap front ends); null when the trace is more than that.
     PrimitivePtr call;
+    std::vector<AbstractValue> call_outputs;  // its results' types (the split global arrays)
   };
   std::mutex mu;
   // By the arguments' types (a few signatures per function: a linear search).
@@ -267,7 +267,6 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, Body& body, const
       for (const std::string& a : spec.entries()[d].axes) global[d] *= mesh.axis_size(a);
     e->out.push_back(layout_of(mesh, spec, global, what));
     e->out_shardings.push_back(std::make_shared<const NamedSharding>(mesh, spec));
-    e->out_placement.push_back(local_placement(*e->out_shardings.back()));
     if (!st.options.check_vma) continue;
     auto named = spec.axes();
     for (const std::string& a : mesh.axis_names()) {
@@ -308,7 +307,10 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, Body& body, const
     direct = !p.equations[0].inputs[i].is_literal() && p.equations[0].inputs[i].var == p.inputs[i];
   for (size_t j = 0; direct && j < p.outputs.size(); ++j)
     direct = !p.outputs[j].is_literal() && p.outputs[j].var == p.equations[0].outputs[j];
-  if (direct) e->call = p.equations[0].primitive;
+  if (direct) {
+    e->call = p.equations[0].primitive;
+    e->call_outputs = p.output_types();
+  }
   return e;
 }
 
@@ -316,18 +318,25 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, Body& body, const
 
 namespace {
 
-// Argument i as the nested pmaps take it: a traced one marked with its layout (so jit lets an
-// argument laid out on the mesh flow into it), a concrete one without its NamedSharding (every
-// device's block is read from the whole buffer).
-Array argument(const Array& x, const NamedSharding& layout, size_t i) {
-  if (x.is_tracer()) return with_sharding_constraint(x, layout);
+// Argument i as the nested pmaps take it, reshaped to its split layout `split`: a traced one
+// marked with its layout (so jit lets an argument laid out on the mesh flow into it); a concrete
+// one laid out on the mesh as replica blocks (moved to the in_spec's layout first when it is laid
+// out otherwise), which each replica reads as they are, when the call goes straight to its SPMD
+// launch (`blocks`); otherwise (and for an array held whole) a view of the whole array, each
+// device's block read from it.
+Array argument(const Array& x, const std::shared_ptr<const NamedSharding>& layout,
+               const AbstractValue& split, bool blocks) {
+  if (x.is_tracer()) {
+    Array a = with_sharding_constraint(x, *layout);
+    return a.shape() == split.shape ? a : reshape(a, split.shape);
+  }
   const ArrayImpl& impl = concrete(x, "shard_map");
-  if (!impl.named) return x;
-  if (!impl.named->is_fully_addressable() && !(*impl.named == layout))
-    fail("shard_map: argument ", i, " is laid out by ", impl.named->str(),
-         ", which spans other processes, but in_specs lay it out by ", layout.str(),
-         "; expected the same layout (moving blocks between processes is not supported yet)");
-  return without_named_sharding(x);
+  if (impl.named && blocks) {
+    Array laid = *impl.named == *layout ? x : device_put(x, *layout);
+    return blocked_view(laid, split);
+  }
+  Array whole = whole_array(x, "shard_map", /*zeros_elsewhere=*/true);
+  return whole.shape() == split.shape ? whole : reshaped_view(whole, split.shape);
 }
 
 }  // namespace
@@ -360,25 +369,36 @@ std::vector<Array> shard_map_call(ShardMapState& st, const FlatFnMaker& make_fn,
       std::lock_guard lock(st.mu);
       st.entries.emplace_back(std::move(key), e);
     }
+    bool traced = ir::current_trace() != nullptr;
+    for (const Array& a : call.leaves) traced = traced || a.is_tracer();
+    // Outside any trace the traced nest's call runs at once, as pmap runs its own: straight to
+    // its SPMD launch, on the arguments' blocks and into the results' blocks.
+    const bool launch = e->call && !traced;
     std::vector<Array> args;
     args.reserve(call.leaves.size() + 1);
     for (size_t i = 0; i < call.leaves.size(); ++i) {
-      Array a = argument(call.leaves[i], *e->in_shardings[i], i);
-      if (a.shape() != e->in[i].split)
-        a = a.is_tracer() ? reshape(a, e->in[i].split) : reshaped_view(a, e->in[i].split);
-      args.push_back(std::move(a));
+      const Array& x = call.leaves[i];
+      const AbstractValue split{e->in[i].split, x.dtype(), x.weak_type()};
+      args.push_back(argument(x, e->in_shardings[i], split, launch));
     }
     if (e->positions.valid()) args.push_back(e->positions);
-    bool traced = ir::current_trace() != nullptr;
-    for (const Array& a : args) traced = traced || a.is_tracer();
-    // (Outside any trace the traced nest's call runs at once, as pmap runs its own.)
-    std::vector<Array> outs = !e->call ? e->run(args)
-                              : traced ? spmd::bind(e->call, args)
-                                       : ir::execute_eager(*e->call, args);
-    for (size_t j = 0; j < outs.size(); ++j) {
+    std::vector<Array> outs;
+    if (launch) {
+      std::vector<Array> into;
+      for (size_t j = 0; j < e->out.size(); ++j) {
+        AbstractValue global = e->call_outputs[j];
+        global.shape = e->out[j].global;
+        outs.push_back(make_blocked(global, e->out_shardings[j]));
+        into.push_back(blocked_view(outs.back(), e->call_outputs[j]));
+      }
+      ir::execute_eager(*e->call, args, into);
+    } else {
+      outs = !e->call ? e->run(args) : spmd::bind(e->call, args);
+    }
+    for (size_t j = 0; j < outs.size() && !launch; ++j) {
       const Shape& global = e->out[j].global;
-      if (!outs[j].is_tracer()) {  // a view of the pmap's result, laid out on the mesh
-        outs[j] = with_named_sharding(outs[j], e->out_shardings[j], &global, e->out_placement[j]);
+      if (!outs[j].is_tracer()) {  // the pmap's whole result: its blocks, laid out on the mesh
+        outs[j] = with_named_sharding(outs[j], e->out_shardings[j], &global);
         continue;
       }
       if (outs[j].shape() != global) outs[j] = reshape(outs[j], global);
