@@ -21,24 +21,14 @@
 #include <functional>
 #include <vector>
 
-#include "bench_util.h"
+#include "bench_mpi_util.h"
 #include "spmd/spmd.h"
 
 namespace {
 
 using spmd::bench::Clock;
 using spmd::bench::median;
-
-// Milliseconds of fn in the slowest process, after a barrier.
-double timed_ms(const std::function<void()>& fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  auto t0 = Clock::now();
-  fn();
-  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  double slowest = 0;
-  MPI_Allreduce(&ms, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
-}
+const auto timed_ms = spmd::bench::timed_ms_across_processes;
 
 // Two warm-up rounds, then reps rounds; each round times every fn once, in turn.
 std::vector<std::vector<double>> interleaved_ms(int reps,

@@ -78,8 +78,8 @@ TEST_F(GlobalArray, ShardMapTakesAndReturnsBlocks) {
   const Shape shape{8, 16};
   const std::vector<float> host = host_values(shape);
   const Mesh mesh = mesh_2d();
-  auto f = shard_map([](const Array& x) { return x * 2.0f + 1.0f; }, mesh, P("a", "b"),
-                     P("a", "b"));
+  auto f =
+      shard_map([](const Array& x) { return x * 2.0f + 1.0f; }, mesh, P("a", "b"), P("a", "b"));
   std::vector<float> want;
   for (float v : host) want.push_back(v * 2.0f + 1.0f);
   // Laid out as in_specs, otherwise (moved first), and whole.
@@ -96,8 +96,11 @@ TEST_F(GlobalArray, ShardMapTakesAndReturnsBlocks) {
   Array w = f(Array(host, shape));
   expect_blocks(w, want, shape, named(mesh, P("a", "b")), "shard_map of a whole array");
   // A replicated result, a psum over both axes.
-  auto g = shard_map([](const Array& x) { return psum(sum(x), {"a", "b"}); }, mesh, P("a", "b"),
-                     P());
+  auto g = shard_map(
+      [](const Array& x) {
+        return psum(sum(x), {"a", "b"});
+      },
+      mesh, P("a", "b"), P());
   float total = 0;
   for (float v : host) total += v;
   EXPECT_EQ(g(device_put(Array(host, shape), named(mesh, P("b", "a")))).item<float>(), total);
@@ -125,8 +128,11 @@ TEST_F(GlobalArray, ProcessLocalDataAndSingleDeviceArrays) {
   Array y = make_array_from_single_device_arrays(shape, s, pieces);
   expect_blocks(y, host, shape, s, "single device arrays");
   // Bad input.
-  EXPECT_THAT([&] { make_array_from_process_local_data(s, Array(host, shape), Shape{16, 16}); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("local data has shape")));
+  EXPECT_THAT(
+      [&] {
+        make_array_from_process_local_data(s, Array(host, shape), Shape{16, 16});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("local data has shape")));
   pieces.pop_back();
   EXPECT_THAT([&] { make_array_from_single_device_arrays(shape, s, pieces); },
               ::testing::ThrowsMessage<Error>(HasSubstr("expected one array per device")));
@@ -150,8 +156,11 @@ TEST_F(GlobalArray, BadInputsAreClearErrors) {
       },
       ::testing::ThrowsMessage<Error>(HasSubstr("expected one dtype")));
   // A shape the mesh does not divide.
-  EXPECT_THAT([&] { device_put(zeros({7, 16}), s); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("7")));
+  EXPECT_THAT(
+      [&] {
+        device_put(zeros({7, 16}), s);
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("7")));
   // A sharding over other devices.
   std::vector<Device> all = devices();
   const Mesh four({4}, {"x"}, std::vector<Device>(all.begin(), all.begin() + 4));
@@ -164,8 +173,7 @@ TEST_F(GlobalArray, BadInputsAreClearErrors) {
 TEST_F(GlobalArray, DonatedShardedArgumentIsDeleted) {
   const Shape shape{8, 16};
   const NamedSharding s = named(mesh_2d(), P("a", "b"));
-  auto f = shard_map([](const Array& x) { return x + 1.0f; }, mesh_2d(), P("a", "b"),
-                     P("a", "b"));
+  auto f = shard_map([](const Array& x) { return x + 1.0f; }, mesh_2d(), P("a", "b"), P("a", "b"));
   JitOptions o;
   o.donate_argnums = {0};
   auto g = jit([&](const Array& x) { return f(x); }, o);

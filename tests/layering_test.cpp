@@ -83,6 +83,7 @@ const std::map<std::string, std::string> kPublicHeaderLayer = {
     {"spmd/device.h", "runtime"},
     // The libraries, and the header that includes everything.
     {"spmd/random.h", "random"}, {"spmd/nn.h", "nn"}, {"spmd/io.h", "io"},
+    {"spmd/data.h", "io"},
     {"spmd/distributed.h", "distributed"}, {"spmd/multihost_utils.h", "distributed"},
     {"spmd/spmd.h", "distributed"},
 };

@@ -4,18 +4,17 @@
 // block file, and a layout that does not fit.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <random>
-#include <thread>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <string>
+#include <thread>
 
 #include "spmd/io.h"
 #include "spmd/nn.h"

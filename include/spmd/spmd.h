@@ -6,6 +6,7 @@
 #include "spmd/checkpoint.h"
 #include "spmd/control_flow.h"
 #include "spmd/custom_derivatives.h"
+#include "spmd/data.h"
 #include "spmd/device.h"
 #include "spmd/distributed.h"
 #include "spmd/dtype.h"

@@ -21,7 +21,8 @@ namespace {
 std::vector<void*> block_table(const detail::ArrayImpl& impl) {
   std::vector<void*> table(impl.block_at.size(), nullptr);
   for (size_t pos = 0; pos < table.size(); ++pos)
-    if (impl.block_at[pos] >= 0) table[pos] = impl.blocks[static_cast<size_t>(impl.block_at[pos])]->data;
+    if (impl.block_at[pos] >= 0)
+      table[pos] = impl.blocks[static_cast<size_t>(impl.block_at[pos])]->data;
   return table;
 }
 
@@ -76,7 +77,7 @@ std::vector<Array> execute_eager_on_cpu(const Primitive& p, const std::vector<Ar
   std::vector<Buf> in(inputs.size()), out(out_types.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     in[i] = i >= tables.size() || tables[i].empty() ? Buf{inputs[i].impl()->data(), &in_types[i]}
-                              : Buf{nullptr, &in_types[i], tables[i].data()};
+                                                    : Buf{nullptr, &in_types[i], tables[i].data()};
   std::vector<std::vector<void*>> out_tables;
   for (size_t i = 0; i < out_types.size(); ++i) {
     Array o =

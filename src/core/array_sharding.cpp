@@ -14,6 +14,7 @@
 
 #include "base/checked_size.h"
 #include "core/array_impl.h"
+#include "core/box.h"
 #include "core/first_use.h"
 #include "spmd/error.h"
 #include "spmd/topology.h"
@@ -98,35 +99,8 @@ Array blocked_view(const Array& x, const AbstractValue& aval,
 void copy_box(const char* from, const Shape& from_start, const Shape& from_shape, char* to,
               const Shape& to_start, const Shape& to_shape, const Shape& lo, const Shape& hi,
               size_t item) {
-  const size_t rank = lo.size();
-  for (size_t d = 0; d < rank; ++d)
-    if (lo[d] >= hi[d]) return;
-  if (rank == 0) {
-    std::memcpy(to, from, item);
-    return;
-  }
-  std::vector<int64_t> from_strides(rank, 1), to_strides(rank, 1);
-  for (size_t d = rank - 1; d-- > 0;) {
-    from_strides[d] = from_strides[d + 1] * from_shape[d + 1];
-    to_strides[d] = to_strides[d + 1] * to_shape[d + 1];
-  }
-  // Rows along the last dimension, the other coordinates counted like an odometer.
-  const size_t run = static_cast<size_t>(hi[rank - 1] - lo[rank - 1]) * item;
-  Shape at = lo;
-  for (;;) {
-    int64_t f = 0, t = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      f += (at[d] - from_start[d]) * from_strides[d];
-      t += (at[d] - to_start[d]) * to_strides[d];
-    }
-    std::memcpy(to + static_cast<size_t>(t) * item, from + static_cast<size_t>(f) * item, run);
-    size_t d = rank - 1;
-    while (d-- > 0) {
-      if (++at[d] < hi[d]) break;
-      at[d] = lo[d];
-    }
-    if (d == static_cast<size_t>(-1)) return;
-  }
+  for_each_box_run(from_start, from_shape, to_start, to_shape, lo, hi, item,
+                   [&](size_t f, size_t t, size_t n) { std::memcpy(to + t, from + f, n); });
 }
 
 namespace {

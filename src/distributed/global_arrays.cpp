@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/array_impl.h"
+#include "core/box.h"
 #include "distributed/process_bytes.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -57,7 +59,8 @@ std::vector<int> global_ids(const Mesh& mesh) {
 void check_same_devices(const NamedSharding& from, const NamedSharding& to, const char* what) {
   if (global_ids(from.mesh()) != global_ids(to.mesh()))
     fail(what, ": the array is laid out by ", from.str(), " on ", from.mesh().size(),
-         " devices, and the target ", to.str(), " has other devices; expected a sharding over "
+         " devices, and the target ", to.str(),
+         " has other devices; expected a sharding over "
          "the same devices (move the array to one device first to change devices)");
 }
 
@@ -149,32 +152,72 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
   if (to_send.empty() && to_receive.empty()) return out;
   runtime::Transport* t = runtime::transport();
   if (!t) fail("internal error: ", what, " planned messages without a transport");
-  // One message per peer each way, the pieces packed in plan order.
-  std::map<int, std::vector<char>> sent, received;
+  const std::string label = std::string(what) + ": moving blocks to " + to.str();
+  // 1. A process that may read a peer's memory directly (processes of one host, Transport's
+  //    direct reads) gets the addresses of the peer's source blocks; from any other peer, one
+  //    message of its pieces packed in plan order (in chunks: a message's size is an int).
+  std::vector<uint64_t> addresses(sources.size(), 0);
+  for (size_t s = 0; s < sources.size(); ++s)
+    if (here[s] >= 0)
+      addresses[s] = reinterpret_cast<uint64_t>(block_data(impl, static_cast<size_t>(here[s])));
+  std::map<int, std::vector<uint64_t>> theirs;
+  std::map<int, std::unique_ptr<char[]>> sent, received;
   std::vector<runtime::Message> sends, recvs;
+  static constexpr size_t kChunk = size_t{1} << 28;
+  auto chunked = [](int peer, char* data, size_t bytes, std::vector<runtime::Message>& out) {
+    for (size_t at = 0; at < bytes; at += kChunk)
+      out.push_back({peer, data + at, std::min(kChunk, bytes - at), distributed::kHostChannel});
+  };
   for (auto& [peer, pieces] : to_send) {
-    std::vector<char>& buffer = sent[peer];
-    buffer.resize(send_bytes[peer]);
+    if (t->reads_directly(peer)) {
+      sends.push_back({peer, addresses.data(), addresses.size() * sizeof(uint64_t),
+                       distributed::kHostChannel});
+      continue;
+    }
+    char* buffer = (sent[peer] = std::make_unique_for_overwrite<char[]>(send_bytes[peer])).get();
     size_t at = 0;
     for (const Piece& p : pieces) {
       const size_t spos = static_cast<size_t>(here[p.source]);
       Shape extent(p.lo.size());
       for (size_t d = 0; d < extent.size(); ++d) extent[d] = p.hi[d] - p.lo[d];
-      detail::copy_box(block_data(impl, spos), starts(src[spos]), src_block, buffer.data() + at,
-                       p.lo, extent, p.lo, p.hi, item);
+      detail::copy_box(block_data(impl, spos), starts(src[spos]), src_block, buffer + at, p.lo,
+                       extent, p.lo, p.hi, item);
       at += static_cast<size_t>(box_size(p.lo, p.hi)) * item;
     }
-    sends.push_back({peer, buffer.data(), buffer.size(), distributed::kHostChannel});
+    chunked(peer, buffer, send_bytes[peer], sends);
   }
   for (auto& [peer, pieces] : to_receive) {
-    std::vector<char>& buffer = received[peer];
-    buffer.resize(receive_bytes[peer]);
-    recvs.push_back({peer, buffer.data(), buffer.size(), distributed::kHostChannel});
+    if (t->reads_directly(peer)) {
+      std::vector<uint64_t>& table = theirs[peer];
+      table.resize(sources.size());
+      recvs.push_back(
+          {peer, table.data(), table.size() * sizeof(uint64_t), distributed::kHostChannel});
+      continue;
+    }
+    received[peer] = std::make_unique_for_overwrite<char[]>(receive_bytes[peer]);
+    chunked(peer, received[peer].get(), receive_bytes[peer], recvs);
   }
-  t->exchange(sends, recvs, std::string(what) + ": moving blocks to " + to.str());
-  sent.clear();  // (freed before unpacking: the extra memory stays the messages in flight)
+  t->exchange(sends, recvs, label);
+  sent.clear();  // (freed before the copies: the extra memory stays the messages in flight)
+  // 2. The pieces into the target blocks: read straight from the peer's source blocks, or
+  //    unpacked from its message.
   for (auto& [peer, pieces] : to_receive) {
-    const char* at = received[peer].data();
+    auto table = theirs.find(peer);
+    if (table != theirs.end()) {
+      std::vector<runtime::PeerRegion> regions;
+      for (const Piece& p : pieces) {
+        const char* base = reinterpret_cast<const char*>(table->second[p.source]);
+        char* target = const_cast<char*>(block_data(o, p.target_pos));
+        detail::for_each_box_run(starts(src[sources[p.source].pos]), src_block,
+                                 starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item,
+                                 [&](size_t f, size_t to_at, size_t n) {
+                                   regions.push_back({base + f, target + to_at, n});
+                                 });
+      }
+      t->read_directly(peer, regions, label);
+      continue;
+    }
+    const char* at = received[peer].get();
     for (const Piece& p : pieces) {
       Shape extent(p.lo.size());
       for (size_t d = 0; d < extent.size(); ++d) extent[d] = p.hi[d] - p.lo[d];
@@ -182,9 +225,19 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
                        starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item);
       at += static_cast<size_t>(box_size(p.lo, p.hi)) * item;
     }
-    received[peer].clear();
-    received[peer].shrink_to_fit();
+    received[peer].reset();
   }
+  // 3. Whoever read a peer's blocks tells it so: its source blocks stay until then.
+  sends.clear();
+  recvs.clear();
+  static const char kDone = 1;
+  std::vector<char> done(static_cast<size_t>(t->size()), 0);
+  for (const auto& [peer, table] : theirs)
+    sends.push_back({peer, const_cast<char*>(&kDone), 1, distributed::kHostChannel});
+  for (const auto& [peer, pieces] : to_send)
+    if (t->reads_directly(peer))
+      recvs.push_back({peer, &done[static_cast<size_t>(peer)], 1, distributed::kHostChannel});
+  if (!sends.empty() || !recvs.empty()) t->exchange(sends, recvs, label + " (read)");
   return out;
 }
 
@@ -219,8 +272,8 @@ Shape local_box(const NamedSharding& sharding, const Shape& global, const Shape&
   Shape box(global.size());
   for (size_t d = 0; d < global.size(); ++d) box[d] = hi[d] - lo[d];
   if (any && box != local)
-    fail(what, ": this process's blocks of ", shape_str(global),
-         " laid out by ", sharding.str(), " span ", index_str([&] {
+    fail(what, ": this process's blocks of ", shape_str(global), " laid out by ", sharding.str(),
+         " span ", index_str([&] {
            Index i;
            for (size_t d = 0; d < lo.size(); ++d) i.emplace_back(lo[d], hi[d]);
            return i;
@@ -282,9 +335,8 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
           if (devs[pos].process_index == me) mine.insert(slots[pos][d].first);
         const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(mine.size()));
         if (local[d] % n != 0)
-          fail(what, ": dimension ", d, " of the local data (shape ", shape_str(local),
-               ") holds ", n, " of this process's blocks, which do not divide its size ",
-               local[d]);
+          fail(what, ": dimension ", d, " of the local data (shape ", shape_str(local), ") holds ",
+               n, " of this process's blocks, which do not divide its size ", local[d]);
         global[d] = local[d] / n * parts[d];
       }
     }
@@ -343,8 +395,8 @@ Array make_array_from_single_device_arrays(const Shape& global, const NamedShard
            "; expected the block's shape ", shape_str(block));
     if (k == 0) dtype = a.aval.dtype;
     if (a.aval.dtype != dtype)
-      fail(what, ": array ", k, " is ", dtype_name(a.aval.dtype), ", array 0 ",
-           dtype_name(dtype), "; expected one dtype");
+      fail(what, ": array ", k, " is ", dtype_name(a.aval.dtype), ", array 0 ", dtype_name(dtype),
+           "; expected one dtype");
   }
   Array out = detail::make_blocked(AbstractValue{global, dtype, false},
                                    std::make_shared<const NamedSharding>(sharding));

@@ -39,8 +39,8 @@ Array gather_global(const detail::ArrayImpl& impl) {
   std::vector<char> mine;
   for (const auto& [p, pos] : blocks)
     if (p == process_index()) {
-      const char* b = static_cast<const char*>(
-          impl.blocks[static_cast<size_t>(impl.block_at[pos])]->data);
+      const char* b =
+          static_cast<const char*>(impl.blocks[static_cast<size_t>(impl.block_at[pos])]->data);
       mine.insert(mine.end(), b, b + block_bytes);
     }
   auto all = all_process_bytes(mine.data(), mine.size(), "process_allgather");

@@ -127,99 +127,173 @@ uint32_t be32(const unsigned char* p) {
 
 }  // namespace
 
+namespace {
+
+bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
+         static_cast<uint8_t>(bytes[1]) == 0x8b;
+}
+
+// The header: element type, shape, and the data's size (checked against what the source can
+// still produce before anything is allocated). `file_size`: the bytes of the file, for messages.
+struct Header {
+  int type = 0, width = 0, ndim = 0;
+  unsigned char raw[4] = {};  // magic
+  std::vector<unsigned char> dims;
+  Shape shape;
+  size_t data_bytes = 0;
+};
+
+Header read_header(Source& src, bool gz, size_t file_size, const std::string& name) {
+  Header h;
+  size_t got = src.read(h.raw, 4);
+  if (got < 4 || h.raw[0] != 0 || h.raw[1] != 0)
+    fail("load_idx(", name, "): not an IDX file (expected a magic number 0x0000TTNN, got ", got,
+         " bytes)");
+  h.type = h.raw[2], h.ndim = h.raw[3];
+  switch (h.type) {
+    case 0x08:
+    case 0x09:
+      h.width = 1;
+      break;
+    case 0x0B:
+      h.width = 2;
+      break;
+    case 0x0C:
+    case 0x0D:
+      h.width = 4;
+      break;
+    case 0x0E:
+      h.width = 8;
+      break;
+    default:
+      fail("load_idx(", name, "): unknown element type 0x", std::hex, h.type,
+           "; expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E");
+  }
+  h.dims.resize(4 * static_cast<size_t>(h.ndim));
+  got = src.read(h.dims.data(), h.dims.size());
+  if (got < h.dims.size())
+    fail("load_idx(", name, "): truncated header: expected ", 4 + h.dims.size(), " bytes, got ",
+         4 + got);
+  for (int i = 0; i < h.ndim; ++i) h.shape.push_back(be32(&h.dims[4 * i]));
+  // Sized as int8 data: the item width is applied below, the element count checked here.
+  auto n_or = detail::element_count(h.shape);
+  if (!n_or ||
+      __builtin_mul_overflow(static_cast<size_t>(*n_or), static_cast<size_t>(h.width),
+                             &h.data_bytes) ||
+      h.data_bytes > static_cast<size_t>(PTRDIFF_MAX))
+    fail("load_idx(", name, "): corrupt header: shape ", shape_str(h.shape), " is too large");
+  // Checked before allocating: a 20-byte file claiming a 4 GB image is refused at once.
+  if (h.data_bytes > src.max_remaining()) {
+    if (gz)
+      fail("load_idx(", name, "): truncated data: expected ", h.data_bytes, " bytes for shape ",
+           shape_str(h.shape), ", more than the ", file_size,
+           " compressed bytes of the file can hold");
+    fail("load_idx(", name, "): truncated data: expected ", h.data_bytes, " bytes for shape ",
+         shape_str(h.shape), ", got ", src.max_remaining());
+  }
+  return h;
+}
+
+// Reads the data the header promises into out, and refuses one byte more.
+void read_data(Source& src, const Header& h, unsigned char* out, const std::string& name) {
+  size_t got = src.read(out, h.data_bytes);
+  if (got < h.data_bytes)
+    fail("load_idx(", name, "): truncated data: expected ", h.data_bytes, " bytes for shape ",
+         shape_str(h.shape), ", got ", got);
+  unsigned char extra;
+  if (src.read(&extra, 1) != 0)
+    fail("load_idx(", name, "): trailing data: the file holds more than the ", h.data_bytes,
+         " bytes its header's shape ", shape_str(h.shape), " implies");
+}
+
+DType dtype_of_type(int type) {
+  return type == 0x0D ? DType::Float32 : type == 0x0E ? DType::Float64 : DType::Int32;
+}
+
+}  // namespace
+
+void io::decode_idx(const unsigned char* p, size_t n, int type, void* out) {
+  switch (type) {
+    case 0x0D:
+    case 0x0E: {
+      const int width = type == 0x0D ? 4 : 8;
+      auto* o = static_cast<unsigned char*>(out);
+      for (size_t i = 0; i < n; ++i)
+        for (int b = 0; b < width; ++b) o[i * width + b] = p[i * width + width - 1 - b];
+      return;
+    }
+    case 0x08: {
+      auto* o = static_cast<int32_t*>(out);
+      for (size_t i = 0; i < n; ++i) o[i] = p[i];
+      return;
+    }
+    case 0x09: {
+      auto* o = static_cast<int32_t*>(out);
+      for (size_t i = 0; i < n; ++i) o[i] = static_cast<int8_t>(p[i]);
+      return;
+    }
+    case 0x0B: {
+      auto* o = static_cast<int32_t*>(out);
+      for (size_t i = 0; i < n; ++i) o[i] = static_cast<int16_t>(p[2 * i] << 8 | p[2 * i + 1]);
+      return;
+    }
+    case 0x0C: {
+      auto* o = static_cast<int32_t*>(out);
+      for (size_t i = 0; i < n; ++i) o[i] = static_cast<int32_t>(be32(p + 4 * i));
+      return;
+    }
+    default:
+      fail("decode_idx: unknown element type 0x", std::hex, type);
+  }
+}
+
 Array io::parse_idx(std::string_view bytes, const std::string& name) {
-  bool gz = bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
-            static_cast<uint8_t>(bytes[1]) == 0x8b;
+  const bool gz = is_gzip(bytes);
   std::unique_ptr<Source> src;
   if (gz)
     src = std::make_unique<GzipSource>(bytes, name);
   else
     src = std::make_unique<PlainSource>(bytes);
-  unsigned char magic[4];
-  size_t got = src->read(magic, 4);
-  if (got < 4 || magic[0] != 0 || magic[1] != 0)
-    fail("load_idx(", name, "): not an IDX file (expected a magic number 0x0000TTNN, got ", got,
-         " bytes)");
-  int type = magic[2], ndim = magic[3];
-  int width;
-  switch (type) {
-    case 0x08:
-    case 0x09:
-      width = 1;
-      break;
-    case 0x0B:
-      width = 2;
-      break;
-    case 0x0C:
-    case 0x0D:
-      width = 4;
-      break;
-    case 0x0E:
-      width = 8;
-      break;
-    default:
-      fail("load_idx(", name, "): unknown element type 0x", std::hex, type,
-           "; expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E");
-  }
-  std::vector<unsigned char> dims(4 * static_cast<size_t>(ndim));
-  got = src->read(dims.data(), dims.size());
-  if (got < dims.size())
-    fail("load_idx(", name, "): truncated header: expected ", 4 + dims.size(), " bytes, got ",
-         4 + got);
-  Shape shape;
-  for (int i = 0; i < ndim; ++i) shape.push_back(be32(&dims[4 * i]));
-  // Sized as int8 data: the item width is applied below, the element count checked here.
-  auto n_or = detail::element_count(shape);
-  size_t expected = 0;
-  if (!n_or ||
-      __builtin_mul_overflow(static_cast<size_t>(*n_or), static_cast<size_t>(width), &expected) ||
-      expected > static_cast<size_t>(PTRDIFF_MAX))
-    fail("load_idx(", name, "): corrupt header: shape ", shape_str(shape), " is too large");
-  size_t n = static_cast<size_t>(*n_or);
-  // Checked before allocating: a 20-byte file claiming a 4 GB image is refused at once.
-  if (expected > src->max_remaining()) {
-    if (gz)
-      fail("load_idx(", name, "): truncated data: expected ", expected, " bytes for shape ",
-           shape_str(shape), ", more than the ", bytes.size(),
-           " compressed bytes of the file can hold");
-    fail("load_idx(", name, "): truncated data: expected ", expected, " bytes for shape ",
-         shape_str(shape), ", got ", src->max_remaining());
-  }
-  std::vector<unsigned char> data(expected);
-  got = src->read(data.data(), expected);
-  if (got < expected)
-    fail("load_idx(", name, "): truncated data: expected ", expected, " bytes for shape ",
-         shape_str(shape), ", got ", got);
-  unsigned char extra;
-  if (src->read(&extra, 1) != 0)
-    fail("load_idx(", name, "): trailing data: the file holds more than the ", expected,
-         " bytes its header's shape ", shape_str(shape), " implies");
-  const unsigned char* p = data.data();
-  if (type == 0x0D || type == 0x0E) {
-    std::vector<unsigned char> le(expected);
-    for (size_t i = 0; i < n; ++i)
-      for (int b = 0; b < width; ++b) le[i * width + b] = p[i * width + width - 1 - b];
-    return Array(le.data(), shape, type == 0x0D ? DType::Float32 : DType::Float64);
-  }
-  std::vector<int32_t> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char* q = p + i * width;
-    switch (type) {
-      case 0x08:
-        v[i] = q[0];
-        break;
-      case 0x09:
-        v[i] = static_cast<int8_t>(q[0]);
-        break;
-      case 0x0B:
-        v[i] = static_cast<int16_t>(q[0] << 8 | q[1]);
-        break;
-      default:
-        v[i] = static_cast<int32_t>(be32(q));
-        break;
-    }
-  }
-  return Array(v, shape);
+  const Header h = read_header(*src, gz, bytes.size(), name);
+  std::vector<unsigned char> data(h.data_bytes);
+  read_data(*src, h, data.data(), name);
+  const size_t n = h.data_bytes / static_cast<size_t>(h.width);
+  std::vector<unsigned char> decoded(n * static_cast<size_t>(itemsize(dtype_of_type(h.type))));
+  decode_idx(data.data(), n, h.type, decoded.data());
+  return Array(decoded.data(), h.shape, dtype_of_type(h.type));
+}
+
+io::IdxLayout io::idx_layout(std::string_view bytes, const std::string& name) {
+  if (is_gzip(bytes))
+    fail("load_idx(", name,
+         "): gzip-compressed data cannot be mapped; expected an "
+         "uncompressed IDX file (inflate it first: gunzip, or io::inflate_idx)");
+  PlainSource src(bytes);
+  const Header h = read_header(src, false, bytes.size(), name);
+  const size_t offset = 4 + h.dims.size();
+  if (bytes.size() - offset != h.data_bytes)
+    fail("load_idx(", name, "): trailing data: the file holds more than the ", h.data_bytes,
+         " bytes its header's shape ", shape_str(h.shape), " implies");
+  return IdxLayout{dtype_of_type(h.type), h.shape, offset, h.type, h.width};
+}
+
+std::string io::inflate_idx(std::string_view bytes, const std::string& name) {
+  const bool gz = is_gzip(bytes);
+  std::unique_ptr<Source> src;
+  if (gz)
+    src = std::make_unique<GzipSource>(bytes, name);
+  else
+    src = std::make_unique<PlainSource>(bytes);
+  const Header h = read_header(*src, gz, bytes.size(), name);
+  std::string out;
+  out.reserve(4 + h.dims.size() + h.data_bytes);
+  out.append(reinterpret_cast<const char*>(h.raw), 4);
+  out.append(reinterpret_cast<const char*>(h.dims.data()), h.dims.size());
+  const size_t at = out.size();
+  out.resize(at + h.data_bytes);
+  read_data(*src, h, reinterpret_cast<unsigned char*>(out.data() + at), name);
+  return out;
 }
 
 Array load_idx(const std::string& path) {

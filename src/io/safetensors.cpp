@@ -43,39 +43,66 @@ constexpr std::pair<const char*, DType> kDTypes[] = {
     {"U32", DType::UInt32},  {"F16", DType::Float16}, {"BF16", DType::BFloat16},
     {"F32", DType::Float32}, {"F64", DType::Float64}, {"C64", DType::Complex64}};
 // The format's other dtypes, which spmd has no type for.
-constexpr const char* kOtherDTypes[] = {"U8",      "I8", "U16",     "I16",     "U64",    "F8_E5M2",
-                                        "F8_E4M3", "F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"};
+constexpr const char* kOtherDTypes[] = {
+    "U8",      "I8",          "U16",         "I16", "U64",     "F8_E5M2", "F8_E4M3",
+    "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F4",  "F6_E2M3", "F6_E3M2"};
 
 const char* kSupportedList = "BOOL, I32, I64, U32, F16, BF16, F32, F64, C64";
 
-// A string from the file fit to quote in a message: control bytes escaped, at most 200 bytes
-// (cut on a UTF-8 character boundary).
+// The length of the valid UTF-8 sequence at s[i], or 0 when none starts there.
+size_t utf8_length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return k < s.size() ? static_cast<uint8_t>(s[k]) : 0; };
+  const uint8_t c = at(i);
+  size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+             : c >= 0xE0 && c <= 0xEF ? 3
+             : c >= 0xF0 && c <= 0xF4 ? 4
+                                      : 0;
+  // The second byte's range excludes overlong forms, surrogates and code points past U+10FFFF.
+  const uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+  const uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+  if (n == 0 || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (at(i + k) < 0x80 || at(i + k) > 0xBF) return 0;
+  return n;
+}
+
+// A string from the file fit to quote in a message: valid UTF-8 kept, control characters and
+// any other byte escaped (\xNN), at most 200 bytes of it.
 std::string printable(std::string_view s) {
-  bool cut = s.size() > 200;
-  if (cut) {
-    size_t n = 200;
-    while (n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80) --n;
-    s = s.substr(0, n);
-  }
   std::string out;
-  for (char c : s) {
-    auto u = static_cast<uint8_t>(c);
-    if (u >= 0x20 && u != 0x7f) {
-      out += c;
+  size_t i = 0;
+  for (; i < s.size() && i < 200; ++i) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    if (size_t n = utf8_length(s, i)) {
+      out.append(s.substr(i, n));
+      i += n - 1;
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
     } else {
       const char* hex = "0123456789abcdef";
       out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
+      out += hex[c >> 4];
+      out += hex[c & 15];
     }
   }
-  return cut ? out + "..." : out;
+  return i < s.size() ? out + "..." : out;
 }
 
-std::string quote(std::string_view s) { return "'" + printable(s) + "'"; }
+// (Built by appending: GCC 12 warns falsely, -Wrestrict, about "literal" + std::string&&.)
+std::string quote(std::string_view s) {
+  std::string out = "'";
+  out += printable(s);
+  out += '\'';
+  return out;
+}
 
 std::string offsets_str(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  std::string out = "[";
+  out += std::to_string(begin);
+  out += ", ";
+  out += std::to_string(end);
+  out += ']';
+  return out;
 }
 
 // One header entry as the JSON gives it, before validation.
@@ -431,8 +458,8 @@ const char* safetensors_dtype(DType t, const std::string& where, const std::stri
   for (const auto& [s, d] : kDTypes)
     if (d == t) return s;
   fail(where, ": tensor ", quote(name), " is ", dtype_name(t),
-       ", which safetensors has no dtype for (its complex type is C64: convert it to complex64 "
-       "first)");
+       ", which safetensors has no dtype for; expected one of ", kSupportedList,
+       " (C64 is complex64: convert complex128 to it first)");
 }
 
 }  // namespace
@@ -441,10 +468,10 @@ io::SafetensorsContents io::parse_safetensors(std::string_view bytes, const std:
                                               const std::map<std::string, NamedSharding>& layouts) {
   const std::string where = "load_safetensors(" + name + ")";
   Parsed p = parse(bytes, where);
+  std::set<std::string_view> names;
+  for (const Tensor& t : p.tensors) names.insert(t.name);
   for (const auto& [tensor, layout] : layouts) {
-    bool found = std::any_of(p.tensors.begin(), p.tensors.end(),
-                             [&](const Tensor& t) { return t.name == tensor; });
-    if (!found)
+    if (!names.count(tensor))
       fail(where, ": a layout is given for the tensor ", quote(tensor), ", which the file (",
            p.tensors.size(), " tensors) does not hold");
   }

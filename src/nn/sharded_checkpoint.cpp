@@ -53,8 +53,9 @@ std::vector<Block> blocks_of(const spmd::detail::ArrayImpl& impl) {
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::Bool, DType::Int32, DType::Int64, DType::UInt32, DType::Float16,
-                  DType::BFloat16, DType::Float32, DType::Float64, DType::Complex64, DType::Complex128})
+  for (DType t :
+       {DType::Bool, DType::Int32, DType::Int64, DType::UInt32, DType::Float16, DType::BFloat16,
+        DType::Float32, DType::Float64, DType::Complex64, DType::Complex128})
     if (dtype_name(t) == name) return t;
   fail("load_sharded_checkpoint: unknown dtype '", name, "' in the manifest");
 }
@@ -106,8 +107,10 @@ void save_sharded_checkpoint(const std::string& dir, const Checkpoint& c) {
       } catch (const json::exception&) {
       }
   }
-  json manifest = {{"format", kFormat},        {"version", 1},
-                   {"generation", generation}, {"arrays", json::object()},
+  json manifest = {{"format", kFormat},
+                   {"version", 1},
+                   {"generation", generation},
+                   {"arrays", json::object()},
                    {"ints", json::object()}};
   int a = 0;
   for (const auto& [name, x] : c.arrays) {
@@ -150,7 +153,8 @@ void save_sharded_checkpoint(const std::string& dir, const Checkpoint& c) {
     // Block files the new manifest does not name (earlier generations', a killed save's).
     std::set<std::string> named;
     for (const auto& item : manifest["arrays"].items())
-      for (const auto& block : item.value()["blocks"]) named.insert(block["file"].get<std::string>());
+      for (const auto& block : item.value()["blocks"])
+        named.insert(block["file"].get<std::string>());
     std::error_code ignored;
     for (const auto& f : fs::directory_iterator(dir, ignored)) {
       const std::string name = f.path().filename().string();
@@ -189,7 +193,6 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
       // The block files, memory-mapped: only the byte ranges of the saved blocks that overlap a
       // wanted block are read (restoring onto another mesh or process count reads this
       // process's part, never a whole array per process).
-      std::map<std::string, std::unique_ptr<io::MappedFile>> mapped;
       std::map<std::string, Array> parsed;  // files stored otherwise (Fortran order, big-endian)
       auto assemble = [&](const Index& want) {
         Array out = spmd::detail::make_array(AbstractValue{shape_of(want), dtype, false});
@@ -199,15 +202,9 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
           for (size_t d = 0; overlaps && d < want.size(); ++d)
             overlaps = index[d].first < want[d].second && want[d].first < index[d].second;
           if (!overlaps && !want.empty()) continue;
-          auto it = mapped.find(file);
-          if (it == mapped.end()) {
-            const std::string path_of_block = (fs::path(dir) / file).string();
-            it = mapped
-                     .emplace(file, std::make_unique<io::MappedFile>(path_of_block,
-                                                                     "load_sharded_checkpoint"))
-                     .first;
-          }
-          const std::string_view bytes = it->second->bytes();
+          // (Mapped for this block only: the pages read leave this process's memory with it.)
+          const io::MappedFile mapping((fs::path(dir) / file).string(), "load_sharded_checkpoint");
+          const std::string_view bytes = mapping.bytes();
           const io::NpyLayout layout = io::npy_layout(bytes, (fs::path(dir) / file).string());
           if (layout.shape != shape_of(index) || layout.dtype != dtype)
             fail("load_sharded_checkpoint: block file '", file, "' of '", name, "' holds ",
@@ -217,12 +214,10 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
           if (layout.fortran || layout.swap) {
             auto p = parsed.find(file);
             if (p == parsed.end())
-              p = parsed.emplace(file, io::parse_npy(bytes, (fs::path(dir) / file).string()))
-                      .first;
+              p = parsed.emplace(file, io::parse_npy(bytes, (fs::path(dir) / file).string())).first;
             data = static_cast<const char*>(p->second.data());
           }
-          copy_overlap(data, index, static_cast<char*>(out.impl()->data()), want,
-                       itemsize(dtype));
+          copy_overlap(data, index, static_cast<char*>(out.impl()->data()), want, itemsize(dtype));
         }
         return out;
       };

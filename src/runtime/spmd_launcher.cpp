@@ -290,8 +290,8 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
       }
       gathered.push_back(runtime::allocate(
           std::max<size_t>(static_cast<size_t>(shape_size(b.block) * item), 1), devices[k]));
-      cpu::strided_copy(in[i].data, offset_of(b, c), b.block_strides, b.block, gathered.back()->data,
-                   item, 1);
+      cpu::strided_copy(in[i].data, offset_of(b, c), b.block_strides, b.block,
+                        gathered.back()->data, item, 1);
       ins[i] = gathered.back()->data;
     }
     size_t offset = 0;
@@ -368,7 +368,7 @@ void launch_spmd(const compile::SpmdExecutable& compiled, const SpmdPlacement& w
     for (size_t k = 0; k < b.staged_perm.size(); ++k)
       inverse[static_cast<size_t>(b.staged_perm[k])] = static_cast<int>(k);
     cpu::transpose_copy(staged[j]->data, b.staged_shape, inverse, out[j].data,
-                   static_cast<int>(itemsize(out_types[j].dtype)), cpu::hardware_threads());
+                        static_cast<int>(itemsize(out_types[j].dtype)), cpu::hardware_threads());
   }
   runtime::Timeline::flush();
   {

@@ -57,14 +57,14 @@ TEST_F(GlobalArrayAcrossProcesses, ShardMapOnBlocksMovedFirst) {
   const Shape shape{8, 16};
   const std::vector<float> host = host_values(shape);
   const Mesh mesh = mesh_2x4(true);
-  auto f = shard_map([](const Array& x) { return psum(x * 2.0f, "b"); }, mesh, P("a", "b"),
-                     P("a"));
+  auto f = shard_map([](const Array& x) { return psum(x * 2.0f, "b"); }, mesh, P("a", "b"), P("a"));
   Array x = device_put(Array(host, shape), named(mesh, P(none, "a")));
   Array y = f(x);
   EXPECT_EQ(y.shape(), (Shape{8, 4}));
   std::vector<float> want(8 * 4, 0.0f);
   for (int64_t r = 0; r < 8; ++r)
-    for (int64_t c = 0; c < 16; ++c) want[static_cast<size_t>(r * 4 + c % 4)] += 2.0f * host[r * 16 + c];
+    for (int64_t c = 0; c < 16; ++c)
+      want[static_cast<size_t>(r * 4 + c % 4)] += 2.0f * host[r * 16 + c];
   expect_blocks(y, want, {8, 4}, named(mesh, P("a")), "shard_map");
   Array z = jit([&](const Array& a) { return f(a); })(x);
   expect_blocks(z, want, {8, 4}, named(mesh, P("a")), "jit(shard_map)");
@@ -116,13 +116,20 @@ TEST_F(GlobalArrayAcrossProcesses, BadInputsFailOnEveryProcess) {
   EXPECT_THAT([&] { make_array_from_callback(shape, s, [](const Index&) { return zeros({3}); }); },
               ::testing::ThrowsMessage<Error>(HasSubstr("for the block at")));
   // A shape the mesh does not divide.
-  EXPECT_THAT([&] { device_put(zeros({7, 16}), named(mesh_2x4(false), P("a", "b"))); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("7")));
+  EXPECT_THAT(
+      [&] {
+        device_put(zeros({7, 16}), named(mesh_2x4(false), P("a", "b")));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("7")));
   // A sharding over other devices.
   std::vector<Device> all = devices();
-  Array x = device_put(zeros(shape), NamedSharding(Mesh({4}, {"x"}, {all[0], all[2], all[4], all[6]}), P("x")));
-  EXPECT_THAT([&] { reshard(x, NamedSharding(Mesh({4}, {"x"}, {all[1], all[3], all[5], all[7]}), P("x"))); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("other devices")));
+  Array x = device_put(zeros(shape),
+                       NamedSharding(Mesh({4}, {"x"}, {all[0], all[2], all[4], all[6]}), P("x")));
+  EXPECT_THAT(
+      [&] {
+        reshard(x, NamedSharding(Mesh({4}, {"x"}, {all[1], all[3], all[5], all[7]}), P("x")));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("other devices")));
   // And the processes still work together afterwards.
   Array y = device_put(Array(host, shape), s);
   EXPECT_EQ(multihost_utils::process_allgather(y).to_vector<float>(), host);
