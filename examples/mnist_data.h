@@ -111,6 +111,33 @@ inline Dataset load(const std::string& dir, const std::string& prefix, int64_t l
   return {to_unit(images.reshape({n, -1})), labels, images.shape()[1], images.shape()[2]};
 }
 
+// A data set as sources for spmd::data::Loader (the MLP reads its training batches so): images
+// (n, rows, cols) and labels (n,) straight from the IDX files, memory-mapped (a .gz file is
+// inflated into memory once, as bytes), as load_idx's dtypes (int32 pixels and labels); limit > 0
+// keeps only the first `limit` samples.
+struct Sources {
+  spmd::data::ArraySource images, labels;
+  int64_t rows = 0, cols = 0;
+};
+inline Sources sources(const std::string& dir, const std::string& prefix, int64_t limit) {
+  spmd::data::ArraySource images(find_file(dir, prefix + "-images-idx3-ubyte"));
+  spmd::data::ArraySource labels(find_file(dir, prefix + "-labels-idx1-ubyte"));
+  auto full_shape = [](const spmd::data::ArraySource& s) {
+    spmd::Shape shape = s.sample_shape();
+    shape.insert(shape.begin(), s.size());
+    return spmd::shape_str(shape);
+  };
+  if (images.sample_shape().size() != 2 || !labels.sample_shape().empty() ||
+      images.size() != labels.size())
+    spmd::fail("expected images (n, rows, cols) and labels (n,), got ", full_shape(images), " and ",
+               full_shape(labels));
+  if (limit > 0 && limit < images.size()) {
+    images = images.first(limit);
+    labels = labels.first(limit);
+  }
+  return {images, labels, images.sample_shape()[0], images.sample_shape()[1]};
+}
+
 // Where a run stands, kept in its checkpoint beside the trees: the data-order key, the epochs
 // done and the steps taken.
 struct Progress {

@@ -2,7 +2,10 @@
 // every batch is split across devices, each device computes gradients on its shard, the gradients
 // are summed with psum, and every replica applies the same update to the parameters, which are
 // held once (passed to pmap unmapped: in_axes None, out_axes None).
-// Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package.
+// Default data: Fashion-MNIST as installed by Debian's dataset-fashion-mnist package. The
+// training batches come from a data loader (spmd/data.h): each process reads only its devices'
+// rows of every global batch, straight from the IDX files, in an order fixed by (seed, epoch),
+// assembled on a background thread while the devices train on the batch before.
 // --steps-per-call K runs K training steps as one lax::scan inside one pmap call (one dispatch
 // for K steps; the same parameters as K separate calls, bit for bit).
 #include <spmd/spmd.h>
@@ -15,6 +18,7 @@
 #include <filesystem>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include "mnist_data.h"
@@ -54,16 +58,17 @@ int run(const Options& opt) {
     fail("--batch-size ", opt.batch_size, " must be divisible by the number of devices ", ndev);
   const int64_t per_device = opt.batch_size / ndev;
 
-  // The two files are inflated at once, one per core: most of the start-up is gzip.
+  // The two files are inflated at once, one per core: most of the start-up is gzip. The
+  // training set is opened as data sources (the test set is read whole, by every process).
   auto test_loading =
       std::async(std::launch::async, [&] { return load(opt.data, "t10k", opt.test_limit); });
-  Dataset train = load(opt.data, "train", opt.train_limit);
+  mnist_data::Sources train = mnist_data::sources(opt.data, "train", opt.train_limit);
   Dataset test = test_loading.get();
-  const int64_t n_train = train.images.shape()[0];
+  const int64_t n_train = train.images.size();
   const int64_t steps_per_epoch = n_train / opt.batch_size;
   if (steps_per_epoch == 0)
     fail("the training set (", n_train, " samples) is smaller than one batch");
-  const int64_t features = train.images.shape()[1];
+  const int64_t features = train.rows * train.cols;
 
   nn::Optimizer optimizer = opt.optimizer == "adam"
                                 ? nn::Optimizer::adam(opt.learning_rate)
@@ -164,6 +169,27 @@ int run(const Options& opt) {
     return nn::correct_count(nn::mlp_apply(p, x), y);
   });
 
+  // Each global batch is split over every process's devices in global order ("batch", one block
+  // of per_device rows each): this process reads the rows of its devices' blocks, its part of
+  // the batch. The order of an epoch's samples is a function of the seed (the run's key, kept in
+  // its checkpoint) and the epoch alone, the same in every process and for any device count.
+  const std::vector<uint32_t> key_words = key.to_vector<uint32_t>();
+  data::LoaderOptions load_options;
+  load_options.global_batch = opt.batch_size;
+  load_options.seed = uint64_t{key_words[0]} << 32 | key_words[1];
+  load_options.prefetch = static_cast<int>(std::max<int64_t>(2, opt.steps_per_call));
+  load_options.sharding = NamedSharding(make_mesh({ndev}, {"batch"}), P("batch"));
+  data::Loader loader({train.images, train.labels}, load_options);
+  // A batch of images as the model reads them: float32 in [0, 1], one row per image (one fused
+  // pass, as mnist_data::load converts the test set).
+  auto to_unit = jit([](const Array& x) { return astype(x, float32) / 255.0; });
+  auto next_batch = [&] {
+    std::optional<std::vector<Array>> b = loader.next_local();
+    if (!b) fail("the data loader ran out of batches before the end of the epoch");
+    return std::pair(to_unit((*b)[0]).reshape({nlocal, per_device, features}),
+                     (*b)[1].reshape({nlocal, per_device}));
+  };
+
   nn::MLP rparams = params;
   if (!rstate.count.valid()) rstate = opt.sharded_update ? nn::replicate(state, devs) : state;
   if (leader)
@@ -174,20 +200,14 @@ int run(const Options& opt) {
               << std::endl;
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
-    Array perm =
-        random::permutation(random::fold_in(key, static_cast<uint32_t>(epoch + 1)), n_train);
-    Array xs = take(train.images, perm, 0);
-    Array ys = take(train.labels, perm, 0);
+    loader.start_epoch(epoch);
     double loss_sum = 0;
     int64_t correct = 0;
     for (int64_t i = 0; i < steps_per_epoch;) {
       const int64_t k = std::min(opt.steps_per_call, steps_per_epoch - i);
       if (opt.steps_per_call == 1) {
         // This process's devices take their consecutive shards of the global batch.
-        int64_t b = i * opt.batch_size + first * per_device;
-        int64_t e = b + nlocal * per_device;
-        Array xb = slice(xs, {Range{b, e}}).reshape({nlocal, per_device, features});
-        Array yb = slice(ys, {Range{b, e}}).reshape({nlocal, per_device});
+        auto [xb, yb] = next_batch();
         auto [np, ns, loss, corr] = train_step(rparams, rstate, xb, yb);
         rparams = np;
         rstate = ns;
@@ -195,12 +215,13 @@ int run(const Options& opt) {
         correct += corr[0].item<int64_t>();
       } else {
         // k global batches, (k, devices, per_device, ...), of which this process's devices'.
-        int64_t b = i * opt.batch_size, e = b + k * opt.batch_size;
-        Range mine{first, first + nlocal};
-        Array xb = slice(slice(xs, {Range{b, e}}).reshape({k, ndev, per_device, features}),
-                         {Range{}, mine});
-        Array yb = slice(slice(ys, {Range{b, e}}).reshape({k, ndev, per_device}), {Range{}, mine});
-        auto [np, ns, losses, corrs] = train_steps(rparams, rstate, xb, yb);
+        std::vector<Array> xk, yk;
+        for (int64_t j = 0; j < k; ++j) {
+          auto [xb, yb] = next_batch();
+          xk.push_back(xb);
+          yk.push_back(yb);
+        }
+        auto [np, ns, losses, corrs] = train_steps(rparams, rstate, stack(xk), stack(yk));
         rparams = np;
         rstate = ns;
         std::vector<double> l = losses[0].to_vector<double>();

@@ -2,11 +2,14 @@
 """Writes the seed corpora of the fuzz targets into fuzz/corpus/<target>/: a few small valid
 files of each format and edge cases next to them (empty and scalar shapes, other byte orders,
 format versions, gzip members, bool bytes other than 0/1, wrong sizes). Rerun after changing a
-format; the output is committed (a few KB in all). Needs NumPy for the .npy seeds."""
+format; the output is committed (a few KB in all). Needs NumPy for the .npy and safetensors
+seeds. Usage: make_corpus.py [target...] (default: every target's seeds)."""
 import gzip
 import io
+import json
 import os
 import struct
+import sys
 
 import numpy as np
 
@@ -117,7 +120,82 @@ def checkpoint_seeds():
         + struct.pack("<Q", 30000 * 30000 * 4))
 
 
+def safetensors_file(tensors, metadata=None, order=None, dumps=None, pad=True):
+    """A safetensors file of (name, dtype, numpy array) tensors, data in `order` (default: name
+    order), the header as json.dumps gives it (default: compact, as the reference writes it)."""
+    header = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    by_name = {name: (dtype, a) for name, dtype, a in tensors}
+    data = b""
+    for name in order or sorted(by_name):
+        dtype, a = by_name[name]
+        b = a.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = (dumps or (lambda x: json.dumps(x, separators=(",", ":"))))(header).encode()
+    if pad:
+        h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_raw(header, data=b""):
+    h = header.encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_seeds():
+    f32 = np.arange(6, dtype="<f4").reshape(2, 3)
+    put("safetensors", "f32_2x3", safetensors_file([("w", "F32", f32)]))
+    bf16 = (np.array([1.0, -3.140625, 1e38], dtype="<f4").view("<u4") >> 16).astype("<u2")
+    every = [("bool", "BOOL", np.array([1, 0, 2, 255], dtype="u1")),
+             ("i32", "I32", np.array([[-1, 7], [2**31 - 1, -2**31]], dtype="<i4")),
+             ("i64", "I64", np.array(-5, dtype="<i8")),
+             ("u32", "U32", np.array([0, 4294967295], dtype="<u4")),
+             ("f16", "F16", np.array([0.5, -1.0, 65504], dtype="<f2")),
+             ("bf16", "BF16", bf16),
+             ("f64", "F64", np.array([1 / 3, -0.0], dtype="<f8")),
+             ("c64", "C64", np.array([1 + 2j, -0.5j], dtype="<c8")),
+             ("empty", "F32", np.zeros((0, 3), dtype="<f4"))]
+    put("safetensors", "every_dtype", safetensors_file(every, metadata={"format": "pt"}))
+    # Blocks for the target's 2x2 mesh: even leading dimensions, one odd second dimension.
+    put("safetensors", "shardable", safetensors_file(
+        [("a", "F32", np.arange(24, dtype="<f4").reshape(4, 6)),
+         ("b", "I32", np.arange(12, dtype="<i4").reshape(2, 2, 3)),
+         ("c", "F64", np.arange(6, dtype="<f8").reshape(2, 3)),
+         ("m", "BOOL", np.array([[0, 1], [3, 0]], dtype="u1"))]))
+    put("safetensors", "python_json", safetensors_file(
+        every[:4], metadata={"note": "h\u00e9llo"}, order=["u32", "i64", "bool", "i32"],
+        dumps=json.dumps, pad=False))
+    put("safetensors", "empty", safetensors_file([]))
+    put("safetensors", "metadata_only", safetensors_file([], metadata={"a": "b", "c": ""}))
+    entry = '"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}'
+    put("safetensors", "overlap", safetensors_raw(
+        '{"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},'
+        '"b":{"dtype":"I32","shape":[2],"data_offsets":[4,12]}}', b"\0" * 12))
+    put("safetensors", "hole", safetensors_raw(
+        '{"a":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}}', b"\0" * 8))
+    put("safetensors", "trailing", safetensors_raw("{" + entry + "}", b"\0" * 25))
+    put("safetensors", "short_data", safetensors_raw("{" + entry + "}", b"\0" * 23))
+    put("safetensors", "offsets_mismatch", safetensors_raw(
+        '{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}}', b"\0" * 20))
+    put("safetensors", "duplicate", safetensors_raw("{" + entry + "," + entry + "}", b"\0" * 24))
+    put("safetensors", "dtype_u8", safetensors_raw(
+        '{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"\1\2"))
+    put("safetensors", "shape_overflow", safetensors_raw(
+        '{"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}}'))
+    put("safetensors", "huge_claim", safetensors_raw(
+        '{"w":{"dtype":"F64","shape":[30000,30000],"data_offsets":[0,7200000000]}}'))
+    put("safetensors", "header_too_long", struct.pack("<Q", 1000) + b"{}")
+    put("safetensors", "escaped_names", safetensors_raw(
+        '{"\\u0000\\ud83d\\ude00":{"dtype":"I32","shape":[],"data_offsets":[0,4]},'
+        '"__metadata__":{"k\\n":"v\\"w"}}', b"\1\0\0\0"))
+
+
+SEEDS = {"npy": npy_seeds, "idx": idx_seeds, "checkpoint": checkpoint_seeds,
+         "safetensors": safetensors_seeds}
+
 if __name__ == "__main__":
-    npy_seeds()
-    idx_seeds()
-    checkpoint_seeds()
+    for target in sys.argv[1:] or SEEDS:
+        SEEDS[target]()

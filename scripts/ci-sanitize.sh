@@ -7,12 +7,13 @@
 # Usage: scripts/ci-sanitize.sh [fuzz-seconds-per-target]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-subset=(hostile_inputs_test io_test device_test pmap_nested_test pmap_stress_test jit_cache_test
+subset=(hostile_inputs_test io_test safetensors_test device_test pmap_nested_test pmap_stress_test jit_cache_test
         scan_test while_loop_test cond_test collective_mismatch_test checkpoint_test
         codegen_test fusion_test  # generated loop kernels run under the sanitizers too
         pmap_batched_test float16_test  # batched replicas, 16-bit floats
         complex_test fft_test  # complex arithmetic, kissfft
-        shared_heap_test)  # memory other processes map, and fork
+        shared_heap_test  # memory other processes map, and fork
+        global_array_test sharded_checkpoint_test)  # blocked arrays, reshards, killed saves
 scripts/fuzz-build.sh fuzz_targets "${subset[@]}"
 source scripts/openblas-core.sh  # as scripts/test.sh: OpenBLAS's kernel where it is generic
 export ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=0"
