@@ -105,17 +105,6 @@ void copy_box(const char* from, const Shape& from_start, const Shape& from_shape
 
 namespace {
 
-Shape starts(const Index& index) {
-  Shape s;
-  for (const auto& r : index) s.push_back(r.first);
-  return s;
-}
-Shape stops(const Index& index) {
-  Shape s;
-  for (const auto& r : index) s.push_back(r.second);
-  return s;
-}
-
 // Block b's data: the index of the first mesh position holding it here.
 const Index& index_of_block(const ArrayImpl& impl, const std::vector<Index>& indices, int b) {
   for (size_t pos = 0; pos < impl.block_at.size(); ++pos)
@@ -141,8 +130,8 @@ Array with_named_sharding(const Array& x, std::shared_ptr<const NamedSharding> s
   for (size_t b = 0; b < o.blocks.size(); ++b) {
     const Index& index = index_of_block(o, indices, static_cast<int>(b));
     copy_box(static_cast<const char*>(impl.data()), origin, aval.shape,
-             static_cast<char*>(o.blocks[b]->data), starts(index), block, starts(index),
-             stops(index), itemsize(aval.dtype));
+             static_cast<char*>(o.blocks[b]->data), index_starts(index), block, index_starts(index),
+             index_stops(index), itemsize(aval.dtype));
   }
   return out;
 }
@@ -172,8 +161,9 @@ Array whole_array(const Array& x, const char* what, bool zeros_elsewhere) {
   if (missing && aval.nbytes()) std::memset(o, 0, aval.nbytes());
   const Shape origin(aval.shape.size(), 0);
   for (const auto& [index, b] : local)
-    copy_box(static_cast<const char*>(impl.blocks[static_cast<size_t>(b)]->data), starts(index),
-             block, o, origin, aval.shape, starts(index), stops(index), itemsize(aval.dtype));
+    copy_box(static_cast<const char*>(impl.blocks[static_cast<size_t>(b)]->data),
+             index_starts(index), block, o, origin, aval.shape, index_starts(index),
+             index_stops(index), itemsize(aval.dtype));
   return out;
 }
 

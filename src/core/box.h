@@ -7,9 +7,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "spmd/mesh.h"
 #include "spmd/shape.h"
 
 namespace spmd::detail {
+
+// A block's first coordinates and the ones past its end, per dimension.
+inline Shape index_starts(const Index& index) {
+  Shape s;
+  for (const auto& r : index) s.push_back(r.first);
+  return s;
+}
+inline Shape index_stops(const Index& index) {
+  Shape s;
+  for (const auto& r : index) s.push_back(r.second);
+  return s;
+}
 
 // Calls run(from_byte, to_byte, bytes) for each contiguous run of the box, in row-major order;
 // runs contiguous in both blocks are merged. Nothing for an empty box.

@@ -30,17 +30,8 @@ namespace spmd {
 namespace {
 
 using detail::ArrayImpl;
-
-Shape starts(const Index& index) {
-  Shape s;
-  for (const auto& r : index) s.push_back(r.first);
-  return s;
-}
-Shape stops(const Index& index) {
-  Shape s;
-  for (const auto& r : index) s.push_back(r.second);
-  return s;
-}
+using detail::index_starts;
+using detail::index_stops;
 
 std::string index_str(const Index& index) {
   std::string s = "[";
@@ -137,9 +128,9 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
       const size_t bytes = static_cast<size_t>(box_size(lo, hi)) * item;
       if (sender == me && q == me) {
         const size_t spos = static_cast<size_t>(here[s]);
-        detail::copy_box(block_data(impl, spos), starts(src[spos]), src_block,
-                         const_cast<char*>(block_data(o, tpos)), starts(dst[tpos]), dst_block, lo,
-                         hi, item);
+        detail::copy_box(block_data(impl, spos), index_starts(src[spos]), src_block,
+                         const_cast<char*>(block_data(o, tpos)), index_starts(dst[tpos]), dst_block,
+                         lo, hi, item);
       } else if (sender == me) {
         to_send[q].push_back({s, tpos, lo, hi});
         send_bytes[q] += bytes;
@@ -170,8 +161,8 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
   };
   for (auto& [peer, pieces] : to_send) {
     if (t->reads_directly(peer)) {
-      sends.push_back({peer, addresses.data(), addresses.size() * sizeof(uint64_t),
-                       distributed::kHostChannel});
+      sends.push_back(
+          {peer, addresses.data(), addresses.size() * sizeof(uint64_t), distributed::kHostChannel});
       continue;
     }
     char* buffer = (sent[peer] = std::make_unique_for_overwrite<char[]>(send_bytes[peer])).get();
@@ -180,8 +171,8 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
       const size_t spos = static_cast<size_t>(here[p.source]);
       Shape extent(p.lo.size());
       for (size_t d = 0; d < extent.size(); ++d) extent[d] = p.hi[d] - p.lo[d];
-      detail::copy_box(block_data(impl, spos), starts(src[spos]), src_block, buffer + at, p.lo,
-                       extent, p.lo, p.hi, item);
+      detail::copy_box(block_data(impl, spos), index_starts(src[spos]), src_block, buffer + at,
+                       p.lo, extent, p.lo, p.hi, item);
       at += static_cast<size_t>(box_size(p.lo, p.hi)) * item;
     }
     chunked(peer, buffer, send_bytes[peer], sends);
@@ -208,8 +199,8 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
       for (const Piece& p : pieces) {
         const char* base = reinterpret_cast<const char*>(table->second[p.source]);
         char* target = const_cast<char*>(block_data(o, p.target_pos));
-        detail::for_each_box_run(starts(src[sources[p.source].pos]), src_block,
-                                 starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item,
+        detail::for_each_box_run(index_starts(src[sources[p.source].pos]), src_block,
+                                 index_starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item,
                                  [&](size_t f, size_t to_at, size_t n) {
                                    regions.push_back({base + f, target + to_at, n});
                                  });
@@ -222,7 +213,7 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
       Shape extent(p.lo.size());
       for (size_t d = 0; d < extent.size(); ++d) extent[d] = p.hi[d] - p.lo[d];
       detail::copy_box(at, p.lo, extent, const_cast<char*>(block_data(o, p.target_pos)),
-                       starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item);
+                       index_starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item);
       at += static_cast<size_t>(box_size(p.lo, p.hi)) * item;
     }
     received[peer].reset();
@@ -366,8 +357,8 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const Ar
     if (b < 0 || !done.insert(b).second) continue;
     detail::copy_box(static_cast<const char*>(whole.impl()->data()), lo, local,
                      static_cast<char*>(o.blocks[static_cast<size_t>(b)]->data),
-                     starts(indices[pos]), block, starts(indices[pos]), stops(indices[pos]),
-                     itemsize(impl.aval.dtype));
+                     index_starts(indices[pos]), block, index_starts(indices[pos]),
+                     index_stops(indices[pos]), itemsize(impl.aval.dtype));
   }
   return out;
 }

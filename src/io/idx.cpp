@@ -211,6 +211,12 @@ DType dtype_of_type(int type) {
   return type == 0x0D ? DType::Float32 : type == 0x0E ? DType::Float64 : DType::Int32;
 }
 
+// The bytes of a plain or gzip-compressed IDX file, as the header reader takes them.
+std::unique_ptr<Source> source_of(std::string_view bytes, const std::string& name) {
+  if (is_gzip(bytes)) return std::make_unique<GzipSource>(bytes, name);
+  return std::make_unique<PlainSource>(bytes);
+}
+
 }  // namespace
 
 void io::decode_idx(const unsigned char* p, size_t n, int type, void* out) {
@@ -250,11 +256,7 @@ void io::decode_idx(const unsigned char* p, size_t n, int type, void* out) {
 
 Array io::parse_idx(std::string_view bytes, const std::string& name) {
   const bool gz = is_gzip(bytes);
-  std::unique_ptr<Source> src;
-  if (gz)
-    src = std::make_unique<GzipSource>(bytes, name);
-  else
-    src = std::make_unique<PlainSource>(bytes);
+  std::unique_ptr<Source> src = source_of(bytes, name);
   const Header h = read_header(*src, gz, bytes.size(), name);
   std::vector<unsigned char> data(h.data_bytes);
   read_data(*src, h, data.data(), name);
@@ -280,11 +282,7 @@ io::IdxLayout io::idx_layout(std::string_view bytes, const std::string& name) {
 
 std::string io::inflate_idx(std::string_view bytes, const std::string& name) {
   const bool gz = is_gzip(bytes);
-  std::unique_ptr<Source> src;
-  if (gz)
-    src = std::make_unique<GzipSource>(bytes, name);
-  else
-    src = std::make_unique<PlainSource>(bytes);
+  std::unique_ptr<Source> src = source_of(bytes, name);
   const Header h = read_header(*src, gz, bytes.size(), name);
   std::string out;
   out.reserve(4 + h.dims.size() + h.data_bytes);
