@@ -18,8 +18,10 @@ namespace spmd {
 // placed on it and of the programs it runs (a jit call's or a pmap replica's intermediates,
 // collectives' scratch), counted in the allocator's size classes (a request rounded up to 64
 // bytes, or to a quarter of its power of two). A sharded array (pmap's mapped outputs,
-// nn::replicate) counts an equal part on each of its devices, its shard; device_put to another
-// device copies, so both devices hold the array. Eager ops and jit calls run on their first
+// nn::replicate) counts an equal part on each of its devices, its shard; an array laid out on a
+// mesh (NamedSharding) counts each block on the devices holding it (a block this process's devices
+// replicate is stored once, an equal part on each); device_put to another device copies, so both
+// devices hold the array. Eager ops and jit calls run on their first
 // input's device (device 0 for new arrays). The peak is the most held at once since the last
 // reset; num_allocs counts the buffers allocated on the device so far. Each device of this
 // process has its own counters; another process's device is an spmd::Error.
