@@ -62,6 +62,15 @@ TEST_F(GlobalArray, StoresOnlyBlocksAndShardsAreViews) {
   // A replicated block is stored once, charged to its devices in equal parts.
   Array r = device_put(x, named(mesh_2d(), P("a")));
   EXPECT_EQ(bytes_in_use() - base, 2 * 16 * 64 * 4);
+  // Reading a replicated array whole reads its one block, which stays charged to its devices.
+  Array whole = device_put(x, named(mesh_2d(), P()));
+  std::vector<int64_t> per_device;
+  for (const Device& d : local_devices()) per_device.push_back(memory_stats(d).bytes_in_use);
+  EXPECT_EQ(whole.to_vector<float>(), host_values(shape));
+  EXPECT_EQ(whole.addressable_shards().size(), 8u);
+  for (size_t k = 0; k < per_device.size(); ++k)
+    EXPECT_EQ(memory_stats(local_devices()[k]).bytes_in_use, per_device[k]) << k;
+  EXPECT_EQ(per_device[0], 3 * 512);  // x's block, and a part of r's and of whole's
 }
 
 TEST_F(GlobalArray, ReadsWholeWhenFullyAddressable) {

@@ -83,6 +83,20 @@ Array reshaped_view(const Array& x, const Shape& shape) {
                      impl.offset, impl.placement, false);
 }
 
+namespace {
+
+// One block as a plain array on `device` (no copy), charged where it is (to every local device
+// that holds it), not to the view's device.
+Array block_view(const AbstractValue& aval, std::shared_ptr<runtime::Buffer> block, int device) {
+  auto view = std::make_shared<ArrayImpl>();
+  view->aval = aval;
+  view->buffer = std::move(block);
+  view->placement = {device};
+  return Array(std::move(view));
+}
+
+}  // namespace
+
 Array blocked_view(const Array& x, const AbstractValue& aval,
                    std::shared_ptr<const NamedSharding> sharding) {
   const ArrayImpl& impl = concrete(x, "blocked_view");
@@ -146,7 +160,7 @@ Array whole_array(const Array& x, const char* what, bool zeros_elsewhere) {
   // A block that is the whole array (replicated here): itself.
   const Shape block = ns.shard_shape(aval.shape);
   if (block == aval.shape && !impl.blocks.empty())
-    return wrap_buffer(aval, impl.blocks.front(), 0, {device}, false);
+    return block_view(aval, impl.blocks.front(), device);
   if (!zeros_elsewhere) check_fully_addressable(impl, what);
   Array out = make_array(aval, device);
   char* o = static_cast<char*>(out.impl()->data());
@@ -238,11 +252,9 @@ std::vector<AddressableShard> Array::addressable_shards() const {
   const auto& devs = ns.mesh().devices();
   for (size_t pos = 0; pos < devs.size(); ++pos) {
     if (impl.block_at[pos] < 0) continue;
-    auto view = std::make_shared<detail::ArrayImpl>();
-    view->aval = block;
-    view->buffer = impl.blocks[static_cast<size_t>(impl.block_at[pos])];
-    view->placement = {devs[pos].local_id};
-    out.push_back({devs[pos], indices[pos], replicas[pos], Array(std::move(view))});
+    out.push_back({devs[pos], indices[pos], replicas[pos],
+                   detail::block_view(block, impl.blocks[static_cast<size_t>(impl.block_at[pos])],
+                                      devs[pos].local_id)});
   }
   return out;
 }
