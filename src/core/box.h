@@ -3,8 +3,10 @@
 // dimension) from one block to another, each block given by its start and shape. Used to copy
 // blocks (copy_box, core/array_impl.h) and by a reshard to list what it reads from another
 // process's memory (distributed/global_arrays.cpp).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "spmd/mesh.h"
@@ -22,6 +24,30 @@ inline Shape index_stops(const Index& index) {
   Shape s;
   for (const auto& r : index) s.push_back(r.second);
   return s;
+}
+// A block's shape.
+inline Shape index_shape(const Index& index) {
+  Shape s;
+  for (const auto& r : index) s.push_back(r.second - r.first);
+  return s;
+}
+// "[0:4, 8:16]", as errors name a block.
+inline std::string index_str(const Index& index) {
+  std::string s = "[";
+  for (size_t d = 0; d < index.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(index[d].first) + ":" + std::to_string(index[d].second);
+  return s + "]";
+}
+// The overlap [lo, hi) of two blocks of one array; false when it is empty.
+inline bool box_overlap(const Index& a, const Index& b, Shape& lo, Shape& hi) {
+  lo.assign(a.size(), 0);
+  hi.assign(a.size(), 0);
+  for (size_t d = 0; d < a.size(); ++d) {
+    lo[d] = std::max(a[d].first, b[d].first);
+    hi[d] = std::min(a[d].second, b[d].second);
+    if (lo[d] >= hi[d]) return false;
+  }
+  return true;
 }
 
 // Calls run(from_byte, to_byte, bytes) for each contiguous run of the box, in row-major order;

@@ -32,13 +32,7 @@ namespace {
 using detail::ArrayImpl;
 using detail::index_starts;
 using detail::index_stops;
-
-std::string index_str(const Index& index) {
-  std::string s = "[";
-  for (size_t d = 0; d < index.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(index[d].first) + ":" + std::to_string(index[d].second);
-  return s + "]";
-}
+using detail::index_str;
 
 std::vector<int> global_ids(const Mesh& mesh) {
   std::vector<int> ids;
@@ -59,24 +53,6 @@ void check_same_devices(const NamedSharding& from, const NamedSharding& to, cons
 const char* block_data(const ArrayImpl& impl, size_t pos) {
   const int b = impl.block_at[pos];
   return b < 0 ? nullptr : static_cast<const char*>(impl.blocks[static_cast<size_t>(b)]->data);
-}
-
-// The overlap of two blocks: false when empty.
-bool overlap(const Index& a, const Index& b, Shape& lo, Shape& hi) {
-  lo.assign(a.size(), 0);
-  hi.assign(a.size(), 0);
-  for (size_t d = 0; d < a.size(); ++d) {
-    lo[d] = std::max(a[d].first, b[d].first);
-    hi[d] = std::min(a[d].second, b[d].second);
-    if (lo[d] >= hi[d]) return false;
-  }
-  return true;
-}
-
-int64_t box_size(const Shape& lo, const Shape& hi) {
-  int64_t n = 1;
-  for (size_t d = 0; d < lo.size(); ++d) n *= hi[d] - lo[d];
-  return n;
 }
 
 Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what) {
@@ -113,7 +89,8 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
   // Each distinct (process, target block), in mesh order: every process walks them alike.
   struct Piece {
     size_t source, target_pos;
-    Shape lo, hi;
+    Shape lo, hi, extent;  // the box, and its shape (its layout in a message)
+    size_t bytes;
   };
   std::map<int, std::vector<Piece>> to_send, to_receive;  // by peer
   std::map<int, size_t> send_bytes, receive_bytes;
@@ -123,19 +100,21 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
     const int q = dst_devs[tpos].process_index;
     if (!targets.emplace(q, dst[tpos]).second) continue;
     for (size_t s = 0; s < sources.size(); ++s) {
-      if (!overlap(src[sources[s].pos], dst[tpos], lo, hi)) continue;
+      if (!detail::box_overlap(src[sources[s].pos], dst[tpos], lo, hi)) continue;
       const int sender = sources[s].holders.count(q) ? q : *sources[s].holders.begin();
-      const size_t bytes = static_cast<size_t>(box_size(lo, hi)) * item;
+      Shape extent(lo.size());
+      for (size_t d = 0; d < extent.size(); ++d) extent[d] = hi[d] - lo[d];
+      const size_t bytes = static_cast<size_t>(shape_size(extent)) * item;
       if (sender == me && q == me) {
         const size_t spos = static_cast<size_t>(here[s]);
         detail::copy_box(block_data(impl, spos), index_starts(src[spos]), src_block,
                          const_cast<char*>(block_data(o, tpos)), index_starts(dst[tpos]), dst_block,
                          lo, hi, item);
       } else if (sender == me) {
-        to_send[q].push_back({s, tpos, lo, hi});
+        to_send[q].push_back({s, tpos, lo, hi, extent, bytes});
         send_bytes[q] += bytes;
       } else if (q == me) {
-        to_receive[sender].push_back({s, tpos, lo, hi});
+        to_receive[sender].push_back({s, tpos, lo, hi, extent, bytes});
         receive_bytes[sender] += bytes;
       }
     }
@@ -169,11 +148,9 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
     size_t at = 0;
     for (const Piece& p : pieces) {
       const size_t spos = static_cast<size_t>(here[p.source]);
-      Shape extent(p.lo.size());
-      for (size_t d = 0; d < extent.size(); ++d) extent[d] = p.hi[d] - p.lo[d];
       detail::copy_box(block_data(impl, spos), index_starts(src[spos]), src_block, buffer + at,
-                       p.lo, extent, p.lo, p.hi, item);
-      at += static_cast<size_t>(box_size(p.lo, p.hi)) * item;
+                       p.lo, p.extent, p.lo, p.hi, item);
+      at += p.bytes;
     }
     chunked(peer, buffer, send_bytes[peer], sends);
   }
@@ -210,11 +187,9 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
     }
     const char* at = received[peer].get();
     for (const Piece& p : pieces) {
-      Shape extent(p.lo.size());
-      for (size_t d = 0; d < extent.size(); ++d) extent[d] = p.hi[d] - p.lo[d];
-      detail::copy_box(at, p.lo, extent, const_cast<char*>(block_data(o, p.target_pos)),
+      detail::copy_box(at, p.lo, p.extent, const_cast<char*>(block_data(o, p.target_pos)),
                        index_starts(dst[p.target_pos]), dst_block, p.lo, p.hi, item);
-      at += static_cast<size_t>(box_size(p.lo, p.hi)) * item;
+      at += p.bytes;
     }
     received[peer].reset();
   }

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <set>
 
-#include "base/copy.h"
 #include "core/array_impl.h"
+#include "core/box.h"
 #include "distributed/process_bytes.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
@@ -47,16 +47,10 @@ Array gather_global(const detail::ArrayImpl& impl) {
   Array out = detail::make_array(AbstractValue{shape, impl.aval.dtype, impl.aval.weak}, 0);
   char* o = static_cast<char*>(out.impl()->data());
   std::vector<size_t> read(all.size(), 0);
-  Shape lo, hi;
   for (const auto& [p, pos] : blocks) {
     if (read[p] + block_bytes > all[p].size())
       fail("process_allgather: process ", p, " sent fewer bytes than its blocks hold");
-    lo.clear();
-    hi.clear();
-    for (const auto& [b, e] : indices[pos]) {
-      lo.push_back(b);
-      hi.push_back(e);
-    }
+    const Shape lo = detail::index_starts(indices[pos]), hi = detail::index_stops(indices[pos]);
     detail::copy_box(all[p].data() + read[p], lo, block, o, Shape(shape.size(), 0), shape, lo, hi,
                      item);
     read[p] += block_bytes;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "base/copy.h"
 #include "core/array_impl.h"
+#include "core/box.h"
 #include "io/file.h"
 #include "io/parsers.h"
 #include "spmd/error.h"
@@ -26,6 +26,9 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+using spmd::detail::index_shape;
+using spmd::detail::index_starts;
 
 constexpr const char* kFormat = "spmd-sharded-checkpoint";
 
@@ -58,32 +61,6 @@ DType dtype_from_name(const std::string& name) {
         DType::Float32, DType::Float64, DType::Complex64, DType::Complex128})
     if (dtype_name(t) == name) return t;
   fail("load_sharded_checkpoint: unknown dtype '", name, "' in the manifest");
-}
-
-Shape shape_of(const Index& index) {
-  Shape s;
-  for (const auto& [b, e] : index) s.push_back(e - b);
-  return s;
-}
-
-// Copies the part of saved block `from` (at `from_index`) that overlaps `to_index` into `to`.
-void copy_overlap(const char* f, const Index& from_index, char* to, const Index& to_index,
-                  size_t item) {
-  Index in_from, in_to;
-  for (size_t d = 0; d < from_index.size(); ++d) {
-    const int64_t lo = std::max(from_index[d].first, to_index[d].first);
-    const int64_t hi = std::min(from_index[d].second, to_index[d].second);
-    if (lo >= hi) return;
-    in_from.emplace_back(lo - from_index[d].first, hi - from_index[d].first);
-    in_to.emplace_back(lo - to_index[d].first, hi - to_index[d].first);
-  }
-  std::vector<std::pair<size_t, size_t>> src;
-  cpu::for_each_block_run(shape_of(from_index), in_from, item,
-                          [&](size_t at, size_t n) { src.emplace_back(at, n); });
-  size_t k = 0;
-  cpu::for_each_block_run(shape_of(to_index), in_to, item, [&](size_t at, size_t n) {
-    std::memcpy(to + at, f + src[k++].first, n);
-  });
 }
 
 }  // namespace
@@ -195,21 +172,21 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
       // process's part, never a whole array per process).
       std::map<std::string, Array> parsed;  // files stored otherwise (Fortran order, big-endian)
       auto assemble = [&](const Index& want) {
-        Array out = spmd::detail::make_array(AbstractValue{shape_of(want), dtype, false});
+        Array out = spmd::detail::make_array(AbstractValue{index_shape(want), dtype, false});
         if (out.nbytes()) std::memset(out.impl()->data(), 0, out.nbytes());
         for (const auto& [index, file] : saved) {
-          bool overlaps = index.size() == want.size();
-          for (size_t d = 0; overlaps && d < want.size(); ++d)
-            overlaps = index[d].first < want[d].second && want[d].first < index[d].second;
-          if (!overlaps && !want.empty()) continue;
+          // (Only a saved block that overlaps the wanted one is read: its overlap [lo, hi).)
+          Shape lo, hi;
+          if (index.size() != want.size() || !spmd::detail::box_overlap(index, want, lo, hi))
+            continue;
           // (Mapped for this block only: the pages read leave this process's memory with it.)
           const io::MappedFile mapping((fs::path(dir) / file).string(), "load_sharded_checkpoint");
           const std::string_view bytes = mapping.bytes();
           const io::NpyLayout layout = io::npy_layout(bytes, (fs::path(dir) / file).string());
-          if (layout.shape != shape_of(index) || layout.dtype != dtype)
+          if (layout.shape != index_shape(index) || layout.dtype != dtype)
             fail("load_sharded_checkpoint: block file '", file, "' of '", name, "' holds ",
                  dtype_name(layout.dtype), shape_str(layout.shape), "; the manifest says ",
-                 dtype_name(dtype), shape_str(shape_of(index)));
+                 dtype_name(dtype), shape_str(index_shape(index)));
           const char* data = bytes.data() + layout.data_offset;
           if (layout.fortran || layout.swap) {
             auto p = parsed.find(file);
@@ -217,7 +194,9 @@ Checkpoint load_sharded_checkpoint(const std::string& dir,
               p = parsed.emplace(file, io::parse_npy(bytes, (fs::path(dir) / file).string())).first;
             data = static_cast<const char*>(p->second.data());
           }
-          copy_overlap(data, index, static_cast<char*>(out.impl()->data()), want, itemsize(dtype));
+          spmd::detail::copy_box(data, index_starts(index), index_shape(index),
+                                 static_cast<char*>(out.impl()->data()), index_starts(want),
+                                 index_shape(want), lo, hi, itemsize(dtype));
         }
         return out;
       };

@@ -4,19 +4,13 @@
 #include <set>
 
 #include "core/array_impl.h"
+#include "core/box.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
 #include "spmd/ops.h"
 
 namespace spmd {
-namespace {
-std::string index_str(const Index& index) {
-  std::string s = "[";
-  for (size_t d = 0; d < index.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(index[d].first) + ":" + std::to_string(index[d].second);
-  return s + "]";
-}
-}  // namespace
+using detail::index_str;
 
 Array make_array_from_callback(const Shape& global, const NamedSharding& sharding,
                                const std::function<Array(const Index&)>& data) {
