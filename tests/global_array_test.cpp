@@ -194,5 +194,25 @@ TEST_F(GlobalArray, DonatedShardedArgumentIsDeleted) {
   expect_blocks(y, want, shape, s, "donated");
 }
 
+TEST_F(GlobalArray, ReshardKeepsEveryDtypeAndEmptyAndScalarArrays) {
+  const Mesh mesh = mesh_2d();
+  for (DType t : {DType::Bool, DType::Int32, DType::Int64, DType::BFloat16, DType::Float16,
+                  DType::Float64, DType::Complex64}) {
+    const Shape shape{4, 8};
+    Array host = (iota(DType::Int32, shape, 1) * 3 + iota(DType::Int32, shape, 0)).astype(t);
+    Array x = device_put(host, named(mesh, P("a", "b")));
+    Array y = reshard(x, named(mesh, P(none, MeshAxes{"b", "a"})));
+    EXPECT_EQ(y.dtype(), t);
+    Array back = reshard(y, named(mesh, P(none, "a")));
+    const Array a = host.astype(DType::Float64), b = back.astype(DType::Float64);
+    EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>()) << dtype_name(t);
+  }
+  // Zero-size and scalar arrays.
+  Array empty = device_put(zeros({0, 8}), named(mesh, P("a", "b")));
+  EXPECT_EQ(reshard(empty, named(mesh, P(none, "b"))).shape(), (Shape{0, 8}));
+  Array scalar = device_put(Array(2.5f), named(mesh, P()));
+  EXPECT_EQ(reshard(scalar, named(mesh_1d(), P())).item<float>(), 2.5f);
+}
+
 }  // namespace
 }  // namespace spmd
