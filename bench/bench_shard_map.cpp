@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "mesh_mlp_body.h"
 #include "spmd/spmd.h"
 
 namespace {
@@ -42,17 +43,7 @@ double mesh_mlp_step_ms(const spmd::Mesh& grid, int reps, int steps) {
   const int64_t batch = 64, in = 32, hidden = 128, classes = 10;
   const float lr = 0.2f;
   const double data_size = 2;
-  auto body = [data_size, lr](const Array& w1, const Array& b1, const Array& w2, const Array& b2,
-                              const Array& x, const Array& y) {
-    auto local_loss = [&](const Array& w1, const Array& b1, const Array& w2, const Array& b2) {
-      Array h = nn::relu(matmul(x, w1) + b1);
-      return nn::cross_entropy(psum(matmul(h, w2), "model") + b2, y) / data_size;
-    };
-    auto [loss, g] = value_and_grad(local_loss, argnums<0, 1, 2, 3>)(w1, b1, w2, b2);
-    auto [g1, gb1, g2, gb2] = g;
-    return std::make_tuple(w1 - lr * g1, b1 - lr * gb1, w2 - lr * g2, b2 - lr * gb2,
-                           psum(loss, "data"));
-  };
+  auto body = spmd::bench::mesh_mlp_body(data_size, lr);
   const PartitionSpec w1s = P(none, "model"), b1s = P("model"), w2s = P("model", none), b2s = P();
   auto step = jit(shard_map(body, grid, {w1s, b1s, w2s, b2s, P("data", none), P("data")},
                             {w1s, b1s, w2s, b2s, P()}));

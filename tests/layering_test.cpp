@@ -79,6 +79,7 @@ const std::map<std::string, std::string> kPublicHeaderLayer = {
     {"spmd/custom_derivatives.h", "transforms"}, {"spmd/jacobians.h", "transforms"},
     {"spmd/callback.h", "transforms"}, {"spmd/checkpoint.h", "transforms"},
     {"spmd/sharding.h", "transforms"},  // shard_map and its spec trees
+    {"spmd/mesh_context.h", "transforms"},  // set_mesh, type_of
     // runtime/: what the runtime reports about each device (memory_stats).
     {"spmd/device.h", "runtime"},
     // The libraries, and the header that includes everything.

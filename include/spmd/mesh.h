@@ -20,6 +20,16 @@ namespace spmd {
 struct NoneAxis {};
 inline constexpr NoneAxis none{};
 
+// How jit treats a mesh axis (JAX's jax.sharding.AxisType):
+// - Explicit (the default, as in JAX 0.9): a value's sharding over the axis is part of its type;
+//   every primitive's sharding rule says how its result lies from how its operands do, and a case
+//   the rule cannot decide (operands split differently) is an spmd::Error that the user resolves
+//   with reshard or with_sharding_constraint.
+// - Auto: the partitioner chooses where values lie, by the bytes each choice communicates.
+// - Manual: the axis is in the hands of shard_map's body (collectives by name); jit leaves it be.
+enum class AxisType { Explicit, Auto, Manual };
+const char* axis_type_str(AxisType t);  // "Explicit", "Auto", "Manual"
+
 // Devices on named axes, major to minor (the last axis varies fastest along the device list).
 // Under MPI a mesh may hold every process's devices (make_mesh does): each process runs the
 // positions of its own devices.
@@ -32,26 +42,35 @@ class Mesh {
   const std::vector<int64_t>& shape() const { return shape_; }
   const std::vector<std::string>& axis_names() const { return names_; }
   const std::vector<Device>& devices() const { return devices_; }
+  // One per axis (Explicit unless made otherwise).
+  const std::vector<AxisType>& axis_types() const { return types_; }
+  AxisType axis_type(const std::string& name) const;  // throws if `name` is not an axis
+  // The same devices and axes with these types (one per axis).
+  Mesh with_axis_types(std::vector<AxisType> types) const;
   int64_t size() const;
   int64_t axis_size(const std::string& name) const;  // throws naming the mesh's axes if unknown
   // The mesh's devices that belong to this process, in mesh order.
   std::vector<Device> local_devices() const;
   bool is_multi_process() const;
-  // "Mesh('data': 2, 'model': 4)", as JAX prints one.
+  // "Mesh('data': 2, 'model': 4)", as JAX prints one (with ", axis_types=(Auto, Explicit)" when
+  // some axis is not Explicit).
   std::string str() const;
   bool operator==(const Mesh& o) const {
-    return shape_ == o.shape_ && names_ == o.names_ && devices_ == o.devices_;
+    return shape_ == o.shape_ && names_ == o.names_ && devices_ == o.devices_ && types_ == o.types_;
   }
 
  private:
   std::vector<int64_t> shape_;
   std::vector<std::string> names_;
   std::vector<Device> devices_;
+  std::vector<AxisType> types_;
 };
 
 // jax.make_mesh: a mesh over the first prod(shape) devices (every process's, by global id);
 // more than there are is an spmd::Error naming both numbers.
-Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names);
+// axis_types: one per axis (empty: every axis Explicit, JAX's default).
+Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names,
+               std::vector<AxisType> axis_types = {});
 
 // Several mesh axes splitting one dimension (the first major): P(MeshAxes{"data", "model"}).
 using MeshAxes = std::vector<std::string>;
@@ -110,13 +129,19 @@ class NamedSharding {
   bool is_fully_replicated() const;   // every device holds the whole array
   bool is_fully_addressable() const;  // every device is this process's
   std::string str() const;            // "NamedSharding(mesh=Mesh('x': 8), spec=P('x',))"
-  bool operator==(const NamedSharding& o) const { return mesh_ == o.mesh_ && spec_ == o.spec_; }
+  bool operator==(const NamedSharding& o) const {
+    return this == &o || (hash_ == o.hash_ && mesh_ == o.mesh_ && spec_ == o.spec_);
+  }
+  // A hash of the mesh and the spec (equal shardings hash alike), computed once: jit keys its
+  // traces by the arguments' shardings.
+  size_t hash() const { return hash_; }
   // Throws unless the sharding fits an array of shape `global`; `what` starts the message.
   void check_fits(const Shape& global, const std::string& what) const;
 
  private:
   Mesh mesh_;
   PartitionSpec spec_;
+  size_t hash_ = 0;
 };
 
 // jax.sharding.Sharding: how a concrete array lies on devices. Arrays made on one device have a

@@ -36,6 +36,23 @@ struct Batched {
 
 using Params = std::vector<std::pair<std::string, std::string>>;
 
+class NamedSharding;
+
+// How a primitive's dimensions correspond, for jit over arrays laid out on a mesh
+// (transforms/partition.h): every dimension of every operand and result is labelled with a factor (an
+// int), or -1 for a dimension that must be whole on every device. Dimensions with one factor are
+// split alike, by the same mesh axes; this is Shardy's OpShardingRule (factors shared by operands
+// and results pass through; factors of operands only are reductions).
+struct ShardingRule {
+  std::vector<std::vector<int>> operands, results;
+  // What a split reduction factor leaves: None (it is kept whole instead), Sum (partial sums:
+  // the result is "unreduced" over its mesh axes until something needs it whole), Max or Min
+  // (combined at once by pmax/pmin).
+  enum class Combine { None, Sum, Max, Min } reduction = Combine::None;
+  // The result must lie as this (with_sharding_constraint): it is moved there after the op.
+  std::shared_ptr<const NamedSharding> constraint;
+};
+
 enum class CollectiveKind {
   None,    // not a collective (control flow and pmap still name their collectives' axes)
   Sum,     // psum: every member gets the same value
@@ -82,6 +99,19 @@ class Primitive {
   }
   // Ops whose output may share the input buffer (reshape): the buffer plan aliases them.
   virtual bool is_view() const { return false; }
+
+  // jit over arrays laid out on a mesh (transforms/partition.h). sharding_rule: fills `rule` for operands
+  // of these types and says true; false when the primitive has none (its operands are then
+  // gathered whole and it runs on every device; an elementwise one needs none: it splits every
+  // dimension alike). on_blocks: the same primitive over blocks of those types giving results of
+  // `out` types; null when that is this primitive itself (its parameters hold no shapes).
+  virtual bool sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+    return false;
+  }
+  virtual std::shared_ptr<const Primitive> on_blocks(const std::vector<AbstractValue>& in,
+                                                     const std::vector<AbstractValue>& out) const {
+    return nullptr;
+  }
 
   // Reverse mode that saves residuals (control flow, whose backward pass needs values its body
   // computed): when saves_residuals(), grad's forward pass calls forward() instead of binding

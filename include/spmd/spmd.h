@@ -16,6 +16,7 @@
 #include "spmd/jacobians.h"
 #include "spmd/lax.h"
 #include "spmd/mesh.h"
+#include "spmd/mesh_context.h"
 #include "spmd/multihost_utils.h"
 #include "spmd/nn.h"
 #include "spmd/ops.h"

@@ -181,7 +181,9 @@ using result_t = std::decay_t<std::invoke_result_t<const F&, const std::decay_t<
 // jit and pmap keep their traces in a least-recently-used cache of `capacity` signatures
 // (>= 1): a function called with ever new static values or shapes holds bounded memory.
 struct JitCache;
-std::shared_ptr<JitCache> new_jit_cache(size_t capacity);
+using OptionalShardings = std::vector<std::optional<NamedSharding>>;
+std::shared_ptr<JitCache> new_jit_cache(size_t capacity, OptionalShardings in_shardings = {},
+                                        OptionalShardings out_shardings = {});
 int jit_trace_count(const JitCache& cache);
 size_t jit_cache_entries(const JitCache& cache);
 // Makes a call's FlatFn when jit traces it, and only then: a cached call needs none (its
@@ -210,6 +212,9 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
 
 Program trace_program(const FlatFn& fn, const FlatCall& call);
 std::string compiled_text_of(const Program& program);
+// Of a call: with arguments laid out on a mesh, the program each device runs (with the
+// collectives the partitioner put in); otherwise the call's program.
+std::string compiled_text_of(const FlatFn& fn, const FlatCall& call);
 
 struct PmapSpec {
   AxisSpec in_axes = 0;
@@ -242,6 +247,14 @@ struct JitOptions {
   // passed once in the call (otherwise it is just deleted, its buffer untouched). Ignored when
   // the call is traced into an enclosing transformation.
   std::vector<int> donate_argnums;
+  // JAX's in_shardings: how each positional argument lies on a mesh (for all of its leaves; one
+  // entry applies to every argument; std::nullopt leaves an argument as it comes). An array held
+  // whole is laid out so; an array laid out otherwise is an spmd::Error naming both, as in JAX.
+  // With any argument laid out on a mesh (by these or by itself), jit partitions the program over
+  // that mesh (transforms/partition.h): each device runs its part, with the collectives it needs.
+  std::vector<std::optional<NamedSharding>> in_shardings;
+  // JAX's out_shardings: how each output leaf lies (one entry applies to every output).
+  std::vector<std::optional<NamedSharding>> out_shardings;
 };
 
 template <class F>
@@ -250,7 +263,8 @@ class Jitted {
   Jitted(F f, JitOptions options)
       : f_(std::move(f)),
         options_(std::move(options)),
-        cache_(detail::new_jit_cache(options_.cache_size)) {}
+        cache_(detail::new_jit_cache(options_.cache_size, options_.in_shardings,
+                                     options_.out_shardings)) {}
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
     detail::FlatCall call = detail::flatten_args(
@@ -681,7 +695,7 @@ template <class F, class... Args>
 std::string compiled_text(F f, const Args&... args) {
   detail::FlatCall call = detail::flatten_args({}, args...);
   detail::FlatFn fn = detail::make_flat_fn(f, call.in_tree, args...);
-  return detail::compiled_text_of(detail::trace_program(fn, call));
+  return detail::compiled_text_of(fn, call);
 }
 
 }  // namespace spmd

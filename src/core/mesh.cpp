@@ -5,6 +5,7 @@
 #include <set>
 
 #include "spmd/error.h"
+#include <functional>
 
 namespace spmd {
 
@@ -55,6 +56,31 @@ Mesh::Mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names,
   std::set<int> ids;
   for (const Device& d : devices_)
     if (!ids.insert(d.id).second) fail("Mesh: device ", d.str(), " is listed twice");
+  types_.assign(shape_.size(), AxisType::Explicit);
+}
+
+const char* axis_type_str(AxisType t) {
+  switch (t) {
+    case AxisType::Explicit: return "Explicit";
+    case AxisType::Auto: return "Auto";
+    case AxisType::Manual: return "Manual";
+  }
+  return "?";
+}
+
+AxisType Mesh::axis_type(const std::string& name) const {
+  axis_size(name);  // throws naming the mesh's axes
+  auto it = std::find(names_.begin(), names_.end(), name);
+  return types_[static_cast<size_t>(it - names_.begin())];
+}
+
+Mesh Mesh::with_axis_types(std::vector<AxisType> types) const {
+  if (types.size() != names_.size())
+    fail("Mesh: expected one axis type per axis of ", str(), " (", names_.size(), "), got ",
+         types.size());
+  Mesh m = *this;
+  m.types_ = std::move(types);
+  return m;
 }
 
 int64_t Mesh::size() const {
@@ -75,11 +101,18 @@ std::string Mesh::str() const {
   std::string s = "Mesh(";
   for (size_t i = 0; i < names_.size(); ++i)
     s += (i ? ", " : "") + quoted(names_[i]) + ": " + std::to_string(shape_[i]);
+  if (std::any_of(types_.begin(), types_.end(), [](AxisType t) { return t != AxisType::Explicit; })) {
+    s += ", axis_types=(";
+    for (size_t i = 0; i < types_.size(); ++i) s += (i ? ", " : "") + std::string(axis_type_str(types_[i]));
+    s += types_.size() == 1 ? ",)" : ")";
+  }
   return s + ")";
 }
 
-Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names) {
-  return Mesh(std::move(shape), std::move(axis_names));
+Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names,
+               std::vector<AxisType> axis_types) {
+  Mesh m(std::move(shape), std::move(axis_names));
+  return axis_types.empty() ? m : m.with_axis_types(std::move(axis_types));
 }
 
 std::vector<std::string> PartitionSpec::axes() const {
@@ -144,6 +177,20 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
         fail("NamedSharding: the spec ", spec_.str(), " names mesh axis ", quoted(a),
              " twice; expected each mesh axis at most once");
     }
+  // (Trailing whole dimensions do not count, as in operator==.)
+  size_t h = 0;
+  auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  for (int64_t s : mesh_.shape()) mix(static_cast<size_t>(s));
+  for (const std::string& n : names) mix(std::hash<std::string>()(n));
+  for (const Device& d : mesh_.devices()) mix(static_cast<size_t>(d.id));
+  for (AxisType t : mesh_.axis_types()) mix(static_cast<size_t>(t));
+  size_t used_entries = spec_.entries().size();
+  while (used_entries > 0 && spec_.entries()[used_entries - 1].axes.empty()) --used_entries;
+  for (size_t i = 0; i < used_entries; ++i) {
+    mix(0x51ed27u + i);
+    for (const std::string& a : spec_.entries()[i].axes) mix(std::hash<std::string>()(a));
+  }
+  hash_ = h;
 }
 
 void NamedSharding::check_fits(const Shape& global, const std::string& what) const {

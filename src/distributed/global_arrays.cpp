@@ -208,6 +208,8 @@ Array reshard_blocked(const Array& x, const NamedSharding& to, const char* what)
 }
 
 Array lay_out(const Array& x, const NamedSharding& sharding, const char* what) {
+  // Inside a trace (jit), a move is a sharding constraint: the partitioner moves the value there.
+  if (x.valid() && x.is_tracer()) return with_sharding_constraint(x, sharding);
   const ArrayImpl& impl = detail::concrete(x, what);
   sharding.check_fits(impl.aval.shape, what);
   if (impl.named && *impl.named == sharding) return x;  // already laid out so

@@ -43,6 +43,16 @@
   bool has_jvp() const override { return (when); } \
   Jvp jvp(const std::vector<::spmd::Array>&, const std::vector<::spmd::Array>&) const override
 
+// jit over sharded arrays: the dimensions' factors (spmd::ShardingRule), and the primitive over
+// blocks when its parameters hold shapes.
+#define SPMD_SHARDING_RULE                                                               \
+  bool sharding_rule(const std::vector<::spmd::AbstractValue>&, ::spmd::ShardingRule&) \
+      const override
+#define SPMD_ON_BLOCKS_RULE                                            \
+  std::shared_ptr<const ::spmd::Primitive> on_blocks(                  \
+      const std::vector<::spmd::AbstractValue>&,                       \
+      const std::vector<::spmd::AbstractValue>&) const override
+
 // Reverse mode that saves residuals (control flow, custom_vjp): saves_residuals() true, and the
 // forward() and backward() grad calls in place of binding and of the vjp rule.
 #define SPMD_RESIDUAL_RULES                                                                        \

@@ -153,7 +153,7 @@ class ShardingConstraint final : public PrimitiveOf<ShardingConstraint> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // A runtime assertion: no outputs; its kernel throws when any element of its input is false.
@@ -187,7 +187,7 @@ class Reduce final : public PrimitiveOf<Reduce> {
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> row_reduction(
-      const std::vector<AbstractValue>& in) const override;
+      const std::vector<AbstractValue>& in) const override;  SPMD_SHARDING_RULE;
 };
 
 // argmax/argmin along one axis (first occurrence; NaN wins, as in numpy).
@@ -203,7 +203,7 @@ class ArgReduce final : public PrimitiveOf<ArgReduce> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
-  SPMD_VJP_RULE;
+  SPMD_VJP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // Inclusive cumulative sum along an axis.
@@ -218,7 +218,7 @@ class CumSum final : public PrimitiveOf<CumSum> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // ---- fft ------------------------------------------------------------------------------------
@@ -251,7 +251,8 @@ class BroadcastInDim final : public PrimitiveOf<BroadcastInDim> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_ON_BLOCKS_RULE;
 };
 
 class Reshape final : public PrimitiveOf<Reshape> {
@@ -265,7 +266,8 @@ class Reshape final : public PrimitiveOf<Reshape> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_ON_BLOCKS_RULE;
 };
 
 class Transpose final : public PrimitiveOf<Transpose> {
@@ -278,7 +280,7 @@ class Transpose final : public PrimitiveOf<Transpose> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 class Slice final : public PrimitiveOf<Slice> {
@@ -292,7 +294,8 @@ class Slice final : public PrimitiveOf<Slice> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_ON_BLOCKS_RULE;
 };
 
 // lax.rev: reverses the order of the elements along each of `dims` (x[::-1] on those axes).
@@ -306,7 +309,7 @@ class Rev final : public PrimitiveOf<Rev> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
@@ -321,7 +324,7 @@ class Pad final : public PrimitiveOf<Pad> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 class Concatenate final : public PrimitiveOf<Concatenate> {
@@ -334,7 +337,7 @@ class Concatenate final : public PrimitiveOf<Concatenate> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // ---- indexing -------------------------------------------------------------------------------
@@ -351,7 +354,7 @@ class Gather final : public PrimitiveOf<Gather> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // The transpose of Gather: adds updates into zeros of operand_shape.
@@ -367,7 +370,8 @@ class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_ON_BLOCKS_RULE;
 };
 
 // lax.scatter*: operands (x, indices, updates) with the layout of Gather (updates have the
@@ -401,7 +405,8 @@ class DynamicSlice final : public PrimitiveOf<DynamicSlice> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_ON_BLOCKS_RULE;
 };
 
 // lax.dynamic_update_slice: operands x, update and one integer scalar start per axis; x with
@@ -413,7 +418,7 @@ class DynamicUpdateSlice final : public PrimitiveOf<DynamicUpdateSlice> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 class Iota final : public PrimitiveOf<Iota> {
@@ -542,7 +547,7 @@ class DotGeneral final : public PrimitiveOf<DotGeneral> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // A stack of products summed, in stack order, into one: out = sum over b of dot(lhs[b], rhs[b]),
@@ -579,7 +584,7 @@ class ConvGeneralDilated final : public PrimitiveOf<ConvGeneralDilated> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;
+  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
 };
 
 // The window of a windowed reduction: one entry per operand axis; padding explicit (lo, hi),

@@ -10,6 +10,7 @@
 #include "spmd/transforms.h"
 #include "transforms/donation.h"
 #include "transforms/jit_shardings.h"
+#include "transforms/partitioned_jit.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
@@ -24,6 +25,8 @@ struct Entry {
   std::unique_ptr<compile::Executable> executable;  // built at the first concrete call
   transforms::JitShardings shardings;
   std::once_flag compiled;
+  // Set when the call is partitioned over a mesh (transforms/partitioned_jit.h).
+  std::shared_ptr<transforms::PartitionedCall> partitioned;
 };
 
 }  // namespace
@@ -31,11 +34,16 @@ struct Entry {
 struct JitCache {
   explicit JitCache(size_t capacity) : entries(capacity) {}
   transforms::SignatureCache<std::shared_ptr<Entry>> entries;
+  OptionalShardings in_shardings, out_shardings;
 };
 
-std::shared_ptr<JitCache> new_jit_cache(size_t capacity) {
+std::shared_ptr<JitCache> new_jit_cache(size_t capacity, OptionalShardings in_shardings,
+                                        OptionalShardings out_shardings) {
   transforms::check_cache_capacity(capacity, "jit cache_size");
-  return std::make_shared<JitCache>(capacity);
+  auto cache = std::make_shared<JitCache>(capacity);
+  cache->in_shardings = std::move(in_shardings);
+  cache->out_shardings = std::move(out_shardings);
+  return cache;
 }
 
 int jit_trace_count(const JitCache& cache) { return cache.entries.traces(); }
@@ -63,6 +71,11 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
     entry->out_tree = *fn.out_tree;
     entry->shardings = transforms::JitShardings::of(entry->program);
     captured = std::move(traced.captured);
+    std::vector<Array> leaves = call.leaves;
+    leaves.insert(leaves.end(), captured.begin(), captured.end());
+    entry->partitioned =
+        transforms::plan_partition(entry->program, leaves, call.in_tree, cache.in_shardings,
+                                   cache.out_shardings, entry->shardings);
     // A trace that captured values of an enclosing trace is only valid inside that trace.
     if (captured.empty())
       cache.entries.insert(std::move(sig), entry);
@@ -73,6 +86,13 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
 
   bool inline_it = !captured.empty() || ir::current_trace() != nullptr;
   for (const Array& a : call.leaves) inline_it = inline_it || a.is_tracer();
+  if (entry->partitioned) {
+    std::vector<Array> args = call.leaves;
+    args.insert(args.end(), captured.begin(), captured.end());
+    std::vector<Array> out = transforms::run_partitioned(*entry->partitioned, args);
+    if (!inline_it && !call.donated.empty()) transforms::delete_donated(call.leaves, call.donated);
+    return out;
+  }
   // Traced into an enclosing transformation: donation is ignored there, as in JAX.
   if (inline_it) {
     std::vector<Array> args = call.leaves;
@@ -108,6 +128,19 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
 
 std::string compiled_text_of(const Program& program) {
   return compile::Executable(compile::simplify(program), /*keep_ir=*/true).text();
+}
+
+std::string compiled_text_of(const FlatFn& fn, const FlatCall& call) {
+  std::vector<AbstractValue> avals;
+  for (const Array& a : call.leaves) avals.push_back(a.aval());
+  ir::Traced traced = ir::trace(avals, fn.fn);
+  std::vector<Array> leaves = call.leaves;
+  leaves.insert(leaves.end(), traced.captured.begin(), traced.captured.end());
+  auto plan = transforms::plan_partition(traced.program, leaves, call.in_tree, {}, {},
+                                         transforms::JitShardings::of(traced.program));
+  if (!plan) return compiled_text_of(traced.program);
+  return "# the program each device of " + plan->mesh.str() + " runs\n" +
+         compiled_text_of(transforms::per_device_program(*plan));
 }
 
 }  // namespace spmd::detail

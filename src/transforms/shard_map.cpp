@@ -30,6 +30,7 @@
 #include "spmd/error.h"
 #include "spmd/ops.h"
 #include "spmd/sharding.h"
+#include "transforms/partitioned_jit.h"
 
 namespace spmd::detail {
 
@@ -149,6 +150,9 @@ struct ShardMapState {
   Mesh mesh;
   SpecTree in_specs, out_specs;
   ShardMapOptions options;
+  // jit's partitioned calls (transforms/partitioned_jit.h): the out_specs, asked once the body
+  // is traced (instead of out_specs).
+  std::function<std::vector<PartitionSpec>()> out_specs_traced;
   struct Entry {
     TreeDef out_tree;
     std::vector<Layout> in, out;
@@ -170,6 +174,14 @@ std::shared_ptr<ShardMapState> new_shard_map_state(Mesh mesh, SpecTree in_specs,
                                                    ShardMapOptions options) {
   return std::make_shared<ShardMapState>(std::move(mesh), std::move(in_specs), std::move(out_specs),
                                          options);
+}
+
+std::shared_ptr<ShardMapState> new_shard_map_state_traced_out(
+    Mesh mesh, SpecTree in_specs, std::function<std::vector<PartitionSpec>()> out_specs,
+    ShardMapOptions options) {
+  auto st = std::make_shared<ShardMapState>(std::move(mesh), std::move(in_specs), P(), options);
+  st->out_specs_traced = std::move(out_specs);
+  return st;
 }
 
 namespace {
@@ -253,7 +265,8 @@ std::shared_ptr<ShardMapState::Entry> build(ShardMapState& st, Body& body, const
   varying.resize(traced.program.inputs.size());  // captured values vary over nothing
   std::vector<transforms::AxisSet> out_varying = transforms::varying_axes(traced.program, varying);
   std::vector<AbstractValue> out_types = traced.program.output_types();
-  const std::vector<PartitionSpec> out_specs = st.out_specs.per_leaf(e->out_tree, "out_specs");
+  const std::vector<PartitionSpec> out_specs =
+      st.out_specs_traced ? st.out_specs_traced() : st.out_specs.per_leaf(e->out_tree, "out_specs");
   for (size_t j = 0; j < out_types.size(); ++j) {
     const PartitionSpec& spec = out_specs[j];
     std::string what = "out_specs[" + std::to_string(j) + "]";

@@ -5,10 +5,18 @@
 
 namespace spmd::transforms {
 
+namespace {
+bool same_layout(const NamedSharding* a, const NamedSharding* b) {
+  return a == b || (a && b && *a == *b);
+}
+}  // namespace
+
 bool Signature::operator==(const Signature& o) const {
   if (hash != o.hash || avals != o.avals || mapped_axes != o.mapped_axes ||
-      statics.size() != o.statics.size())
+      statics.size() != o.statics.size() || shardings.size() != o.shardings.size())
     return false;
+  for (size_t i = 0; i < shardings.size(); ++i)
+    if (!same_layout(shardings[i].get(), o.shardings[i].get())) return false;
   for (size_t i = 0; i < statics.size(); ++i)
     if (!statics[i]->equals(*o.statics[i])) return false;
   return in_tree == o.in_tree;
@@ -23,6 +31,7 @@ SignatureProbe probe_of(const detail::FlatCall& call, const std::vector<int>& ma
     if (a.impl()->deleted) detail::throw_deleted("a transformed function's argument", t);
     hash = hash * 1000003 + static_cast<size_t>(t.dtype) * 131 + t.weak;
     for (int64_t d : t.shape) hash = hash * 31 + static_cast<size_t>(d);
+    if (a.impl()->named) hash = hash * 31 + a.impl()->named->hash();
   }
   for (auto& st : call.statics) hash = hash * 1000003 + st->hash();
   return {&call, &mapped_axes, hash};
@@ -32,7 +41,11 @@ Signature signature_of(const detail::FlatCall& call, std::vector<int> mapped_axe
   const size_t hash = probe_of(call, mapped_axes).hash;
   Signature s{{}, call.in_tree, call.statics, std::move(mapped_axes), hash};
   s.avals.reserve(call.leaves.size());
-  for (const Array& a : call.leaves) s.avals.push_back(a.impl()->aval);
+  s.shardings.reserve(call.leaves.size());
+  for (const Array& a : call.leaves) {
+    s.avals.push_back(a.impl()->aval);
+    s.shardings.push_back(a.impl()->named);
+  }
   return s;
 }
 
@@ -42,7 +55,9 @@ bool matches(const Signature& s, const SignatureProbe& p) {
       s.statics.size() != call.statics.size())
     return false;
   for (size_t i = 0; i < s.avals.size(); ++i)
-    if (!(s.avals[i] == call.leaves[i].impl()->aval)) return false;
+    if (!(s.avals[i] == call.leaves[i].impl()->aval) ||
+        !same_layout(s.shardings[i].get(), call.leaves[i].impl()->named.get()))
+      return false;
   for (size_t i = 0; i < s.statics.size(); ++i)
     if (!s.statics[i]->equals(*call.statics[i])) return false;
   return s.in_tree == call.in_tree;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "spmd/mesh.h"
 #include "spmd/transforms.h"
 
 namespace spmd::transforms {
@@ -19,6 +20,9 @@ struct Signature {
   detail::Statics statics;
   std::vector<int> mapped_axes;  // pmap: the resolved in_axes (part of what was traced)
   size_t hash = 0;
+  // Per leaf: its layout on a mesh (null: none). jit partitions a program by its arguments'
+  // shardings, so they are part of its type, as in JAX.
+  std::vector<std::shared_ptr<const NamedSharding>> shardings;
   bool operator==(const Signature& o) const;
 };
 

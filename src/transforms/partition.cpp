@@ -1,0 +1,402 @@
+#include "transforms/partition.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/interpret.h"
+#include "spmd/collectives.h"
+#include "spmd/error.h"
+#include "spmd/lax.h"
+#include "spmd/ops.h"
+#include "spmd/primitive.h"
+
+namespace spmd::transforms {
+
+Placement Placement::of(const PartitionSpec& spec, size_t rank) {
+  Placement p = whole(rank);
+  for (size_t d = 0; d < spec.entries().size() && d < rank; ++d) p.dims[d] = spec.entries()[d].axes;
+  return p;
+}
+
+PartitionSpec Placement::spec() const {
+  std::vector<PartitionSpec::Entry> entries;
+  for (const auto& axes : dims) {
+    if (axes.empty())
+      entries.emplace_back(none);
+    else
+      entries.emplace_back(MeshAxes(axes));
+  }
+  while (!entries.empty() && entries.back().axes.empty()) entries.pop_back();
+  return PartitionSpec(std::move(entries));
+}
+
+std::string placed_type_str(const AbstractValue& global, const Placement& placement) {
+  std::string s = dtype_short(global.dtype) + "[";
+  for (size_t d = 0; d < global.shape.size(); ++d) {
+    s += (d ? "," : "") + std::to_string(global.shape[d]);
+    const auto& axes = d < placement.dims.size() ? placement.dims[d] : std::vector<std::string>{};
+    if (axes.size() == 1) s += "@" + axes[0];
+    if (axes.size() > 1) {
+      s += "@(";
+      for (size_t k = 0; k < axes.size(); ++k) s += (k ? "," : "") + axes[k];
+      s += ")";
+    }
+  }
+  s += "]";
+  if (!placement.unreduced.empty()) {
+    s += "{U:";
+    for (size_t k = 0; k < placement.unreduced.size(); ++k)
+      s += (k ? "," : "") + placement.unreduced[k];
+    s += "}";
+  }
+  return s;
+}
+
+namespace {
+
+int64_t axes_size(const Mesh& mesh, const std::vector<std::string>& axes) {
+  int64_t n = 1;
+  for (const std::string& a : axes) n *= mesh.axis_size(a);
+  return n;
+}
+
+bool is_prefix(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+// The dimension (other than `skip`) whose next axis in `to` is `axis`, and whose axes so far
+// are a prefix of `to`'s; -1 if none.
+int takes_next(const Placement& cur, const Placement& to, const std::string& axis, int skip) {
+  for (size_t d = 0; d < to.dims.size(); ++d) {
+    if (static_cast<int>(d) == skip || !is_prefix(cur.dims[d], to.dims[d])) continue;
+    if (to.dims[d].size() > cur.dims[d].size() && to.dims[d][cur.dims[d].size()] == axis)
+      return static_cast<int>(d);
+  }
+  return -1;
+}
+
+}  // namespace
+
+Array relayout(const Array& block, const Shape& global, const Mesh& mesh, const Placement& from,
+               const Placement& to) {
+  if (from == to) return block;
+  Placement cur = from;
+  Array x = block;
+  // 1. Axes a dimension keeps no longer, minor first: into another dimension that takes the
+  //    axis next (all_to_all), else gathered.
+  for (size_t d = 0; d < cur.dims.size(); ++d) {
+    const auto& target = to.dims[d];
+    size_t keep = 0;
+    while (keep < cur.dims[d].size() && keep < target.size() && cur.dims[d][keep] == target[keep])
+      ++keep;
+    while (cur.dims[d].size() > keep) {
+      const std::string u = cur.dims[d].back();
+      const int b = takes_next(cur, to, u, static_cast<int>(d));
+      if (b >= 0 && x.shape()[static_cast<size_t>(b)] % mesh.axis_size(u) == 0) {
+        x = all_to_all(x, u, b, static_cast<int>(d), /*tiled=*/true);
+        cur.dims[static_cast<size_t>(b)].push_back(u);
+      } else {
+        x = all_gather(x, u, static_cast<int>(d), /*tiled=*/true);
+      }
+      cur.dims[d].pop_back();
+    }
+  }
+  // 2. Partial sums: scattered into a dimension that takes the axis next, else summed.
+  std::vector<std::string> summed;
+  for (const std::string& u : cur.unreduced) {
+    if (std::find(to.unreduced.begin(), to.unreduced.end(), u) != to.unreduced.end()) continue;
+    const int d = takes_next(cur, to, u, -1);
+    if (d >= 0 && x.shape()[static_cast<size_t>(d)] % mesh.axis_size(u) == 0) {
+      x = psum_scatter(x, u, d, /*tiled=*/true);
+      cur.dims[static_cast<size_t>(d)].push_back(u);
+    } else {
+      summed.push_back(u);
+    }
+  }
+  if (!summed.empty()) x = psum(x, AxisName(summed));
+  cur.unreduced = to.unreduced;
+  // 3. Axes added to a dimension: each device keeps its part of its block (no communication).
+  for (size_t d = 0; d < cur.dims.size(); ++d) {
+    if (cur.dims[d].size() == to.dims[d].size()) continue;
+    std::vector<std::string> added(to.dims[d].begin() + static_cast<long>(cur.dims[d].size()),
+                                   to.dims[d].end());
+    const int64_t parts = axes_size(mesh, added);
+    const int64_t size = x.shape()[d];
+    if (size % parts != 0)
+      fail("partitioning: dimension ", d, " of a value of shape ", shape_str(global),
+           " (a block of ", size, ") cannot be split ", parts, " ways");
+    const int64_t piece = size / parts;
+    Array start = axis_index(AxisName(added)) * Array(static_cast<int>(piece));
+    x = lax::dynamic_slice_in_dim(x, start, piece, static_cast<int>(d));
+    cur.dims[d] = to.dims[d];
+  }
+  return x;
+}
+
+namespace {
+
+struct Value {
+  Array block;
+  Placement at;
+};
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// JAX's way of printing the specs of some dimensions in its messages, ('x', None): the spec's
+// text without its P.
+std::string dims_tuple(const Placement& p, const std::vector<int>& dims) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (int d : dims) entries.emplace_back(MeshAxes(p.dims[static_cast<size_t>(d)]));
+  return PartitionSpec(std::move(entries)).str().substr(1);
+}
+
+std::vector<int> all_dims(size_t rank) {
+  std::vector<int> d(rank);
+  for (size_t i = 0; i < rank; ++i) d[i] = static_cast<int>(i);
+  return d;
+}
+
+constexpr const char* kResolve =
+    " Resolve it by moving one operand with spmd::reshard (or with_sharding_constraint), or "
+    "make the mesh axes Auto to let jit choose.";
+
+// The message for operands that split one factor by different axes, in JAX's words where JAX
+// has some (broadcasting ops and dot_general).
+[[noreturn]] void conflict(const Primitive& prim, const ShardingRule& rule,
+                           const std::vector<Value>& in, int factor) {
+  const std::string name = prim.name();
+  if (prim.is_elementwise()) {
+    std::string specs;
+    for (const Value& v : in) {
+      if (v.at.dims.empty()) continue;
+      specs += (specs.empty() ? "" : ", ") + dims_tuple(v.at, all_dims(v.at.dims.size()));
+    }
+    fail(name, " got incompatible shardings for broadcasting: ", specs, ".", kResolve);
+  }
+  if (name == "dot_general" && in.size() == 2 && rule.results.size() == 1) {
+    std::vector<int> lhs, rhs;
+    bool contracting = true;
+    for (size_t d = 0; d < rule.operands[0].size(); ++d)
+      if (rule.operands[0][d] == factor) lhs.push_back(static_cast<int>(d));
+    for (size_t d = 0; d < rule.operands[1].size(); ++d)
+      if (rule.operands[1][d] == factor) rhs.push_back(static_cast<int>(d));
+    for (int f : rule.results[0]) contracting = contracting && f != factor;
+    if (contracting)
+      fail("dot_general requires contracting dimensions to have consistent sharding, got ",
+           dims_tuple(in[0].at, lhs), " and ", dims_tuple(in[1].at, rhs), ".", kResolve);
+    fail("dot_general requires lhs batch dimensions and rhs batch dimensions to have the "
+         "consistent sharding, got ",
+         dims_tuple(in[0].at, lhs), " and ", dims_tuple(in[1].at, rhs), ".", kResolve);
+  }
+  std::string specs;
+  for (size_t k = 0; k < in.size(); ++k) {
+    std::vector<int> dims;
+    for (size_t d = 0; d < rule.operands[k].size(); ++d)
+      if (rule.operands[k][d] == factor) dims.push_back(static_cast<int>(d));
+    if (!dims.empty())
+      specs += (specs.empty() ? "" : ", ") + ("operand " + std::to_string(k) + " " +
+                                              dims_tuple(in[k].at, dims));
+  }
+  fail(name, " requires the dimensions it maps onto each other to have the same sharding, got ",
+       specs, ".", kResolve);
+}
+
+bool any_explicit(const Mesh& mesh, const std::vector<std::string>& a,
+                  const std::vector<std::string>& b) {
+  for (const auto* axes : {&a, &b})
+    for (const std::string& x : *axes)
+      if (mesh.axis_type(x) == AxisType::Explicit) return true;
+  return false;
+}
+
+// The elementwise rule: every operand of full rank shares the result's factors, dimension by
+// dimension (a rank-0 operand has none).
+ShardingRule elementwise_rule(const std::vector<AbstractValue>& in, size_t result_rank,
+                              size_t results) {
+  ShardingRule rule;
+  for (const AbstractValue& a : in) rule.operands.push_back(a.shape.empty() ? std::vector<int>{} : all_dims(a.shape.size()));
+  rule.results.assign(results, all_dims(result_rank));
+  return rule;
+}
+
+std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
+                         const std::vector<Value>& in) {
+  const Primitive& prim = *eq.primitive;
+  std::vector<AbstractValue> in_types;
+  for (const Atom& a : eq.inputs) in_types.push_back(p.type(a));
+  std::vector<AbstractValue> out_types;
+  for (int v : eq.outputs) out_types.push_back(p.var_types[static_cast<size_t>(v)]);
+
+  ShardingRule rule;
+  bool has_rule = prim.sharding_rule(in_types, rule);
+  if (!has_rule && prim.is_elementwise() && !out_types.empty()) {
+    rule = elementwise_rule(in_types, out_types[0].shape.size(), out_types.size());
+    has_rule = true;
+  }
+  std::vector<Value> out;
+  if (!has_rule) {
+    // No rule: every operand whole, the primitive run on each device.
+    std::vector<Array> blocks;
+    for (size_t k = 0; k < in.size(); ++k)
+      blocks.push_back(relayout(in[k].block, in_types[k].shape, mesh, in[k].at,
+                                Placement::whole(in_types[k].shape.size())));
+    std::vector<Array> results = spmd::bind(eq.primitive, blocks);
+    for (size_t j = 0; j < results.size(); ++j)
+      out.push_back({results[j], Placement::whole(out_types[j].shape.size())});
+    return out;
+  }
+  if (rule.operands.size() != in.size() || rule.results.size() != out_types.size())
+    fail("partitioning: the sharding rule of '", prim.name(), "' covers ", rule.operands.size(),
+         " operands and ", rule.results.size(), " results; expected ", in.size(), " and ",
+         out_types.size());
+
+  int factors = 0;
+  for (const auto* side : {&rule.operands, &rule.results})
+    for (const auto& dims : *side)
+      for (int f : dims) factors = std::max(factors, f + 1);
+  std::vector<bool> in_result(static_cast<size_t>(factors), false);
+  for (const auto& dims : rule.results)
+    for (int f : dims)
+      if (f >= 0) in_result[static_cast<size_t>(f)] = true;
+
+  // Each factor's axes: those its operands split it by (the largest operand's on Auto axes).
+  std::vector<std::vector<std::string>> axes(static_cast<size_t>(factors));
+  std::vector<size_t> weight(static_cast<size_t>(factors), 0);
+  for (size_t k = 0; k < in.size(); ++k)
+    for (size_t d = 0; d < rule.operands[k].size(); ++d) {
+      const int f = rule.operands[k][d];
+      const auto& split = in[k].at.dims[d];
+      if (f < 0 || split.empty()) continue;
+      const size_t bytes = in_types[k].nbytes();
+      auto& chosen = axes[static_cast<size_t>(f)];
+      if (chosen.empty()) {
+        chosen = split;
+        weight[static_cast<size_t>(f)] = bytes;
+      } else if (chosen != split) {
+        if (any_explicit(mesh, chosen, split)) conflict(prim, rule, in, f);
+        if (bytes > weight[static_cast<size_t>(f)]) {
+          chosen = split;
+          weight[static_cast<size_t>(f)] = bytes;
+        }
+      }
+    }
+  // A reduction factor that cannot be left partial is kept whole.
+  for (int f = 0; f < factors; ++f)
+    if (!in_result[static_cast<size_t>(f)] && rule.reduction == ShardingRule::Combine::None)
+      axes[static_cast<size_t>(f)].clear();
+  // Each mesh axis splits one factor: the heaviest factor's first.
+  std::vector<int> order(static_cast<size_t>(factors));
+  for (int f = 0; f < factors; ++f) order[static_cast<size_t>(f)] = f;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return weight[static_cast<size_t>(a)] > weight[static_cast<size_t>(b)];
+  });
+  std::map<std::string, int> owner;
+  for (int f : order) {
+    auto& chosen = axes[static_cast<size_t>(f)];
+    for (const std::string& a : chosen) {
+      auto it = owner.find(a);
+      if (it == owner.end()) continue;
+      if (mesh.axis_type(a) == AxisType::Explicit)
+        fail(prim.name(), ": mesh axis ", quoted(a),
+             " would split two different dimensions (its operands split both by it), which a "
+             "result cannot be; expected each mesh axis to split one dimension.",
+             kResolve);
+      chosen.clear();
+      break;
+    }
+    for (const std::string& a : chosen) owner[a] = f;
+  }
+  // An axis that does not divide every dimension of its factor leaves the factor whole there.
+  auto check_divides = [&](const std::vector<std::vector<int>>& side,
+                           const std::vector<AbstractValue>& types) {
+    for (size_t k = 0; k < side.size(); ++k)
+      for (size_t d = 0; d < side[k].size(); ++d) {
+        const int f = side[k][d];
+        if (f < 0) continue;
+        auto& chosen = axes[static_cast<size_t>(f)];
+        while (!chosen.empty() && types[k].shape[d] % axes_size(mesh, chosen) != 0)
+          chosen.pop_back();
+      }
+  };
+  check_divides(rule.operands, in_types);
+  check_divides(rule.results, out_types);
+
+  auto placement = [&](const std::vector<int>& dims) {
+    Placement pl = Placement::whole(dims.size());
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (dims[d] >= 0) pl.dims[d] = axes[static_cast<size_t>(dims[d])];
+    return pl;
+  };
+  auto block_type = [&](AbstractValue t, const Placement& pl) {
+    for (size_t d = 0; d < t.shape.size(); ++d) t.shape[d] /= axes_size(mesh, pl.dims[d]);
+    return t;
+  };
+  std::vector<Array> blocks;
+  std::vector<AbstractValue> in_blocks;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Placement target = placement(rule.operands[k]);
+    blocks.push_back(relayout(in[k].block, in_types[k].shape, mesh, in[k].at, target));
+    in_blocks.push_back(block_type(in_types[k], target));
+  }
+  std::vector<Placement> out_at;
+  std::vector<AbstractValue> out_blocks;
+  for (size_t j = 0; j < out_types.size(); ++j) {
+    out_at.push_back(placement(rule.results[j]));
+    out_blocks.push_back(block_type(out_types[j], out_at.back()));
+  }
+  // (A sharding constraint is an identity on blocks: the move is below.)
+  PrimitivePtr local = rule.constraint ? nullptr : prim.on_blocks(in_blocks, out_blocks);
+  std::vector<Array> results =
+      rule.constraint ? blocks : spmd::bind(local ? local : eq.primitive, blocks);
+  // Split reduction factors: partial results, combined now (max, min) or when needed (sums).
+  std::vector<std::string> reduced;
+  for (int f = 0; f < factors; ++f)
+    if (!in_result[static_cast<size_t>(f)])
+      for (const std::string& a : axes[static_cast<size_t>(f)]) reduced.push_back(a);
+  for (size_t j = 0; j < results.size(); ++j) {
+    if (results[j].shape() != out_blocks[j].shape)
+      fail("partitioning: '", prim.name(), "' on blocks gave shape ",
+           shape_str(results[j].shape()), " for result ", j, "; expected ",
+           shape_str(out_blocks[j].shape));
+    Array r = results[j];
+    if (!reduced.empty()) {
+      if (rule.reduction == ShardingRule::Combine::Max) r = pmax(r, AxisName(reduced));
+      if (rule.reduction == ShardingRule::Combine::Min) r = pmin(r, AxisName(reduced));
+      if (rule.reduction == ShardingRule::Combine::Sum) out_at[j].unreduced = reduced;
+    }
+    if (rule.constraint) {
+      const NamedSharding& c = *rule.constraint;
+      if (c.mesh().devices() != mesh.devices() || c.mesh().axis_names() != mesh.axis_names() ||
+          c.mesh().shape() != mesh.shape())
+        fail("with_sharding_constraint: ", c.str(), " is over another mesh than the jitted "
+             "call's arguments (", mesh.str(), "); expected one mesh for the whole call");
+      const Placement to = Placement::of(c.spec(), out_types[j].shape.size());
+      r = relayout(r, out_types[j].shape, mesh, out_at[j], to);
+      out_at[j] = to;
+    }
+    out.push_back({r, out_at[j]});
+  }
+  return out;
+}
+
+}  // namespace
+
+PartitionedValues partition_eval(const Program& program, const Mesh& mesh,
+                                 const std::vector<Array>& blocks,
+                                 const std::vector<Placement>& placements) {
+  std::vector<Value> args;
+  for (size_t i = 0; i < blocks.size(); ++i) args.push_back({blocks[i], placements[i]});
+  auto literal = [](const Array& a) { return Value{a, Placement::whole(a.shape().size())}; };
+  auto step = [&](const Equation& eq, const std::vector<Value>& in) {
+    return apply(eq, program, mesh, in);
+  };
+  PartitionedValues r;
+  for (Value& v : ir::interpret(program, args, literal, step)) {
+    r.blocks.push_back(std::move(v.block));
+    r.placements.push_back(std::move(v.at));
+  }
+  return r;
+}
+
+}  // namespace spmd::transforms
