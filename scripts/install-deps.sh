@@ -7,6 +7,7 @@ packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
           libkissfft-dev  # FFT (src/backend/cpu/kernels_fft.cpp)
           python3-matplotlib  # scripts/scaling.py's plot
           python3-scipy  # a test reference: random_gamma_grad against scipy.special.gammaincinv
+          fortunes  # examples/transformer_lm.cpp's corpus (/usr/share/games/fortunes)
           nlohmann-json3-dev  # sharded checkpoints' manifest (src/io/sharded_checkpoint.cpp)
           libopenmpi-dev openmpi-bin
           llvm-14-dev  # the code generator (src/codegen/llvm_compiler.cpp)
