@@ -219,6 +219,48 @@ TEST_F(ShardedJit, ControlFlowRunsOnWholeOperands) {
         {values({8, 16})}, {P("x", "y")}, m, 1e-6);
 }
 
+TEST_F(ShardedJit, ShardMapInsideAPartitionedJit) {
+  // Computation on sharded arrays around a shard_map over the same mesh: the shard_map's levels
+  // are manual over their axes, each device running its body on its block.
+  for (AxisType type : {AxisType::Explicit, AxisType::Auto}) {
+    const Mesh m = make_mesh({2, 4}, {"x", "y"}, {type, type});
+    auto rows = shard_map([](const Array& a) { return psum(a * a, "y"); }, m, P("x", "y"),
+                          P("x"));
+    const Fn f = [&](const std::vector<Array>& v) { return exp(rows(v[0] * 2.0) * 0.01) + v[1]; };
+    const Array x = values({8, 16}), b = values({8, 4}, 1);
+    auto jf = jit([&](const Array& a, const Array& c) { return f({a, c}); });
+    Array got = jf(device_put(x, NamedSharding(m, P("x", "y"))),
+                   device_put(b, NamedSharding(m, P(none, "y"))));
+    expect_close(got, f({x, b}), 1e-6, "shard_map inside jit");
+    // The gradient through it.
+    auto g = jit(grad([&](const Array& a) { return sum(rows(a) * 0.5); }));
+    expect_close(g(device_put(x, NamedSharding(m, P("y")))), x * 1.0, 1e-6, "grad");
+  }
+}
+
+TEST_F(ShardedJit, RuntimeChecksRunOnBlocks) {
+  const Mesh m = make_mesh({2, 4}, {"x", "y"});
+  // cross_entropy checks its labels: each device checks its rows; a bad label fails the call.
+  auto loss = jit([](const Array& logits, const Array& labels) {
+    return nn::cross_entropy(logits, labels);
+  });
+  std::vector<int32_t> ok(8), bad(8);
+  for (int i = 0; i < 8; ++i) ok[static_cast<size_t>(i)] = bad[static_cast<size_t>(i)] = i % 4;
+  bad[6] = 9;
+  Array logits = device_put(values({8, 4}), NamedSharding(m, P("x")));
+  Array want = nn::cross_entropy(values({8, 4}), Array(ok, {8}));
+  expect_close(loss(logits, device_put(Array(ok, {8}), NamedSharding(m, P("x")))), want, 1e-6,
+               "cross_entropy");
+  EXPECT_THROW(loss(logits, device_put(Array(bad, {8}), NamedSharding(m, P("x")))), Error);
+  std::string text = compiled_text(
+      [](const Array& a) {
+        check(a > 0.0, "positive");
+        return a;
+      },
+      logits);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("all_gather")));
+}
+
 TEST_F(ShardedJit, ResultsStayLaidOutWithoutGathering) {
   const Mesh m = make_mesh({2, 4}, {"x", "y"});
   Array x = device_put(values({8, 16}), NamedSharding(m, P("x", "y")));

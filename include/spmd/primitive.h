@@ -51,6 +51,12 @@ struct ShardingRule {
   enum class Combine { None, Sum, Max, Min } reduction = Combine::None;
   // The result must lie as this (with_sharding_constraint): it is moved there after the op.
   std::shared_ptr<const NamedSharding> constraint;
+  // A map over this mesh axis (a level of shard_map's nested pmaps, JAX's manual axes): factor 0
+  // labels each operand's and result's mapped dimension, which is split by the axis one position
+  // per device; `manual_body` runs on every device on its operands' blocks with that dimension
+  // taken out, and its results get it back. Empty for every other primitive.
+  std::string manual_axis;
+  std::shared_ptr<const Program> manual_body;
 };
 
 enum class CollectiveKind {

@@ -45,6 +45,7 @@ class PmapCall final : public PrimitiveOf<PmapCall> {
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;  // a map over a mesh axis (ShardingRule::manual_axis)
 
   // The SPMD executable the compile layer lowers this call to (compile/spmd_lowering.h), built
   // at the first run and kept with the call.

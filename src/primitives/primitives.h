@@ -153,7 +153,8 @@ class ShardingConstraint final : public PrimitiveOf<ShardingConstraint> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // A runtime assertion: no outputs; its kernel throws when any element of its input is false.
@@ -168,6 +169,7 @@ class Check final : public PrimitiveOf<Check> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // ---- reductions -----------------------------------------------------------------------------
@@ -187,7 +189,8 @@ class Reduce final : public PrimitiveOf<Reduce> {
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> row_reduction(
-      const std::vector<AbstractValue>& in) const override;  SPMD_SHARDING_RULE;
+      const std::vector<AbstractValue>& in) const override;
+  SPMD_SHARDING_RULE;
 };
 
 // argmax/argmin along one axis (first occurrence; NaN wins, as in numpy).
@@ -203,7 +206,8 @@ class ArgReduce final : public PrimitiveOf<ArgReduce> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
-  SPMD_VJP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_VJP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // Inclusive cumulative sum along an axis.
@@ -218,7 +222,8 @@ class CumSum final : public PrimitiveOf<CumSum> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // ---- fft ------------------------------------------------------------------------------------
@@ -251,7 +256,8 @@ class BroadcastInDim final : public PrimitiveOf<BroadcastInDim> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_ON_BLOCKS_RULE;
 };
 
@@ -266,7 +272,8 @@ class Reshape final : public PrimitiveOf<Reshape> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_ON_BLOCKS_RULE;
 };
 
@@ -280,7 +287,8 @@ class Transpose final : public PrimitiveOf<Transpose> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 class Slice final : public PrimitiveOf<Slice> {
@@ -294,7 +302,8 @@ class Slice final : public PrimitiveOf<Slice> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_ON_BLOCKS_RULE;
 };
 
@@ -309,7 +318,8 @@ class Rev final : public PrimitiveOf<Rev> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // pad(x, value) with low/high/interior padding per axis (negative low/high crop).
@@ -324,7 +334,8 @@ class Pad final : public PrimitiveOf<Pad> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 class Concatenate final : public PrimitiveOf<Concatenate> {
@@ -337,7 +348,8 @@ class Concatenate final : public PrimitiveOf<Concatenate> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // ---- indexing -------------------------------------------------------------------------------
@@ -354,7 +366,8 @@ class Gather final : public PrimitiveOf<Gather> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // The transpose of Gather: adds updates into zeros of operand_shape.
@@ -370,7 +383,8 @@ class ScatterAdd final : public PrimitiveOf<ScatterAdd> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_ON_BLOCKS_RULE;
 };
 
@@ -405,7 +419,8 @@ class DynamicSlice final : public PrimitiveOf<DynamicSlice> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_ON_BLOCKS_RULE;
 };
 
@@ -418,7 +433,8 @@ class DynamicUpdateSlice final : public PrimitiveOf<DynamicUpdateSlice> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 class Iota final : public PrimitiveOf<Iota> {
@@ -547,7 +563,8 @@ class DotGeneral final : public PrimitiveOf<DotGeneral> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // A stack of products summed, in stack order, into one: out = sum over b of dot(lhs[b], rhs[b]),
@@ -584,7 +601,8 @@ class ConvGeneralDilated final : public PrimitiveOf<ConvGeneralDilated> {
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;
-  SPMD_JVP_RULE;  SPMD_SHARDING_RULE;
+  SPMD_JVP_RULE;
+  SPMD_SHARDING_RULE;
 };
 
 // The window of a windowed reduction: one entry per operand axis; padding explicit (lo, hi),

@@ -4,6 +4,7 @@
 // primitive without one runs on whole operands.
 #include <algorithm>
 
+#include "primitives/pmap_call.h"
 #include "primitives/primitives.h"
 
 namespace spmd::prim {
@@ -23,6 +24,12 @@ bool ShardingConstraint::sharding_rule(const std::vector<AbstractValue>& in,
   rule.operands = {identity_dims(in[0].shape.size())};
   rule.results = rule.operands;
   rule.constraint = sharding;
+  return true;
+}
+
+// A runtime check: each device checks its block (a failing one fails the call).
+bool Check::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+  rule.operands = {identity_dims(in[0].shape.size())};
   return true;
 }
 
@@ -287,6 +294,24 @@ bool ConvGeneralDilated::sharding_rule(const std::vector<AbstractValue>& in,
   rule.results = {std::vector<int>(in[0].shape.size(), -1)};
   rule.operands[0][static_cast<size_t>(lhs_spec[0])] = 0;
   rule.results[0][static_cast<size_t>(out_spec[0])] = 0;
+  return true;
+}
+
+// ---- maps ----------------------------------------------------------------------------------
+// A level of shard_map's nested pmaps (or a pmap) inside a partitioned program: manual over its
+// axis (ShardingRule::manual_axis).
+bool PmapCall::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+  for (size_t k = 0; k < in.size(); ++k) {
+    rule.operands.emplace_back(in[k].shape.size(), -1);
+    if (in_axes[k] != not_mapped) rule.operands.back()[static_cast<size_t>(in_axes[k])] = 0;
+  }
+  const std::vector<AbstractValue> out = abstract_eval(in);
+  for (size_t j = 0; j < out.size(); ++j) {
+    rule.results.emplace_back(out[j].shape.size(), -1);
+    if (out_axes[j] != not_mapped) rule.results.back()[static_cast<size_t>(out_axes[j])] = 0;
+  }
+  rule.manual_axis = axis_name;
+  rule.manual_body = body;
   return true;
 }
 

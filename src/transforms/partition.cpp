@@ -220,6 +220,69 @@ ShardingRule elementwise_rule(const std::vector<AbstractValue>& in, size_t resul
   return rule;
 }
 
+// Forward: the interpreter's walk, for a map's body.
+std::vector<Value> eval_values(const Program& program, const Mesh& mesh,
+                               const std::vector<Value>& args);
+
+// The dimension factor 0 labels (a map's mapped dimension), or -1.
+int mapped_dim(const std::vector<int>& dims) {
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] == 0) return static_cast<int>(d);
+  return -1;
+}
+
+// A map over a mesh axis (ShardingRule::manual_axis): each mapped operand split by the axis one
+// position per device, its body run on the blocks with that dimension taken out (the body's
+// values lie over the other axes as before: the maps inside it take those), the results' mapped
+// dimension put back.
+std::vector<Value> enter_map(const Primitive& prim, const ShardingRule& rule, const Mesh& mesh,
+                             const std::vector<Value>& in,
+                             const std::vector<AbstractValue>& in_types) {
+  const std::string& axis = rule.manual_axis;
+  const auto& names = mesh.axis_names();
+  if (std::find(names.begin(), names.end(), axis) == names.end())
+    fail("jit: a map over axis ", quoted(axis), " (shard_map or pmap) inside a call partitioned "
+         "over ", mesh.str(), "; expected maps over the mesh's axes only");
+  const int64_t size = mesh.axis_size(axis);
+  const Program& body = *rule.manual_body;
+  std::vector<Value> args;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const int d = mapped_dim(rule.operands[k]);
+    Placement target{in[k].at.dims, {}};
+    for (auto& axes : target.dims) axes.erase(std::remove(axes.begin(), axes.end(), axis), axes.end());
+    if (d >= 0) {
+      if (in_types[k].shape[static_cast<size_t>(d)] != size)
+        fail("jit: a map over mesh axis ", quoted(axis), " of size ", size, " takes operand ", k,
+             " of shape ", shape_str(in_types[k].shape), " along dimension ", d,
+             "; expected that dimension to have the axis size");
+      target.dims[static_cast<size_t>(d)] = {axis};
+    }
+    Array b = relayout(in[k].block, in_types[k].shape, mesh, in[k].at, target);
+    if (d >= 0) {
+      Shape squeezed = b.shape();
+      squeezed.erase(squeezed.begin() + d);
+      b = reshape(b, squeezed);
+      target.dims.erase(target.dims.begin() + d);
+    }
+    args.push_back({b, target});
+  }
+  std::vector<Value> outs = eval_values(body, mesh, args);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    Value& v = outs[j];
+    if (!v.at.unreduced.empty()) {
+      const Placement summed{v.at.dims, {}};
+      v.block = relayout(v.block, body.type(body.outputs[j]).shape, mesh, v.at, summed);
+      v.at = summed;
+    }
+    const int d = mapped_dim(rule.results[j]);
+    if (d >= 0) {
+      v.block = expand_dims(v.block, d);
+      v.at.dims.insert(v.at.dims.begin() + d, std::vector<std::string>{axis});
+    }
+  }
+  return outs;
+}
+
 std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
                          const std::vector<Value>& in) {
   const Primitive& prim = *eq.primitive;
@@ -230,10 +293,15 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
 
   ShardingRule rule;
   bool has_rule = prim.sharding_rule(in_types, rule);
-  if (!has_rule && prim.is_elementwise() && !out_types.empty()) {
+  // A psum, pmax or pmin (inside a map's body, over an axis the map made manual) combines each
+  // device's block with the same block of the others: elementwise over the other axes.
+  const CollectiveKind kind = prim.collective_kind();
+  const bool combines = kind == CollectiveKind::Sum || kind == CollectiveKind::Reduce;
+  if (!has_rule && (prim.is_elementwise() || combines) && !out_types.empty()) {
     rule = elementwise_rule(in_types, out_types[0].shape.size(), out_types.size());
     has_rule = true;
   }
+  if (has_rule && !rule.manual_axis.empty()) return enter_map(prim, rule, mesh, in, in_types);
   std::vector<Value> out;
   if (!has_rule) {
     // No rule: every operand whole, the primitive run on each device.
@@ -281,9 +349,11 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
         }
       }
     }
-  // A reduction factor that cannot be left partial is kept whole.
+  // A reduction factor that cannot be left partial is kept whole. (A primitive without results,
+  // a check, reduces nothing: each device checks its block.)
   for (int f = 0; f < factors; ++f)
-    if (!in_result[static_cast<size_t>(f)] && rule.reduction == ShardingRule::Combine::None)
+    if (!in_result[static_cast<size_t>(f)] && !out_types.empty() &&
+        rule.reduction == ShardingRule::Combine::None)
       axes[static_cast<size_t>(f)].clear();
   // Each mesh axis splits one factor: the heaviest factor's first.
   std::vector<int> order(static_cast<size_t>(factors));
@@ -351,7 +421,7 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
       rule.constraint ? blocks : spmd::bind(local ? local : eq.primitive, blocks);
   // Split reduction factors: partial results, combined now (max, min) or when needed (sums).
   std::vector<std::string> reduced;
-  for (int f = 0; f < factors; ++f)
+  for (int f = 0; f < factors && !out_types.empty(); ++f)
     if (!in_result[static_cast<size_t>(f)])
       for (const std::string& a : axes[static_cast<size_t>(f)]) reduced.push_back(a);
   for (size_t j = 0; j < results.size(); ++j) {
@@ -382,17 +452,24 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
 
 }  // namespace
 
+namespace {
+std::vector<Value> eval_values(const Program& program, const Mesh& mesh,
+                               const std::vector<Value>& args) {
+  auto literal = [](const Array& a) { return Value{a, Placement::whole(a.shape().size())}; };
+  auto step = [&](const Equation& eq, const std::vector<Value>& in) {
+    return apply(eq, program, mesh, in);
+  };
+  return ir::interpret(program, args, literal, step);
+}
+}  // namespace
+
 PartitionedValues partition_eval(const Program& program, const Mesh& mesh,
                                  const std::vector<Array>& blocks,
                                  const std::vector<Placement>& placements) {
   std::vector<Value> args;
   for (size_t i = 0; i < blocks.size(); ++i) args.push_back({blocks[i], placements[i]});
-  auto literal = [](const Array& a) { return Value{a, Placement::whole(a.shape().size())}; };
-  auto step = [&](const Equation& eq, const std::vector<Value>& in) {
-    return apply(eq, program, mesh, in);
-  };
   PartitionedValues r;
-  for (Value& v : ir::interpret(program, args, literal, step)) {
+  for (Value& v : eval_values(program, mesh, args)) {
     r.blocks.push_back(std::move(v.block));
     r.placements.push_back(std::move(v.at));
   }

@@ -21,7 +21,19 @@
 //   partial sums: the result is "unreduced" over those axes (JAX's unreduced) and is summed when a
 //   consumer needs it, by a psum_scatter when the consumer splits a dimension by the same axis
 //   (a dot's reduce-scatter) and a psum otherwise; max and min are combined at once (pmax/pmin);
-// - a primitive without a rule gets its operands whole (all_gather) and runs on every device.
+// - a primitive without a rule gets its operands whole (all_gather) and runs on every device;
+// - a map over a mesh axis (a level of shard_map's nested pmaps inside the jitted function) is
+//   manual over it: its mapped dimension split one position per device, its body run on each
+//   device's block, collectives in the body over the axis as written (ShardingRule::manual_axis).
+//
+// Where each rule comes from: the factor form of the rules and the reshape rule (the major
+// dimensions of a split or merge correspond) are Shardy's OpShardingRule; the Explicit-mode
+// conflicts and their messages, None meeting an axis, and reshard / with_sharding_constraint as
+// the way out are JAX's sharding-in-types (broadcasting_sharding_rule, dot_general's rule);
+// unreduced partial sums are JAX's unreduced axes; the reduce-scatter of a partial dot result
+// and the all_to_all between dimensions are GSPMD's resharding; choosing by the operands' bytes
+// on Auto axes is a greedy, per-equation form of GSPMD's cost-based choice (no backward pass
+// from later constraints yet).
 #include <string>
 #include <vector>
 
