@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <bit>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -18,8 +19,25 @@ namespace spmd::runtime {
 namespace {
 
 constexpr size_t kAlign = 64;
-// Blocks above this stay cached only while the cache holds less than kMaxCached bytes.
-constexpr size_t kMaxCached = size_t{2} << 30;
+// Freed blocks stay cached only while the cache holds less than max_cached() bytes: 2 GiB, or
+// SPMD_ALLOCATOR_CACHE_MB (0 returns every freed block to the system at once: a process's RSS
+// then follows its arrays, as a memory benchmark wants; a value that is not a number is reported
+// on stderr once and the default kept).
+size_t max_cached() {
+  static const size_t bytes = [] {
+    const size_t fallback = size_t{2} << 30;
+    const char* v = std::getenv("SPMD_ALLOCATOR_CACHE_MB");
+    if (!v || !*v) return fallback;
+    char* end = nullptr;
+    const unsigned long long mb = std::strtoull(v, &end, 10);
+    if (*end != '\0' || v[0] == '-') {
+      std::fprintf(stderr, "spmd: SPMD_ALLOCATOR_CACHE_MB=%s is not a number of MiB; keeping 2048\n", v);
+      return fallback;
+    }
+    return static_cast<size_t>(mb) << 20;
+  }();
+  return bytes;
+}
 
 size_t size_class(size_t bytes) {
   if (bytes <= kAlign) return kAlign;
@@ -158,7 +176,7 @@ Buffer::~Buffer() {
   Cache& c = cache();
   std::lock_guard lock(c.mu);
   // (a block another process holds stays cached whatever the cache holds: taken again once free)
-  if (c.total + capacity <= kMaxCached || held_elsewhere(data)) {
+  if (c.total + capacity <= max_cached() || held_elsewhere(data)) {
     c.free_blocks[capacity].push_back(data);
     c.total += capacity;
   } else {
