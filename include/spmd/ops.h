@@ -320,10 +320,10 @@ Array device_put(const Array& x, const Device& device);
 //   need and receives only those it needs (point-to-point, no gather to a leader); values are
 //   unchanged bit for bit. Under MPI every process must call it (a collective). A sharding over
 //   other devices is an spmd::Error naming both.
-// What may compute on such an array (spmd does not partition programs automatically yet):
-// - shard_map (eagerly or under jit) and pmap: each device reads its block;
-// - jit over anything else that reads it: an spmd::Error saying automatic partitioning is not
-//   supported yet (unless the layout is replicated), instead of a silent gather;
+// What may compute on such an array:
+// - shard_map and pmap: each device reads its block;
+// - jit: the program is partitioned over the mesh (transforms/partition.h), each device
+//   computing on its blocks;
 // - an eager op: it reads the whole array when this process holds all of it (a copy assembled
 //   from the blocks), with its result on one device, and is that error when other processes
 //   hold parts (gather them with multihost_utils::process_allgather). So are printing it and

@@ -192,11 +192,11 @@ void check_fully_addressable(const ArrayImpl& impl, const char* what) {
 
 void check_not_partitioned(const ArrayImpl& impl, const std::string& what) {
   if (!impl.named || impl.named->is_fully_replicated()) return;
-  fail(what, ": automatic partitioning is not supported yet: an argument of shape ",
-       shape_str(impl.aval.shape), " is laid out by ", impl.named->str(),
-       "; expected arrays on one device, or the computation inside shard_map over that mesh "
-       "(under jit too); bring the array to one device with device_put(x, device) or "
-       "multihost_utils::process_allgather(x)");
+  fail(what, ": an argument of shape ", shape_str(impl.aval.shape), " is laid out by ",
+       impl.named->str(), ", partly on other processes' devices, and an eager op reads its whole "
+       "value, which this process does not hold; expected the computation under jit (which "
+       "partitions it over the mesh, each process computing on its blocks), or the array "
+       "gathered with multihost_utils::process_allgather(x)");
 }
 
 }  // namespace detail

@@ -73,9 +73,8 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
     captured = std::move(traced.captured);
     std::vector<Array> leaves = call.leaves;
     leaves.insert(leaves.end(), captured.begin(), captured.end());
-    entry->partitioned =
-        transforms::plan_partition(entry->program, leaves, call.in_tree, cache.in_shardings,
-                                   cache.out_shardings, entry->shardings);
+    entry->partitioned = transforms::plan_partition(entry->program, leaves, call.in_tree,
+                                                    cache.in_shardings, cache.out_shardings);
     // A trace that captured values of an enclosing trace is only valid inside that trace.
     if (captured.empty())
       cache.entries.insert(std::move(sig), entry);
@@ -102,9 +101,7 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
   std::call_once(entry->compiled, [&] {
     entry->executable = std::make_unique<compile::Executable>(compile::simplify(entry->program));
   });
-  entry->shardings.check_arguments(call.leaves);
-  std::vector<Array> storage;
-  const std::vector<Array>& leaves = transforms::JitShardings::whole(call.leaves, storage);
+  const std::vector<Array>& leaves = call.leaves;
   backend::ExecContext ctx;
   ctx.device = leaves.empty() ? 0 : leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
@@ -136,8 +133,7 @@ std::string compiled_text_of(const FlatFn& fn, const FlatCall& call) {
   ir::Traced traced = ir::trace(avals, fn.fn);
   std::vector<Array> leaves = call.leaves;
   leaves.insert(leaves.end(), traced.captured.begin(), traced.captured.end());
-  auto plan = transforms::plan_partition(traced.program, leaves, call.in_tree, {}, {},
-                                         transforms::JitShardings::of(traced.program));
+  auto plan = transforms::plan_partition(traced.program, leaves, call.in_tree, {}, {});
   if (!plan) return compiled_text_of(traced.program);
   return "# the program each device of " + plan->mesh.str() + " runs\n" +
          compiled_text_of(transforms::per_device_program(*plan));

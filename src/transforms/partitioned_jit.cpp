@@ -58,8 +58,7 @@ std::shared_ptr<PartitionedCall> plan_partition(const Program& program,
                                                 const std::vector<Array>& leaves,
                                                 const TreeDef& in_tree,
                                                 const detail::OptionalShardings& in_shardings,
-                                                const detail::OptionalShardings& out_shardings,
-                                                const JitShardings& uses) {
+                                                const detail::OptionalShardings& out_shardings) {
   bool wanted = false;
   for (const auto& s : in_shardings) wanted = wanted || s.has_value();
   for (const auto& s : out_shardings) wanted = wanted || s.has_value();
@@ -103,8 +102,9 @@ std::shared_ptr<PartitionedCall> plan_partition(const Program& program,
       take_mesh((*given)->mesh(), "in_shardings for " + what);
       plan->in_specs.push_back((*given)->spec());
     } else if (named) {
-      // (A replicated one too: its results are laid out on the mesh as JAX's are.)
-      if (k < uses.partitioned_use.size() && !uses.partitioned_use[k].empty()) wanted = true;
+      // (A replicated one too: its results are laid out on the mesh as JAX's are. So is one only
+      // a shard_map reads: its levels run manual, on the blocks, nothing gathered.)
+      wanted = true;
       take_mesh(named->mesh(), what);
       plan->in_specs.push_back(named->spec());
     } else {

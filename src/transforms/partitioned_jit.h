@@ -1,7 +1,8 @@
 #pragma once
 // jit over arrays laid out on a mesh (JAX's jit over jax.Arrays with NamedShardings, and its
-// in_shardings / out_shardings). A call is partitioned when an argument laid out on a mesh (and
-// not replicated) is read by a computation, or when in_shardings / out_shardings are given:
+// in_shardings / out_shardings). A call is partitioned when an argument is laid out on a mesh
+// (replicated or not; a shard_map inside the function included), or when in_shardings /
+// out_shardings are given:
 // the traced program over global arrays is then run as the body of a shard_map over the mesh,
 // each device running partition_eval (transforms/partition.h) on its blocks, and the results
 // laid out as the partitioner left them (or as out_shardings say). So a partitioned call goes
@@ -15,7 +16,6 @@
 
 #include "spmd/sharding.h"
 #include "spmd/transforms.h"
-#include "transforms/jit_shardings.h"
 #include "transforms/partition.h"
 
 namespace spmd::transforms {
@@ -35,8 +35,7 @@ struct PartitionedCall {
 // otherwise than in_shardings say).
 std::shared_ptr<PartitionedCall> plan_partition(
     const Program& program, const std::vector<Array>& leaves, const TreeDef& in_tree,
-    const detail::OptionalShardings& in_shardings, const detail::OptionalShardings& out_shardings,
-    const JitShardings& uses);
+    const detail::OptionalShardings& in_shardings, const detail::OptionalShardings& out_shardings);
 
 // Runs the call (concrete or traced arguments) and returns its outputs.
 std::vector<Array> run_partitioned(PartitionedCall& call, const std::vector<Array>& leaves);
