@@ -301,6 +301,12 @@ TEST_F(ShardedJit, CompiledTextShowsTheInsertedCollectives) {
   EXPECT_THAT(moved, HasSubstr("all_to_all"));
   std::string gathered = compiled_text([](const Array& a) { return sort(a, 1); }, x);
   EXPECT_THAT(gathered, HasSubstr("all_gather"));
+  // A broadcast meeting a split operand is made at the block's shape, not made whole and sliced.
+  auto plus_fill = [](const Array& a, const Array& c) { return a * broadcast_to(c, {8, 16}); };
+  Array c = full({}, 3.0);
+  std::string made = compiled_text(plus_fill, x, c);
+  EXPECT_THAT(made, ::testing::Not(HasSubstr("dynamic_slice")));
+  expect_close(jit(plus_fill)(x, c), values({8, 16}) * 3.0, 0, "broadcast made per block");
 }
 
 TEST_F(ShardedJit, ExplicitConflictsAreErrorsInJaxsWords) {

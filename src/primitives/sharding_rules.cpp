@@ -68,6 +68,9 @@ bool CumSum::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& r
 // ---- shape ----------------------------------------------------------------------------------
 bool BroadcastInDim::sharding_rule(const std::vector<AbstractValue>& in,
                                    ShardingRule& rule) const {
+  // An operand dimension passes; a new (or size-1 broadcast) dimension of the result is a factor
+  // of the result only: whole, but the partitioner may make the broadcast again at a consumer's
+  // split of it (transforms/partition.cpp, Remake) instead of slicing it.
   const Shape& x = in[0].shape;
   rule.operands = {std::vector<int>(x.size(), -1)};
   rule.results = {std::vector<int>(shape.size(), -1)};
@@ -76,6 +79,9 @@ bool BroadcastInDim::sharding_rule(const std::vector<AbstractValue>& in,
     rule.operands[0][i] = static_cast<int>(i);
     rule.results[0][static_cast<size_t>(dims[i])] = static_cast<int>(i);
   }
+  int next = static_cast<int>(x.size());
+  for (int& f : rule.results[0])
+    if (f < 0) f = next++;
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ir/interpret.h"
@@ -136,10 +137,37 @@ Array relayout(const Array& block, const Shape& global, const Mesh& mesh, const 
 
 namespace {
 
+// How to make a value again at another layout without moving it: a primitive (a broadcast)
+// whose result has dimensions no operand has (result-only factors, left whole). A consumer that
+// splits only such dimensions gets the primitive run again on the same operand blocks at the
+// smaller shape, instead of slicing the whole result (a broadcast batch dimension meeting a
+// batch split over "data" is made at the block's size).
+struct Remake {
+  PrimitivePtr primitive;
+  std::vector<Array> operands;       // the operand blocks it ran on
+  std::vector<AbstractValue> in_blocks;
+  std::vector<bool> free_dims;       // per result dimension: a result-only factor
+};
+
 struct Value {
   Array block;
   Placement at;
+  std::shared_ptr<const Remake> remake;  // set for a single result with free dimensions
 };
+
+// The value's block at `to`, made again (Value::remake) when only free dimensions gain axes.
+std::optional<Array> remade(const Value& v, const AbstractValue& global, const Placement& to,
+                            const Mesh& mesh) {
+  if (!v.remake || !v.at.unreduced.empty() || !to.unreduced.empty()) return std::nullopt;
+  AbstractValue block = global;
+  for (size_t d = 0; d < to.dims.size(); ++d) {
+    if (to.dims[d] != v.at.dims[d] && (!v.at.dims[d].empty() || !v.remake->free_dims[d]))
+      return std::nullopt;
+    block.shape[d] /= axes_size(mesh, to.dims[d]);
+  }
+  PrimitivePtr local = v.remake->primitive->on_blocks(v.remake->in_blocks, {block});
+  return spmd::bind(local ? local : v.remake->primitive, v.remake->operands).at(0);
+}
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
@@ -264,11 +292,12 @@ std::vector<Value> enter_map(const Primitive& prim, const ShardingRule& rule, co
       b = reshape(b, squeezed);
       target.dims.erase(target.dims.begin() + d);
     }
-    args.push_back({b, target});
+    args.push_back({b, target, nullptr});
   }
   std::vector<Value> outs = eval_values(body, mesh, args);
   for (size_t j = 0; j < outs.size(); ++j) {
     Value& v = outs[j];
+    v.remake = nullptr;  // (its dimensions change below)
     if (!v.at.unreduced.empty()) {
       const Placement summed{v.at.dims, {}};
       v.block = relayout(v.block, body.type(body.outputs[j]).shape, mesh, v.at, summed);
@@ -311,7 +340,7 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
                                 Placement::whole(in_types[k].shape.size())));
     std::vector<Array> results = spmd::bind(eq.primitive, blocks);
     for (size_t j = 0; j < results.size(); ++j)
-      out.push_back({results[j], Placement::whole(out_types[j].shape.size())});
+      out.push_back({results[j], Placement::whole(out_types[j].shape.size()), nullptr});
     return out;
   }
   if (rule.operands.size() != in.size() || rule.results.size() != out_types.size())
@@ -406,7 +435,9 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
   std::vector<AbstractValue> in_blocks;
   for (size_t k = 0; k < in.size(); ++k) {
     const Placement target = placement(rule.operands[k]);
-    blocks.push_back(relayout(in[k].block, in_types[k].shape, mesh, in[k].at, target));
+    std::optional<Array> again = remade(in[k], in_types[k], target, mesh);
+    blocks.push_back(again ? *again
+                           : relayout(in[k].block, in_types[k].shape, mesh, in[k].at, target));
     in_blocks.push_back(block_type(in_types[k], target));
   }
   std::vector<Placement> out_at;
@@ -445,7 +476,27 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
       r = relayout(r, out_types[j].shape, mesh, out_at[j], to);
       out_at[j] = to;
     }
-    out.push_back({r, out_at[j]});
+    out.push_back({r, out_at[j], nullptr});
+  }
+  // A single result with result-only factors, all left whole: it can be made again smaller.
+  if (results.size() == 1 && !rule.constraint && rule.reduction == ShardingRule::Combine::None) {
+    std::vector<bool> in_operands(static_cast<size_t>(factors), false);
+    for (const auto& dims : rule.operands)
+      for (int f : dims)
+        if (f >= 0) in_operands[static_cast<size_t>(f)] = true;
+    auto remake = std::make_shared<Remake>();
+    bool any = false;
+    for (int f : rule.results[0]) {
+      const bool free = f >= 0 && !in_operands[static_cast<size_t>(f)];
+      remake->free_dims.push_back(free);
+      any = any || free;
+    }
+    if (any) {
+      remake->primitive = eq.primitive;
+      remake->operands = blocks;
+      remake->in_blocks = in_blocks;
+      out[0].remake = std::move(remake);
+    }
   }
   return out;
 }
@@ -455,7 +506,9 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
 namespace {
 std::vector<Value> eval_values(const Program& program, const Mesh& mesh,
                                const std::vector<Value>& args) {
-  auto literal = [](const Array& a) { return Value{a, Placement::whole(a.shape().size())}; };
+  auto literal = [](const Array& a) {
+    return Value{a, Placement::whole(a.shape().size()), nullptr};
+  };
   auto step = [&](const Equation& eq, const std::vector<Value>& in) {
     return apply(eq, program, mesh, in);
   };
@@ -467,7 +520,7 @@ PartitionedValues partition_eval(const Program& program, const Mesh& mesh,
                                  const std::vector<Array>& blocks,
                                  const std::vector<Placement>& placements) {
   std::vector<Value> args;
-  for (size_t i = 0; i < blocks.size(); ++i) args.push_back({blocks[i], placements[i]});
+  for (size_t i = 0; i < blocks.size(); ++i) args.push_back({blocks[i], placements[i], nullptr});
   PartitionedValues r;
   for (Value& v : eval_values(program, mesh, args)) {
     r.blocks.push_back(std::move(v.block));
