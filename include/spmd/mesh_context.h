@@ -24,9 +24,6 @@ class set_mesh {
   ~set_mesh();
   set_mesh(const set_mesh&) = delete;
   set_mesh& operator=(const set_mesh&) = delete;
-
- private:
-  std::optional<Mesh> previous_;
 };
 
 // jax.set_mesh called as a plain function: the mesh in scope for every thread outside any
@@ -45,8 +42,9 @@ Array device_put(const Array& x, const PartitionSpec& spec);
 Array reshard(const Array& x, const PartitionSpec& spec);
 Array with_sharding_constraint(const Array& x, const PartitionSpec& spec);
 
-// jax.typeof (spelled type_of: typeof is a keyword of GNU C++): an array's type with its sharding. A concrete array laid out on a mesh knows its
-// NamedSharding; a traced value or an array on one device has none.
+// jax.typeof (spelled type_of: typeof is a keyword of GNU C++): an array's type with its
+// sharding. A concrete array laid out on a mesh knows its NamedSharding; a traced value or an
+// array on one device has none.
 struct ShardedType {
   AbstractValue aval;
   std::optional<NamedSharding> sharding;

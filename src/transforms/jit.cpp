@@ -17,6 +17,13 @@ namespace spmd::detail {
 namespace {
 
 using transforms::Signature;
+
+// A traced program's inputs: the call's arguments, then the values the trace captured.
+std::vector<Array> with_captured(const FlatCall& call, const std::vector<Array>& captured) {
+  std::vector<Array> all = call.leaves;
+  all.insert(all.end(), captured.begin(), captured.end());
+  return all;
+}
 using transforms::signature_of;
 
 struct Entry {
@@ -71,10 +78,9 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
     entry->out_tree = *fn.out_tree;
     entry->shardings = transforms::JitShardings::of(entry->program);
     captured = std::move(traced.captured);
-    std::vector<Array> leaves = call.leaves;
-    leaves.insert(leaves.end(), captured.begin(), captured.end());
-    entry->partitioned = transforms::plan_partition(entry->program, leaves, call.in_tree,
-                                                    cache.in_shardings, cache.out_shardings);
+    entry->partitioned = transforms::plan_partition(entry->program, with_captured(call, captured),
+                                                    call.in_tree, cache.in_shardings,
+                                                    cache.out_shardings);
     // A trace that captured values of an enclosing trace is only valid inside that trace.
     if (captured.empty())
       cache.entries.insert(std::move(sig), entry);
@@ -86,34 +92,28 @@ std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const F
   bool inline_it = !captured.empty() || ir::current_trace() != nullptr;
   for (const Array& a : call.leaves) inline_it = inline_it || a.is_tracer();
   if (entry->partitioned) {
-    std::vector<Array> args = call.leaves;
-    args.insert(args.end(), captured.begin(), captured.end());
-    std::vector<Array> out = transforms::run_partitioned(*entry->partitioned, args);
+    std::vector<Array> out =
+        transforms::run_partitioned(*entry->partitioned, with_captured(call, captured));
     if (!inline_it && !call.donated.empty()) transforms::delete_donated(call.leaves, call.donated);
     return out;
   }
   // Traced into an enclosing transformation: donation is ignored there, as in JAX.
-  if (inline_it) {
-    std::vector<Array> args = call.leaves;
-    args.insert(args.end(), captured.begin(), captured.end());
-    return ir::eval_program(entry->program, args);
-  }
+  if (inline_it) return ir::eval_program(entry->program, with_captured(call, captured));
   std::call_once(entry->compiled, [&] {
     entry->executable = std::make_unique<compile::Executable>(compile::simplify(entry->program));
   });
-  const std::vector<Array>& leaves = call.leaves;
   backend::ExecContext ctx;
-  ctx.device = leaves.empty() ? 0 : leaves[0].impl()->placement.front();
+  ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
   if (call.donated.empty()) {
-    std::vector<Array> out = entry->executable->run(leaves, ctx);
+    std::vector<Array> out = entry->executable->run(call.leaves, ctx);
     entry->shardings.apply(out);
     return out;
   }
-  std::vector<bool> reusable = transforms::reusable_leaves(leaves, call.donated);
+  std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
   std::vector<Array> out;
   try {
-    out = entry->executable->run(leaves, ctx, reusable);
+    out = entry->executable->run(call.leaves, ctx, reusable);
   } catch (...) {
     transforms::delete_donated(call.leaves, reusable);  // their buffers may be half written
     throw;
@@ -131,9 +131,8 @@ std::string compiled_text_of(const FlatFn& fn, const FlatCall& call) {
   std::vector<AbstractValue> avals;
   for (const Array& a : call.leaves) avals.push_back(a.aval());
   ir::Traced traced = ir::trace(avals, fn.fn);
-  std::vector<Array> leaves = call.leaves;
-  leaves.insert(leaves.end(), traced.captured.begin(), traced.captured.end());
-  auto plan = transforms::plan_partition(traced.program, leaves, call.in_tree, {}, {});
+  auto plan = transforms::plan_partition(traced.program, with_captured(call, traced.captured),
+                                         call.in_tree, {}, {});
   if (!plan) return compiled_text_of(traced.program);
   return "# the program each device of " + plan->mesh.str() + " runs\n" +
          compiled_text_of(transforms::per_device_program(*plan));

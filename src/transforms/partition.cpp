@@ -32,6 +32,10 @@ PartitionSpec Placement::spec() const {
   return PartitionSpec(std::move(entries));
 }
 
+bool same_layout_of_devices(const Mesh& a, const Mesh& b) {
+  return a.devices() == b.devices() && a.shape() == b.shape() && a.axis_names() == b.axis_names();
+}
+
 std::string placed_type_str(const AbstractValue& global, const Placement& placement) {
   std::string s = dtype_short(global.dtype) + "[";
   for (size_t d = 0; d < global.shape.size(); ++d) {
@@ -468,8 +472,7 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
     }
     if (rule.constraint) {
       const NamedSharding& c = *rule.constraint;
-      if (c.mesh().devices() != mesh.devices() || c.mesh().axis_names() != mesh.axis_names() ||
-          c.mesh().shape() != mesh.shape())
+      if (!same_layout_of_devices(c.mesh(), mesh))
         fail("with_sharding_constraint: ", c.str(), " is over another mesh than the jitted "
              "call's arguments (", mesh.str(), "); expected one mesh for the whole call");
       const Placement to = Placement::of(c.spec(), out_types[j].shape.size());

@@ -75,6 +75,10 @@ PartitionedValues partition_eval(const Program& program, const Mesh& mesh,
 Array relayout(const Array& block, const Shape& global, const Mesh& mesh, const Placement& from,
                const Placement& to);
 
+// Whether two meshes lay the same devices out on the same axes (their axis types aside): one
+// partitioned call runs on one of them.
+bool same_layout_of_devices(const Mesh& a, const Mesh& b);
+
 // "f32[8@data,4]": a type with its placement, in JAX's notation.
 std::string placed_type_str(const AbstractValue& global, const Placement& placement);
 

@@ -16,10 +16,6 @@ TreeDef leaves_tree(size_t n) {
   return t;
 }
 
-bool same_devices(const Mesh& a, const Mesh& b) {
-  return a.devices() == b.devices() && a.shape() == b.shape() && a.axis_names() == b.axis_names();
-}
-
 // One entry for all, or one per item; `what` names the option.
 const std::optional<NamedSharding>& pick(const detail::OptionalShardings& v, size_t i,
                                          size_t count, const char* what, const char* items) {
@@ -33,8 +29,10 @@ const std::optional<NamedSharding>& pick(const detail::OptionalShardings& v, siz
 std::vector<Array> body(PartitionedCall& pc, const std::vector<Array>& blocks) {
   const Program& p = pc.program;
   std::vector<Placement> placements;
-  for (size_t i = 0; i < blocks.size(); ++i)
-    placements.push_back(Placement::of(pc.in_specs[i], p.var_types[static_cast<size_t>(p.inputs[i])].shape.size()));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const size_t rank = p.var_types[static_cast<size_t>(p.inputs[i])].shape.size();
+    placements.push_back(Placement::of(pc.in_specs[i], rank));
+  }
   PartitionedValues r = partition_eval(p, pc.mesh, blocks, placements);
   std::vector<Array> outs;
   std::vector<PartitionSpec> specs;
@@ -74,7 +72,7 @@ std::shared_ptr<PartitionedCall> plan_partition(const Program& program,
     if (!mesh) {
       mesh = m;
       mesh_from = from;
-    } else if (!same_devices(*mesh, m)) {
+    } else if (!same_layout_of_devices(*mesh, m)) {
       fail("jit: ", from, " is over ", m.str(), ", but ", mesh_from, " is over ", mesh->str(),
            "; expected every argument and sharding of one call on one mesh");
     }
