@@ -80,6 +80,7 @@ const std::map<std::string, std::string> kPublicHeaderLayer = {
     {"spmd/callback.h", "transforms"}, {"spmd/checkpoint.h", "transforms"},
     {"spmd/sharding.h", "transforms"},  // shard_map and its spec trees
     {"spmd/mesh_context.h", "transforms"},  // set_mesh, type_of
+    {"spmd/out_sharding.h", "transforms"},  // ops with out_sharding
     // runtime/: what the runtime reports about each device (memory_stats).
     {"spmd/device.h", "runtime"},
     // The libraries, and the header that includes everything.

@@ -9,11 +9,14 @@
 #include <cmath>
 #include <functional>
 
+#include "spmd/checkpoint.h"
 #include "spmd/control_flow.h"
+#include "spmd/custom_derivatives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
 #include "spmd/mesh_context.h"
 #include "spmd/nn.h"
+#include "spmd/out_sharding.h"
 #include "spmd/sharding.h"
 #include "spmd/transforms.h"
 
@@ -208,15 +211,208 @@ TEST_F(ShardedJit, GradOfAShardedMlp) {
                        {P(none, "y"), P("y"), P("x")}, m, 1e-5);
 }
 
-TEST_F(ShardedJit, ControlFlowRunsOnWholeOperands) {
-  for (const Mesh& m : meshes())
-    expect_partitioned(
-        "fori_loop",
-        [](const auto& v) {
-          return lax::fori_loop(0, 3, [](const Array&, const Array& s) { return s * 0.5 + 1.0; },
-                                v[0]);
-        },
-        {values({8, 16})}, {P("x", "y")}, m, 1e-6);
+// f under jit on `x` laid out as `spec` on `mesh`: equal to f on one device, the result laid out
+// as `out`, and the per-device program free of all_gather where `gathers` is false.
+void expect_laid_out(const std::string& what, const std::function<Array(const Array&)>& f,
+                     const Array& x, const Mesh& mesh, const PartitionSpec& spec,
+                     const PartitionSpec& out, bool gathers, double tol = 1e-6) {
+  const Array placed = device_put(x, NamedSharding(mesh, spec));
+  const std::string label = what + " on " + mesh.str() + " from " + spec.str();
+  Array got;
+  try {
+    got = jit(f)(placed);
+  } catch (const Error& e) {
+    FAIL() << label << ": " << e.what();
+  }
+  expect_close(got, f(x), tol, label);
+  EXPECT_EQ(got.sharding().named().spec(), out) << label;
+  if (!gathers) EXPECT_THAT(compiled_text(f, placed), ::testing::Not(HasSubstr("all_gather"))) << label;
+}
+
+TEST_F(ShardedJit, ControlFlowKeepsCarriesLaidOut) {
+  for (AxisType type : {AxisType::Explicit, AxisType::Auto})
+    for (const Mesh& m : meshes(type)) {
+      const PartitionSpec xy = m.shape().size() == 3 ? P(MeshAxes{"x", "z"}, "y") : P("x", "y");
+      // fori_loop: the carry stays split, each device iterating on its block.
+      expect_laid_out("fori_loop", [](const Array& a) {
+        return lax::fori_loop(0, 3, [](const Array&, const Array& s) { return s * 0.5 + 1.0; }, a);
+      }, values({8, 16}), m, xy, xy, false);
+      // while_loop whose predicate reads a sum over every block (a psum each iteration).
+      expect_laid_out("while_loop", [](const Array& a) {
+        return lax::while_loop([](const Array& s) { return sum(abs(s)) < 500.0; },
+                               [](const Array& s) { return s * 2.0 + 0.125; }, a);
+      }, values({8, 16}), m, xy, xy, false);
+      // cond on a value of the blocks; both branches keep the layout.
+      expect_laid_out("cond", [](const Array& a) {
+        return lax::cond(sum(a) > 0.0, [](const Array& v) { return v * 2.0; },
+                         [](const Array& v) { return -v; }, a);
+      }, values({8, 16}), m, xy, xy, false);
+      // A branch that gathers: the result lies where both branches agree (whole).
+      expect_laid_out("cond with a replicated branch", [&](const Array& a) {
+        return lax::cond(sum(a) < 0.0, [](const Array& v) { return v * 2.0; },
+                         [&](const Array& v) { return with_sharding_constraint(v + 1.0, NamedSharding(m, P())); }, a);
+      }, values({8, 16}), m, xy, P(), true);
+      // scan: xs split along their rows (not the scanned dimension), ys stacked alike; the carry
+      // keeps its layout.
+      const PartitionSpec rows = m.shape().size() == 3 ? P(none, MeshAxes{"x", "z"}) : P(none, "x");
+      expect_laid_out("scan", [](const Array& xs) {
+        auto [c, ys] = lax::scan([](const Array& h, const Array& x) {
+          Array n = h * 0.5 + x;
+          return std::pair(n, n * 2.0);
+        }, zeros({8, 16}), xs);
+        return ys + expand_dims(c, 0);
+      }, values({5, 8, 16}), m, rows, rows, false);
+    }
+}
+
+TEST_F(ShardedJit, ScanOfAnRnnWithShardedWeights) {
+  // h = tanh(h w + x) over 4 steps, w split by columns over "y": each step's h comes out split
+  // by columns and goes back to the carry's rows-only layout. Its gradient too.
+  for (const Mesh& m : meshes(AxisType::Auto)) {
+    auto rnn = [](const Array& w, const Array& xs) {
+      auto [h, ys] = lax::scan([&](const Array& c, const Array& x) {
+        Array n = tanh(matmul(c, w) + x);
+        return std::pair(n, sum(n, {1}));
+      }, zeros({8, 16}), xs);
+      return sum(h) + sum(ys) * 0.5;
+    };
+    const Array w = values({16, 16}, 3) * 0.25, xs = values({4, 8, 16}, 4);
+    const NamedSharding ws(m, P(none, "y")), xss(m, P(none, "x"));
+    expect_close(jit(rnn)(device_put(w, ws), device_put(xs, xss)), rnn(w, xs), 1e-5, "rnn on " + m.str());
+    auto g = jit(grad(rnn));
+    expect_close(g(device_put(w, ws), device_put(xs, xss)), grad(rnn)(w, xs), 1e-5, "rnn grad on " + m.str());
+  }
+}
+
+TEST_F(ShardedJit, ScannedDimensionMustBeWholeOnExplicitAxes) {
+  auto f = [](const Array& xs) {
+    return lax::scan([](const Array& c, const Array& x) { return std::pair(c + x, c); }, zeros({16}), xs).first;
+  };
+  const Array xs = values({8, 16});
+  const Mesh ex = make_mesh({2, 4}, {"x", "y"});
+  try {
+    jit(f)(device_put(xs, NamedSharding(ex, P("x"))));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("0th dimension of all xs should be replicated. Got P('x',)"));
+  }
+  // On Auto axes the scanned dimension is gathered.
+  const Mesh au = make_mesh({2, 4}, {"x", "y"}, {AxisType::Auto, AxisType::Auto});
+  expect_close(jit(f)(device_put(xs, NamedSharding(au, P("x", "y")))), f(xs), 1e-6, "auto");
+}
+
+TEST_F(ShardedJit, CustomDerivativesRunTheirFunctionOnBlocks) {
+  const auto clip_gradient = custom_vjp(
+      [](const Array& x) { return sin(x); },
+      [](const Array& x) { return std::pair(sin(x), x); },
+      [](const Array& x, const Array& g) { return clip(g * cos(x), -0.25, 0.25); });
+  const auto softplus = custom_jvp(
+      [](const Array& x) { return log1p(exp(x)); },
+      [](const std::tuple<Array>& p, const std::tuple<Array>& t) {
+        auto [x] = p;
+        auto [tx] = t;
+        return std::pair(log1p(exp(x)), tx / (1.0 + exp(-x)));
+      });
+  const Mesh m = make_mesh({2, 4}, {"x", "y"});
+  auto f = [&](const Array& a) { return softplus(clip_gradient(a)) * 3.0; };
+  expect_laid_out("custom_vjp and custom_jvp", f, values({8, 16}), m, P("x", "y"), P("x", "y"), false);
+  auto loss = [&](const Array& a) { return sum(f(a)); };
+  const Array x = values({8, 16});
+  expect_close(jit(grad(loss))(device_put(x, NamedSharding(m, P("x", "y")))), grad(loss)(x), 1e-6,
+               "grad through custom rules");
+  // A checkpointed function: its body runs on the blocks.
+  auto remat_f = checkpoint([](const Array& a) { return sin(sin(a)); });
+  expect_laid_out("checkpoint", [&](const Array& a) { return remat_f(a); }, x, m, P("x", "y"),
+                  P("x", "y"), false);
+  auto remat_loss = [&](const Array& a) { return sum(remat_f(a)); };
+  expect_close(jit(grad(remat_loss))(device_put(x, NamedSharding(m, P("x", "y")))), grad(remat_loss)(x),
+               1e-6, "grad through checkpoint");
+}
+
+TEST_F(ShardedJit, VmapSpmdAxisNameSplitsTheBatchOfConstraints) {
+  const Mesh m = make_mesh({2, 4}, {"x", "y"});
+  const Array x = values({8, 16});
+  // Each row constrained to lie over "y": the batch dimension follows spmd_axis_name.
+  auto row = [&](const Array& r) { return with_sharding_constraint(r * 2.0, NamedSharding(m, P("y"))); };
+  auto named = [&](const Array& a) { return vmap(row, 0, 0, "", std::nullopt, {"x"})(a); };
+  expect_laid_out("spmd_axis_name", named, x, m, P(), P("x", "y"), false);
+  // Without it the batch dimension is left as it lies (JAX's UNCONSTRAINED).
+  auto unnamed = [&](const Array& a) { return vmap(row)(a); };
+  expect_laid_out("no spmd_axis_name, rows split", unnamed, x, m, P("x"), P("x", "y"), false);
+  expect_laid_out("no spmd_axis_name, rows whole", unnamed, x, m, P(), P(none, "y"), false);
+  // An spmd_axis_name the constraint names already is JAX's error.
+  auto clash = [&](const Array& a) { return vmap(row, 0, 0, "", std::nullopt, {"y"})(a); };
+  try {
+    jit(clash)(device_put(x, NamedSharding(m, P())));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("vmap spmd_axis_name ('y',) cannot appear in "
+                                    "with_sharding_constraint spec, but got spec P('y',)"));
+  }
+  // The cotangent of a constrained value takes the constraint (JAX transposes it to itself).
+  auto loss = [&](const Array& a) { return sum(with_sharding_constraint(a * a, NamedSharding(m, P("x", "y")))); };
+  expect_close(jit(grad(loss))(device_put(x, NamedSharding(m, P()))), x * 2.0, 1e-6, "grad of a constraint");
+}
+
+TEST_F(ShardedJit, OutShardingResolvesAConflictAndLaysTheResultOut) {
+  const Mesh m = make_mesh({2, 4}, {"x", "y"});
+  set_mesh scope(m);
+  const Array ha = values({8, 16}), hb = values({16, 8}, 1);
+  Array a = device_put(ha, P(none, "y")), b = device_put(hb, P("x"));
+  // The contracting dimensions split by different axes: an error on Explicit axes...
+  auto plain = jit([](const Array& p, const Array& q) { return matmul(p, q); });
+  try {
+    plain(a, b);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("dot_general requires contracting dimensions to have consistent sharding"));
+  }
+  // ...that out_sharding resolves, the result laid out as asked.
+  for (const PartitionSpec& out : {P("x", "y"), P(), P(none, "x"), P(MeshAxes{"x", "y"})}) {
+    auto resolved = jit([out](const Array& p, const Array& q) { return matmul(p, q, out); });
+    Array r = resolved(a, b);
+    EXPECT_EQ(r.sharding().named().spec(), out) << out.str();
+    expect_close(r, matmul(ha, hb), 1e-5, "matmul out_sharding " + out.str());
+  }
+  auto dg = jit([](const Array& p, const Array& q) {
+    return lax::dot_general(p, q, {1}, {0}, {}, {}, NamedSharding(mesh_in_scope("test"), P("y")));
+  });
+  expect_close(dg(a, b), matmul(ha, hb), 1e-5, "dot_general out_sharding");
+  EXPECT_EQ(dg(a, b).sharding().named().spec(), P("y"));
+  // reshape and the constructors, traced and eager.
+  auto rs = jit([](const Array& p) { return reshape(p * 2.0, {2, 4, 16}, P(none, "x", "y")); });
+  Array r3 = rs(device_put(ha, P("x", "y")));
+  EXPECT_EQ(r3.sharding().named().spec(), P(none, "x", "y"));
+  expect_close(r3, reshape(ha * 2.0, {2, 4, 16}), 0, "reshape out_sharding");
+  auto filled = jit([](const Array& p) { return p + full({8, 16}, 2.0, DType::Float32, P("x", "y")); });
+  Array f = filled(device_put(ha, P("x", "y")));
+  expect_close(f, ha + 2.0, 0, "full out_sharding");
+  Array z = zeros({8, 4}, DType::Float32, P("x"));
+  EXPECT_EQ(z.sharding().named().spec(), P("x"));
+  expect_close(z, zeros({8, 4}), 0, "eager zeros");
+  Array e = matmul(ha, hb, P(none, "y"));
+  EXPECT_EQ(e.sharding().named().spec(), P(none, "y"));
+  expect_close(e, matmul(ha, hb), 1e-6, "eager matmul out_sharding");
+}
+
+TEST_F(ShardedJit, MakeJaxprPrintsLayouts) {
+  const Mesh m = make_mesh({2, 4}, {"data", "model"});
+  Array x = device_put(values({8, 16}), NamedSharding(m, P("data")));
+  Array w = device_put(values({16, 8}), NamedSharding(m, P(none, "model")));
+  Array v = device_put(values({8, 16}), NamedSharding(m, P("data", "model")));
+  const std::string text =
+      make_jaxpr([](const Array& a, const Array& b) { return tanh(matmul(a, b)); })(x, w).str();
+  EXPECT_THAT(text, HasSubstr(":f32[8@data,16]"));
+  EXPECT_THAT(text, HasSubstr(":f32[16,8@model]"));
+  EXPECT_THAT(text, HasSubstr(":f32[8@data,8@model] = dot_general"));
+  EXPECT_THAT(text, HasSubstr(":f32[8@data,8@model] = tanh"));
+  // A sum over a split dimension is unreduced (JAX's {U:...}) until something needs it whole.
+  const std::string sums = make_jaxpr([](const Array& a) { return sum(a, {1}) * 2.0; })(v).str();
+  EXPECT_THAT(sums, HasSubstr(":f32[8@data,16@model]."));
+  EXPECT_THAT(sums, HasSubstr(":f32[8@data]{U:model} = reduce_sum"));
+  // Arrays on one device: no layouts.
+  const std::string plain = make_jaxpr([](const Array& a) { return a * 2.0; })(values({4})).str();
+  EXPECT_THAT(plain, ::testing::Not(HasSubstr("@")));
 }
 
 TEST_F(ShardedJit, ShardMapInsideAPartitionedJit) {
@@ -359,6 +555,34 @@ TEST_F(ShardedJit, AutoAxesChooseALayout) {
     expect_partitioned("matmul, one axis on both free dims",
                        [](const auto& v) { return matmul(v[0], v[1]); },
                        {values({8, 16}), values({16, 8}, 1)}, {P("y"), P(none, "y")}, m, 1e-5);
+  }
+}
+
+TEST_F(ShardedJit, AutoAxesPropagateLaterLayoutsBackward) {
+  // A replicated input whose result is constrained to P("x", "y"): on Auto axes the ops before
+  // the constraint run on blocks (the input sliced locally at its first use), on Explicit axes
+  // they run whole and the result is sliced at the constraint.
+  for (AxisType type : {AxisType::Auto, AxisType::Explicit}) {
+    const Mesh m = make_mesh({2, 4}, {"x", "y"}, {type, type});
+    auto f = [&](const Array& a, const Array& b) {
+      Array h = tanh(a * 2.0) + b;
+      return with_sharding_constraint(sum(h, {2}), NamedSharding(m, P("x", "y")));
+    };
+    const Array a = values({8, 16, 4}), b = values({8, 16, 4}, 1);
+    Array pa = device_put(a, NamedSharding(m, P())), pb = device_put(b, NamedSharding(m, P()));
+    const std::string text = make_jaxpr(f)(pa, pb).str();
+    const std::string split = type == AxisType::Auto ? "f32[8@x,16@y,4] = tanh" : "f32[8,16,4] = tanh";
+    EXPECT_THAT(text, HasSubstr(split)) << text;
+    Array got = jit(f)(pa, pb);
+    expect_close(got, sum(tanh(a * 2.0) + b, {2}), 1e-6, "backward propagation");
+    EXPECT_EQ(got.sharding().named().spec(), P("x", "y"));
+    // out_shardings propagate the same way.
+    JitOptions o;
+    o.out_shardings = {NamedSharding(m, P(none, "y"))};
+    auto g = [](const Array& p) { return exp(p * 0.5); };
+    Array r = jit(g, o)(pa);
+    expect_close(r, exp(a * 0.5), 1e-6, "out_shardings backward");
+    EXPECT_EQ(r.sharding().named().spec(), P(none, "y"));
   }
 }
 

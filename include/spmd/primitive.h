@@ -27,6 +27,10 @@ inline constexpr int not_mapped = -1;
 struct BatchContext {
   int64_t axis_size = 0;
   std::string axis_name;  // empty when the vmap has no name
+  // JAX's spmd_axis_name: the mesh axes that split the mapped dimension inside jit over arrays
+  // laid out on a mesh; a sharding constraint of the function splits its batch dimension by
+  // them (without it, that dimension is left as it lies).
+  std::vector<std::string> spmd_axis_name;
 };
 
 struct Batched {
@@ -57,7 +61,35 @@ struct ShardingRule {
   // taken out, and its results get it back. Empty for every other primitive.
   std::string manual_axis;
   std::shared_ptr<const Program> manual_body;
+  // with_sharding_constraint's dimensions left as the operand lies (JAX's UNCONSTRAINED: a
+  // constraint's batch dimension under vmap).
+  std::vector<int> unconstrained;
+  // A call (custom_vjp, custom_jvp, checkpoint): its body runs in its place on the blocks, its
+  // inputs the operands and its outputs the results. Set alone (no factors).
+  std::shared_ptr<const Program> inline_body;
+  // Control flow (scan, while, cond, an opaque call): bodies each device runs on its blocks,
+  // the primitive bound again over them. Operands keep their layouts (partial sums summed);
+  // `sliced` operands are read one slice along dimension 0 per iteration (a scan's xs: that
+  // dimension is whole), `stacked` results gather one slice per iteration (a scan's ys).
+  // carried[j] >= 0: result j is a loop carry whose value before the first iteration is that
+  // operand; it keeps the operand's layout, and the body outputs that give it are moved there.
+  // Set alone (no factors).
+  struct Body {
+    std::shared_ptr<const Program> program;
+    std::vector<int> inputs;   // per body input: the operand it reads
+    std::vector<int> outputs;  // per body output: the result it gives, or -1: whole everywhere
+  };
+  std::vector<Body> bodies;
+  std::vector<int> sliced, stacked, carried;
 };
+
+// Factors 0..rank-1, one per dimension: an operand or result that every dimension of another
+// matches (elementwise ops, a constraint).
+inline std::vector<int> identity_factors(size_t rank) {
+  std::vector<int> f(rank);
+  for (size_t i = 0; i < rank; ++i) f[i] = static_cast<int>(i);
+  return f;
+}
 
 enum class CollectiveKind {
   None,    // not a collective (control flow and pmap still name their collectives' axes)

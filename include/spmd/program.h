@@ -32,6 +32,10 @@ struct Program {
   int num_captured = 0;                  // closure-captured values of an enclosing trace
   std::vector<Atom> outputs;
   std::vector<Equation> equations;
+  // Optional, per variable: its type as printed where the program's reader knows more than
+  // var_types say; make_jaxpr of a call over arrays laid out on a mesh puts each value's layout
+  // there in JAX's notation (f32[8@data,4]). Not part of the program's identity.
+  std::vector<std::string> printed_types;
 
   const AbstractValue& type(const Atom& a) const;
   std::vector<AbstractValue> input_types() const;

@@ -19,6 +19,7 @@
 #include "spmd/mesh_context.h"
 #include "spmd/multihost_utils.h"
 #include "spmd/nn.h"
+#include "spmd/out_sharding.h"
 #include "spmd/ops.h"
 #include "spmd/program.h"
 #include "spmd/random.h"

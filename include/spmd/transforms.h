@@ -206,6 +206,7 @@ struct VmapSpec {
   AxisSpec out_axes = 0;
   std::string axis_name;
   std::optional<int64_t> axis_size;
+  std::vector<std::string> spmd_axis_name;
 };
 std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatCall& call,
                              TreeDef& out_tree);
@@ -317,12 +318,16 @@ class Vmapped {
 
 // Vectorises f over an axis of its arguments: in_axes per argument (int, spmd::none, or a
 // container prefix), out_axes likewise for the results; axis_name lets collectives inside f
-// reduce over the mapped axis.
+// reduce over the mapped axis. spmd_axis_name (JAX's): inside jit over arrays laid out on a
+// mesh, the mesh axes that split the mapped dimension: sharding constraints in f split their
+// batch dimension by them (without it that dimension is left as it lies).
 template <class F>
 Vmapped<F> vmap(F f, AxisSpec in_axes = 0, AxisSpec out_axes = 0, std::string axis_name = {},
-                std::optional<int64_t> axis_size = {}) {
-  return Vmapped<F>(std::move(f), detail::VmapSpec{std::move(in_axes), std::move(out_axes),
-                                                   std::move(axis_name), axis_size});
+                std::optional<int64_t> axis_size = {},
+                std::vector<std::string> spmd_axis_name = {}) {
+  return Vmapped<F>(std::move(f),
+                    detail::VmapSpec{std::move(in_axes), std::move(out_axes), std::move(axis_name),
+                                     axis_size, std::move(spmd_axis_name)});
 }
 
 // ---- pmap -------------------------------------------------------------------------------------

@@ -88,6 +88,11 @@ std::string Program::str() const {
     const_decls.push_back(n + ":" + a.literal.aval().str());
     return n;
   };
+  auto type_str = [&](int v) {
+    const size_t i = static_cast<size_t>(v);
+    return i < printed_types.size() && !printed_types[i].empty() ? printed_types[i]
+                                                                 : var_types[i].str();
+  };
   // Name constants first so they come before the inputs, as in jaxprs.
   for (auto& eq : equations)
     for (auto& a : eq.inputs)
@@ -98,12 +103,12 @@ std::string Program::str() const {
   for (size_t i = 0; i < const_decls.size(); ++i) out << (i ? " " : "") << const_decls[i];
   out << "; ";
   for (size_t i = 0; i < inputs.size(); ++i)
-    out << (i ? " " : "") << name(inputs[i]) << ":" << var_types[inputs[i]].str();
+    out << (i ? " " : "") << name(inputs[i]) << ":" << type_str(inputs[i]);
   out << ". let";
   for (auto& eq : equations) {
     out << "\n    ";
     for (size_t i = 0; i < eq.outputs.size(); ++i)
-      out << (i ? " " : "") << name(eq.outputs[i]) << ":" << var_types[eq.outputs[i]].str();
+      out << (i ? " " : "") << name(eq.outputs[i]) << ":" << type_str(eq.outputs[i]);
     out << " = " << eq.primitive->name();
     Params ps = eq.primitive->params();
     bool nested = false;  // a param holding a program: one param per line, bodies indented

@@ -57,6 +57,7 @@ class Scan final : public PrimitiveOf<Scan, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   SPMD_RESIDUAL_RULES;
@@ -86,6 +87,7 @@ class While final : public PrimitiveOf<While, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
@@ -103,6 +105,7 @@ class Cond final : public PrimitiveOf<Cond, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;

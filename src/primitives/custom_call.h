@@ -75,6 +75,7 @@ class CustomVjpCall final : public PrimitiveOf<CustomVjpCall, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   SPMD_RESIDUAL_RULES;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
@@ -94,6 +95,7 @@ class CustomJvpCall final : public PrimitiveOf<CustomJvpCall, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;

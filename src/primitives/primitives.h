@@ -143,13 +143,17 @@ class StopGradient final : public PrimitiveOf<StopGradient> {
 // into them (shard_map puts one on each argument and result); compilation drops it.
 class ShardingConstraint final : public PrimitiveOf<ShardingConstraint> {
  public:
-  explicit ShardingConstraint(std::shared_ptr<const NamedSharding> sharding);
-  auto key() const { return std::tie(text, device_ids); }
+  // unconstrained: dimensions left as the operand lies (JAX's UNCONSTRAINED: under vmap
+  // without spmd_axis_name, the batch dimension).
+  explicit ShardingConstraint(std::shared_ptr<const NamedSharding> sharding,
+                              std::vector<int> unconstrained = {});
+  auto key() const { return std::tie(text, device_ids, unconstrained); }
   std::shared_ptr<const NamedSharding> sharding;
+  std::vector<int> unconstrained;
   std::string text;             // sharding->str()
   std::vector<int> device_ids;  // its mesh's devices
   std::string name() const override { return "sharding_constraint"; }
-  Params params() const override { return {{"sharding", text}}; }
+  Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
   SPMD_VJP_RULE;

@@ -27,6 +27,7 @@ class Checkpoint final : public PrimitiveOf<Checkpoint, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   SPMD_JVP_RULE;
   SPMD_RESIDUAL_RULES;
@@ -53,6 +54,7 @@ class Call final : public PrimitiveOf<Call, ControlFlow> {
   Params params() const override;
   std::vector<AbstractValue> abstract_eval(const std::vector<AbstractValue>& in) const override;
   SPMD_BATCH_RULE;
+  SPMD_SHARDING_RULE;
   SPMD_VJP_RULE;
   std::shared_ptr<const Primitive> with_subprograms(std::vector<ProgramPtr> bodies) const override;
 };

@@ -4,39 +4,34 @@
 // primitive without one runs on whole operands.
 #include <algorithm>
 
+#include "primitives/control_flow.h"
+#include "primitives/custom_call.h"
 #include "primitives/pmap_call.h"
 #include "primitives/primitives.h"
+#include "primitives/remat.h"
 
 namespace spmd::prim {
 
-namespace {
-
-std::vector<int> identity_dims(size_t rank) {
-  std::vector<int> d(rank);
-  for (size_t i = 0; i < rank; ++i) d[i] = static_cast<int>(i);
-  return d;
-}
-
-}  // namespace
 
 bool ShardingConstraint::sharding_rule(const std::vector<AbstractValue>& in,
                                        ShardingRule& rule) const {
-  rule.operands = {identity_dims(in[0].shape.size())};
+  rule.operands = {identity_factors(in[0].shape.size())};
   rule.results = rule.operands;
   rule.constraint = sharding;
+  rule.unconstrained = unconstrained;
   return true;
 }
 
 // A runtime check: each device checks its block (a failing one fails the call).
 bool Check::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
-  rule.operands = {identity_dims(in[0].shape.size())};
+  rule.operands = {identity_factors(in[0].shape.size())};
   return true;
 }
 
 // ---- reductions -----------------------------------------------------------------------------
 bool Reduce::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
   const size_t rank = in[0].shape.size();
-  rule.operands = {identity_dims(rank)};
+  rule.operands = {identity_factors(rank)};
   rule.results.emplace_back();
   for (size_t d = 0; d < rank; ++d)
     if (std::find(axes.begin(), axes.end(), static_cast<int>(d)) == axes.end())
@@ -51,7 +46,7 @@ bool Reduce::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& r
 }
 
 bool ArgReduce::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
-  rule.operands = {identity_dims(in[0].shape.size())};
+  rule.operands = {identity_factors(in[0].shape.size())};
   rule.operands[0][static_cast<size_t>(axis)] = -1;
   rule.results = {rule.operands[0]};
   rule.results[0].erase(rule.results[0].begin() + axis);
@@ -59,7 +54,7 @@ bool ArgReduce::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule
 }
 
 bool CumSum::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
-  rule.operands = {identity_dims(in[0].shape.size())};
+  rule.operands = {identity_factors(in[0].shape.size())};
   rule.operands[0][static_cast<size_t>(axis)] = -1;
   rule.results = rule.operands;
   return true;
@@ -131,14 +126,14 @@ PrimitivePtr Reshape::on_blocks(const std::vector<AbstractValue>&,
 }
 
 bool Transpose::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
-  rule.operands = {identity_dims(in[0].shape.size())};
+  rule.operands = {identity_factors(in[0].shape.size())};
   rule.results = {perm};
   return true;
 }
 
 bool Slice::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
   const Shape& x = in[0].shape;
-  rule.operands = {identity_dims(x.size())};
+  rule.operands = {identity_factors(x.size())};
   for (size_t d = 0; d < x.size(); ++d) {
     const bool whole = start[d] == 0 && limit[d] == x[d] && (strides.empty() || strides[d] == 1);
     if (!whole) rule.operands[0][d] = -1;
@@ -157,7 +152,7 @@ PrimitivePtr Slice::on_blocks(const std::vector<AbstractValue>& in,
 }
 
 bool Rev::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
-  rule.operands = {identity_dims(in[0].shape.size())};
+  rule.operands = {identity_factors(in[0].shape.size())};
   for (int d : dims) rule.operands[0][static_cast<size_t>(d)] = -1;
   rule.results = rule.operands;
   return true;
@@ -165,7 +160,7 @@ bool Rev::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule
 
 bool Pad::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
   const size_t rank = in[0].shape.size();
-  rule.operands = {identity_dims(rank), {}};
+  rule.operands = {identity_factors(rank), {}};
   for (size_t d = 0; d < rank; ++d)
     if (lo[d] != 0 || hi[d] != 0 || interior[d] != 0) rule.operands[0][d] = -1;
   rule.results = {rule.operands[0]};
@@ -173,7 +168,7 @@ bool Pad::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule
 }
 
 bool Concatenate::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
-  std::vector<int> dims = identity_dims(in[0].shape.size());
+  std::vector<int> dims = identity_factors(in[0].shape.size());
   dims[static_cast<size_t>(axis)] = -1;
   rule.operands.assign(in.size(), dims);
   rule.results = {dims};
@@ -240,7 +235,7 @@ PrimitivePtr ScatterAdd::on_blocks(const std::vector<AbstractValue>&,
 bool DynamicSlice::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
   const Shape& x = in[0].shape;
   rule.operands.assign(in.size(), {});
-  rule.operands[0] = identity_dims(x.size());
+  rule.operands[0] = identity_factors(x.size());
   for (size_t d = 0; d < x.size(); ++d)
     if (sizes[d] != x[d]) rule.operands[0][d] = -1;
   rule.results = {rule.operands[0]};
@@ -256,7 +251,7 @@ bool DynamicUpdateSlice::sharding_rule(const std::vector<AbstractValue>& in,
                                        ShardingRule& rule) const {
   const Shape &x = in[0].shape, &u = in[1].shape;
   rule.operands.assign(in.size(), {});
-  rule.operands[0] = identity_dims(x.size());
+  rule.operands[0] = identity_factors(x.size());
   for (size_t d = 0; d < x.size(); ++d)
     if (u[d] != x[d]) rule.operands[0][d] = -1;
   rule.operands[1] = rule.operands[0];
@@ -318,6 +313,79 @@ bool PmapCall::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule&
   }
   rule.manual_axis = axis_name;
   rule.manual_body = body;
+  return true;
+}
+
+// ---- control flow and calls ---------------------------------------------------------------
+// Bodies run on every device on its blocks (ShardingRule::bodies): carries keep the layout of
+// their initial value, a scan's xs are whole along the scanned dimension, a while's predicate
+// and a cond's index are whole everywhere.
+namespace {
+
+std::vector<int> range(int from, int to) {
+  std::vector<int> r;
+  for (int i = from; i < to; ++i) r.push_back(i);
+  return r;
+}
+
+ShardingRule::Body body_of(ProgramPtr program, std::vector<int> inputs, std::vector<int> outputs) {
+  return ShardingRule::Body{std::move(program), std::move(inputs), std::move(outputs)};
+}
+
+}  // namespace
+
+bool Scan::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+  const int n = static_cast<int>(in.size());
+  const int results = static_cast<int>(body().outputs.size());
+  rule.bodies = {body_of(bodies_[0], range(0, n), range(0, results))};
+  rule.sliced = range(num_consts + num_carry, n);
+  rule.stacked = range(num_carry, results);
+  rule.carried.assign(static_cast<size_t>(results), -1);
+  for (int j = 0; j < num_carry; ++j) rule.carried[static_cast<size_t>(j)] = num_consts + j;
+  return true;
+}
+
+bool While::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+  const int n = static_cast<int>(in.size()), carry = cond_consts + body_consts;
+  std::vector<int> cond_in = range(0, cond_consts);
+  for (int k = carry; k < n; ++k) cond_in.push_back(k);
+  rule.bodies = {body_of(bodies_[0], cond_in, {-1}),
+                 body_of(bodies_[1], range(cond_consts, n), range(0, n - carry))};
+  rule.carried = range(carry, n);
+  return true;
+}
+
+bool Cond::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+  const int n = static_cast<int>(in.size());
+  for (const ProgramPtr& b : bodies_)
+    rule.bodies.push_back(body_of(b, range(1, n), range(0, static_cast<int>(b->outputs.size()))));
+  rule.carried.assign(bodies_[0]->outputs.size(), -1);
+  return true;
+}
+
+// An opaque call (a checkpoint's recomputation) stays one: simplification must not merge it
+// with the forward pass on blocks either.
+bool Call::sharding_rule(const std::vector<AbstractValue>& in, ShardingRule& rule) const {
+  const int results = static_cast<int>(body().outputs.size());
+  rule.bodies = {body_of(bodies_[0], range(0, static_cast<int>(in.size())), range(0, results))};
+  rule.carried.assign(static_cast<size_t>(results), -1);
+  return true;
+}
+
+// The partitioned program is run, never differentiated again: a call with derivative rules, or
+// a checkpoint, runs its body in place.
+bool Checkpoint::sharding_rule(const std::vector<AbstractValue>&, ShardingRule& rule) const {
+  rule.inline_body = bodies_[0];
+  return true;
+}
+
+bool CustomVjpCall::sharding_rule(const std::vector<AbstractValue>&, ShardingRule& rule) const {
+  rule.inline_body = bodies_[0];
+  return true;
+}
+
+bool CustomJvpCall::sharding_rule(const std::vector<AbstractValue>&, ShardingRule& rule) const {
+  rule.inline_body = bodies_[0];
   return true;
 }
 

@@ -59,7 +59,12 @@ size_t jit_cache_entries(const JitCache& cache) { return cache.entries.size(); }
 Program trace_program(const FlatFn& fn, const FlatCall& call) {
   std::vector<AbstractValue> avals;
   for (const Array& a : call.leaves) avals.push_back(a.aval());
-  return ir::trace(avals, fn.fn).program;
+  ir::Traced traced = ir::trace(avals, fn.fn);
+  // Over arrays laid out on a mesh: each value's layout in its type, as JAX's jaxprs print it.
+  if (auto plan = transforms::plan_partition(traced.program, with_captured(call, traced.captured),
+                                             call.in_tree, {}, {}))
+    transforms::annotate_layouts(traced.program, *plan);
+  return std::move(traced.program);
 }
 
 std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const FlatCall& call,

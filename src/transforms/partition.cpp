@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ir/interpret.h"
+#include "ir/trace.h"
 #include "spmd/collectives.h"
 #include "spmd/error.h"
 #include "spmd/lax.h"
@@ -183,12 +184,6 @@ std::string dims_tuple(const Placement& p, const std::vector<int>& dims) {
   return PartitionSpec(std::move(entries)).str().substr(1);
 }
 
-std::vector<int> all_dims(size_t rank) {
-  std::vector<int> d(rank);
-  for (size_t i = 0; i < rank; ++i) d[i] = static_cast<int>(i);
-  return d;
-}
-
 constexpr const char* kResolve =
     " Resolve it by moving one operand with spmd::reshard (or with_sharding_constraint), or "
     "make the mesh axes Auto to let jit choose.";
@@ -202,7 +197,7 @@ constexpr const char* kResolve =
     std::string specs;
     for (const Value& v : in) {
       if (v.at.dims.empty()) continue;
-      specs += (specs.empty() ? "" : ", ") + dims_tuple(v.at, all_dims(v.at.dims.size()));
+      specs += (specs.empty() ? "" : ", ") + dims_tuple(v.at, identity_factors(v.at.dims.size()));
     }
     fail(name, " got incompatible shardings for broadcasting: ", specs, ".", kResolve);
   }
@@ -247,14 +242,17 @@ bool any_explicit(const Mesh& mesh, const std::vector<std::string>& a,
 ShardingRule elementwise_rule(const std::vector<AbstractValue>& in, size_t result_rank,
                               size_t results) {
   ShardingRule rule;
-  for (const AbstractValue& a : in) rule.operands.push_back(a.shape.empty() ? std::vector<int>{} : all_dims(a.shape.size()));
-  rule.results.assign(results, all_dims(result_rank));
+  for (const AbstractValue& a : in) rule.operands.push_back(a.shape.empty() ? std::vector<int>{} : identity_factors(a.shape.size()));
+  rule.results.assign(results, identity_factors(result_rank));
   return rule;
 }
 
-// Forward: the interpreter's walk, for a map's body.
+// Forward: the interpreter's walk, for a map's body. `vars`, when given, gets each variable's
+// placement.
 std::vector<Value> eval_values(const Program& program, const Mesh& mesh,
-                               const std::vector<Value>& args);
+                               const std::vector<Value>& args,
+                               std::vector<std::optional<Placement>>* vars = nullptr,
+                               const std::vector<std::optional<Placement>>& wanted_outputs = {});
 
 // The dimension factor 0 labels (a map's mapped dimension), or -1.
 int mapped_dim(const std::vector<int>& dims) {
@@ -316,8 +314,156 @@ std::vector<Value> enter_map(const Primitive& prim, const ShardingRule& rule, co
   return outs;
 }
 
+// The block of `v` (a value of type `global`) at `to`: made again where it can be, else moved.
+Array block_at(const Value& v, const AbstractValue& global, const Placement& to, const Mesh& mesh) {
+  std::optional<Array> again = remade(v, global, to, mesh);
+  return again ? *again : relayout(v.block, global.shape, mesh, v.at, to);
+}
+
+AbstractValue block_type(AbstractValue t, const Placement& pl, const Mesh& mesh) {
+  for (size_t d = 0; d < t.shape.size(); ++d) t.shape[d] /= axes_size(mesh, pl.dims[d]);
+  return t;
+}
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Per dimension the axes two placements share as a prefix (no partial sums): where the
+// branches of a cond, or the bodies giving one result, lay it out alike.
+Placement meet(const Placement& a, const Placement& b) {
+  Placement m = Placement::whole(a.dims.size());
+  for (size_t d = 0; d < a.dims.size(); ++d)
+    for (size_t k = 0; k < a.dims[d].size() && k < b.dims[d].size() && a.dims[d][k] == b.dims[d][k]; ++k)
+      m.dims[d].push_back(a.dims[d][k]);
+  return m;
+}
+
+// A body traced on blocks: its inputs laid out as `in`, each output moved to `to[j]` (or, where
+// `to` is empty, summed where partial and left where it lies); `natural` says where each output
+// lay before. Null when the trace closed over a value outside it (it then cannot replace the
+// body).
+struct BlockBody {
+  std::shared_ptr<const Program> program;
+  std::vector<Placement> natural;
+};
+std::optional<BlockBody> trace_on_blocks(const Program& body, const Mesh& mesh,
+                                         const std::vector<Placement>& in,
+                                         const std::vector<Placement>& to) {
+  std::vector<AbstractValue> types;
+  for (size_t i = 0; i < in.size(); ++i) types.push_back(block_type(body.var_types[static_cast<size_t>(body.inputs[i])], in[i], mesh));
+  BlockBody r;
+  ir::Traced t = ir::trace(types, [&](const std::vector<Array>& xs) {
+    std::vector<Value> args;
+    for (size_t i = 0; i < xs.size(); ++i) args.push_back({xs[i], in[i], nullptr});
+    std::vector<Value> outs = eval_values(body, mesh, args);
+    std::vector<Array> blocks;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      r.natural.push_back(outs[j].at);
+      const Placement target = to.empty() ? Placement{outs[j].at.dims, {}} : to[j];
+      blocks.push_back(block_at(outs[j], body.type(body.outputs[j]), target, mesh));
+    }
+    return blocks;
+  });
+  if (!t.captured.empty()) return std::nullopt;
+  r.program = std::make_shared<const Program>(std::move(t.program));
+  return r;
+}
+
+// Control flow (ShardingRule::bodies): operands keep their layouts (summed where partial; a
+// scan's xs whole along the scanned dimension), carries keep their initial value's, the other
+// results take the layout their bodies agree on; the bodies are traced on blocks and the
+// primitive bound again over them. Null when a body cannot be (see trace_on_blocks).
+std::optional<std::vector<Value>> enter_bodies(const Equation& eq, const ShardingRule& rule,
+                                               const Mesh& mesh, const std::vector<Value>& in,
+                                               const std::vector<AbstractValue>& in_types,
+                                               const std::vector<AbstractValue>& out_types) {
+  const Primitive& prim = *eq.primitive;
+  std::vector<Placement> at;
+  std::vector<Array> blocks;
+  for (size_t k = 0; k < in.size(); ++k) {
+    Placement p{in[k].at.dims, {}};
+    if (contains(rule.sliced, static_cast<int>(k)) && !p.dims.empty() && !p.dims[0].empty()) {
+      if (any_explicit(mesh, p.dims[0], {}))
+        fail(prim.name(), ": 0th dimension of all xs should be replicated. Got ",
+             Placement{in[k].at.dims, {}}.spec().str(), ".", kResolve);
+      p.dims[0].clear();
+    }
+    blocks.push_back(block_at(in[k], in_types[k], p, mesh));
+    at.push_back(std::move(p));
+  }
+  // Each body's inputs (a slice of a sliced operand has its dimension 0 taken out).
+  std::vector<std::vector<Placement>> body_in;
+  for (const ShardingRule::Body& b : rule.bodies) {
+    if (b.inputs.size() != b.program->inputs.size() || b.outputs.size() != b.program->outputs.size())
+      fail("partitioning: the sharding rule of '", prim.name(), "' maps ", b.inputs.size(),
+           " inputs and ", b.outputs.size(), " outputs of a body with ", b.program->inputs.size(),
+           " and ", b.program->outputs.size());
+    std::vector<Placement> pl;
+    for (int k : b.inputs) {
+      Placement p = at[static_cast<size_t>(k)];
+      if (contains(rule.sliced, k)) p.dims.erase(p.dims.begin());
+      pl.push_back(std::move(p));
+    }
+    body_in.push_back(std::move(pl));
+  }
+  // The results' layouts: a carry's operand's; otherwise where every body giving it agrees.
+  std::vector<std::optional<Placement>> result_at(out_types.size());
+  std::vector<BlockBody> traced;
+  for (size_t j = 0; j < out_types.size(); ++j)
+    if (j < rule.carried.size() && rule.carried[j] >= 0) result_at[j] = at[static_cast<size_t>(rule.carried[j])];
+  for (size_t b = 0; b < rule.bodies.size(); ++b) {
+    std::optional<BlockBody> t = trace_on_blocks(*rule.bodies[b].program, mesh, body_in[b], {});
+    if (!t) return std::nullopt;
+    for (size_t o = 0; o < t->natural.size(); ++o) {
+      const int j = rule.bodies[b].outputs[o];
+      if (j < 0 || rule.carried.at(static_cast<size_t>(j)) >= 0) continue;
+      Placement p{t->natural[o].dims, {}};
+      if (contains(rule.stacked, j)) p.dims.insert(p.dims.begin(), std::vector<std::string>{});
+      auto& r = result_at[static_cast<size_t>(j)];
+      r = r ? meet(*r, p) : p;
+    }
+    traced.push_back(std::move(*t));
+  }
+  // The bodies again, each output moved where its result lies (whole for a predicate).
+  std::vector<std::shared_ptr<const Program>> programs;
+  for (size_t b = 0; b < rule.bodies.size(); ++b) {
+    const ShardingRule::Body& body = rule.bodies[b];
+    std::vector<Placement> to;
+    for (size_t o = 0; o < body.outputs.size(); ++o) {
+      const int j = body.outputs[o];
+      const size_t rank = body.program->type(body.program->outputs[o]).shape.size();
+      if (j < 0) {
+        to.push_back(Placement::whole(rank));
+        continue;
+      }
+      Placement p = result_at[static_cast<size_t>(j)].value_or(Placement::whole(out_types[static_cast<size_t>(j)].shape.size()));
+      if (contains(rule.stacked, j)) p.dims.erase(p.dims.begin());
+      to.push_back(std::move(p));
+    }
+    if (to != traced[b].natural) {
+      std::optional<BlockBody> t = trace_on_blocks(*body.program, mesh, body_in[b], to);
+      if (!t) return std::nullopt;
+      traced[b] = std::move(*t);
+    }
+    programs.push_back(traced[b].program);
+  }
+  std::vector<Array> results = spmd::bind(prim.with_subprograms(std::move(programs)), blocks);
+  std::vector<Value> out;
+  for (size_t j = 0; j < results.size(); ++j)
+    out.push_back({results[j], result_at[j].value_or(Placement::whole(out_types[j].shape.size())), nullptr});
+  return out;
+}
+
+// What later equations ask of a variable: a sharding constraint reads it (an op's
+// out_sharding: it resolves what would be a conflict on Explicit axes, the op laid out as on
+// Auto axes), or a layout wanted for it (propagated back from out_shardings and constraints).
+struct Later {
+  bool constrained = false;
+  std::optional<Placement> wanted;
+};
+
 std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
-                         const std::vector<Value>& in) {
+                         const std::vector<Value>& in, const Later& later) {
+  const bool constrained = later.constrained;
   const Primitive& prim = *eq.primitive;
   std::vector<AbstractValue> in_types;
   for (const Atom& a : eq.inputs) in_types.push_back(p.type(a));
@@ -335,6 +481,16 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
     has_rule = true;
   }
   if (has_rule && !rule.manual_axis.empty()) return enter_map(prim, rule, mesh, in, in_types);
+  if (has_rule && rule.inline_body) {
+    if (rule.inline_body->inputs.size() != in.size())
+      fail("partitioning: '", prim.name(), "' runs a body of ", rule.inline_body->inputs.size(),
+           " inputs on ", in.size(), " operands");
+    return eval_values(*rule.inline_body, mesh, in);
+  }
+  if (has_rule && !rule.bodies.empty()) {
+    if (auto out = enter_bodies(eq, rule, mesh, in, in_types, out_types)) return std::move(*out);
+    has_rule = false;
+  }
   std::vector<Value> out;
   if (!has_rule) {
     // No rule: every operand whole, the primitive run on each device.
@@ -375,12 +531,24 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
         chosen = split;
         weight[static_cast<size_t>(f)] = bytes;
       } else if (chosen != split) {
-        if (any_explicit(mesh, chosen, split)) conflict(prim, rule, in, f);
+        if (!constrained && any_explicit(mesh, chosen, split)) conflict(prim, rule, in, f);
         if (bytes > weight[static_cast<size_t>(f)]) {
           chosen = split;
           weight[static_cast<size_t>(f)] = bytes;
         }
       }
+    }
+  // Auto axes, backward: a factor no operand splits takes the axes a later use wants for the
+  // result (its operands are sliced locally and the op runs on blocks instead of whole). Weight
+  // 0: an operand's split by the same axis goes first.
+  if (later.wanted && rule.results.size() == 1)
+    for (size_t d = 0; d < rule.results[0].size() && d < later.wanted->dims.size(); ++d) {
+      const int f = rule.results[0][d];
+      const auto& want = later.wanted->dims[d];
+      if (f < 0 || want.empty() || !axes[static_cast<size_t>(f)].empty()) continue;
+      bool all_auto = true;
+      for (const std::string& a : want) all_auto = all_auto && mesh.axis_type(a) == AxisType::Auto;
+      if (all_auto) axes[static_cast<size_t>(f)] = want;
     }
   // A reduction factor that cannot be left partial is kept whole. (A primitive without results,
   // a check, reduces nothing: each device checks its block.)
@@ -400,7 +568,7 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
     for (const std::string& a : chosen) {
       auto it = owner.find(a);
       if (it == owner.end()) continue;
-      if (mesh.axis_type(a) == AxisType::Explicit)
+      if (!constrained && mesh.axis_type(a) == AxisType::Explicit)
         fail(prim.name(), ": mesh axis ", quoted(a),
              " would split two different dimensions (its operands split both by it), which a "
              "result cannot be; expected each mesh axis to split one dimension.",
@@ -431,24 +599,18 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
       if (dims[d] >= 0) pl.dims[d] = axes[static_cast<size_t>(dims[d])];
     return pl;
   };
-  auto block_type = [&](AbstractValue t, const Placement& pl) {
-    for (size_t d = 0; d < t.shape.size(); ++d) t.shape[d] /= axes_size(mesh, pl.dims[d]);
-    return t;
-  };
   std::vector<Array> blocks;
   std::vector<AbstractValue> in_blocks;
   for (size_t k = 0; k < in.size(); ++k) {
     const Placement target = placement(rule.operands[k]);
-    std::optional<Array> again = remade(in[k], in_types[k], target, mesh);
-    blocks.push_back(again ? *again
-                           : relayout(in[k].block, in_types[k].shape, mesh, in[k].at, target));
-    in_blocks.push_back(block_type(in_types[k], target));
+    blocks.push_back(block_at(in[k], in_types[k], target, mesh));
+    in_blocks.push_back(block_type(in_types[k], target, mesh));
   }
   std::vector<Placement> out_at;
   std::vector<AbstractValue> out_blocks;
   for (size_t j = 0; j < out_types.size(); ++j) {
     out_at.push_back(placement(rule.results[j]));
-    out_blocks.push_back(block_type(out_types[j], out_at.back()));
+    out_blocks.push_back(block_type(out_types[j], out_at.back(), mesh));
   }
   // (A sharding constraint is an identity on blocks: the move is below.)
   PrimitivePtr local = rule.constraint ? nullptr : prim.on_blocks(in_blocks, out_blocks);
@@ -475,7 +637,16 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
       if (!same_layout_of_devices(c.mesh(), mesh))
         fail("with_sharding_constraint: ", c.str(), " is over another mesh than the jitted "
              "call's arguments (", mesh.str(), "); expected one mesh for the whole call");
-      const Placement to = Placement::of(c.spec(), out_types[j].shape.size());
+      Placement to = Placement::of(c.spec(), out_types[j].shape.size());
+      // Unconstrained dimensions stay as they lie, but for axes the constrained ones take.
+      const std::vector<std::string> taken = c.spec().axes();
+      for (int u : rule.unconstrained) {
+        auto& axes = to.dims.at(static_cast<size_t>(u));
+        for (const std::string& a : out_at[j].dims[static_cast<size_t>(u)]) {
+          if (std::find(taken.begin(), taken.end(), a) != taken.end()) break;
+          axes.push_back(a);
+        }
+      }
       r = relayout(r, out_types[j].shape, mesh, out_at[j], to);
       out_at[j] = to;
     }
@@ -507,13 +678,86 @@ std::vector<Value> apply(const Equation& eq, const Program& p, const Mesh& mesh,
 }  // namespace
 
 namespace {
+// Per variable, what later equations ask of it, found walking the program backward: the
+// variables sharding constraints read, and (on meshes with Auto axes) the layouts wanted of
+// them — a constraint's or an out_sharding's, carried from a result to the operands whose
+// dimensions share its factors (GSPMD's and Shardy's backward propagation).
+std::vector<Later> what_later_asks(const Program& program, const Mesh& mesh,
+                                   const std::vector<std::optional<Placement>>& wanted_outputs) {
+  std::vector<Later> later(program.var_types.size());
+  bool any_auto = false;
+  for (const std::string& a : mesh.axis_names()) any_auto = any_auto || mesh.axis_type(a) == AxisType::Auto;
+  if (any_auto)
+    for (size_t j = 0; j < wanted_outputs.size() && j < program.outputs.size(); ++j)
+      if (wanted_outputs[j] && !program.outputs[j].is_literal())
+        later[static_cast<size_t>(program.outputs[j].var)].wanted = wanted_outputs[j];
+  for (auto it = program.equations.rbegin(); it != program.equations.rend(); ++it) {
+    const Equation& eq = *it;
+    std::vector<AbstractValue> in_types;
+    for (const Atom& a : eq.inputs) in_types.push_back(program.type(a));
+    ShardingRule rule;
+    bool has_rule = eq.primitive->sharding_rule(in_types, rule);
+    if (!has_rule && eq.primitive->is_elementwise() && eq.outputs.size() == 1) {
+      rule = elementwise_rule(in_types, program.var_types[static_cast<size_t>(eq.outputs[0])].shape.size(), 1);
+      has_rule = true;
+    }
+    if (!has_rule || rule.results.size() != eq.outputs.size() || rule.operands.size() != eq.inputs.size())
+      continue;
+    if (rule.constraint && !eq.inputs[0].is_literal()) {
+      Later& l = later[static_cast<size_t>(eq.inputs[0].var)];
+      l.constrained = true;
+      if (any_auto && !l.wanted) l.wanted = Placement::of(rule.constraint->spec(), in_types[0].shape.size());
+      continue;
+    }
+    if (!any_auto) continue;
+    // The axes each factor of a wanted result asks for.
+    std::map<int, std::vector<std::string>> asked;
+    for (size_t j = 0; j < eq.outputs.size(); ++j) {
+      const auto& w = later[static_cast<size_t>(eq.outputs[j])].wanted;
+      if (!w) continue;
+      for (size_t d = 0; d < rule.results[j].size() && d < w->dims.size(); ++d)
+        if (rule.results[j][d] >= 0 && !w->dims[d].empty()) asked.emplace(rule.results[j][d], w->dims[d]);
+    }
+    if (asked.empty()) continue;
+    for (size_t k = 0; k < eq.inputs.size(); ++k) {
+      if (eq.inputs[k].is_literal()) continue;
+      Later& l = later[static_cast<size_t>(eq.inputs[k].var)];
+      if (l.wanted) continue;
+      Placement p = Placement::whole(in_types[k].shape.size());
+      bool any = false;
+      for (size_t d = 0; d < rule.operands[k].size(); ++d) {
+        auto a = asked.find(rule.operands[k][d]);
+        if (a == asked.end()) continue;
+        p.dims[d] = a->second;
+        any = true;
+      }
+      if (any) l.wanted = std::move(p);
+    }
+  }
+  return later;
+}
+
 std::vector<Value> eval_values(const Program& program, const Mesh& mesh,
-                               const std::vector<Value>& args) {
+                               const std::vector<Value>& args,
+                               std::vector<std::optional<Placement>>* vars,
+                               const std::vector<std::optional<Placement>>& wanted_outputs) {
   auto literal = [](const Array& a) {
     return Value{a, Placement::whole(a.shape().size()), nullptr};
   };
+  if (vars) {
+    vars->assign(program.var_types.size(), std::nullopt);
+    for (size_t i = 0; i < args.size() && i < program.inputs.size(); ++i)
+      (*vars)[static_cast<size_t>(program.inputs[i])] = args[i].at;
+  }
+  const std::vector<Later> later = what_later_asks(program, mesh, wanted_outputs);
+  static const Later kNothing;
   auto step = [&](const Equation& eq, const std::vector<Value>& in) {
-    return apply(eq, program, mesh, in);
+    const Later& l = eq.outputs.size() == 1 ? later[static_cast<size_t>(eq.outputs[0])] : kNothing;
+    std::vector<Value> out = apply(eq, program, mesh, in, l);
+    if (vars)
+      for (size_t j = 0; j < out.size() && j < eq.outputs.size(); ++j)
+        (*vars)[static_cast<size_t>(eq.outputs[j])] = out[j].at;
+    return out;
   };
   return ir::interpret(program, args, literal, step);
 }
@@ -521,11 +765,12 @@ std::vector<Value> eval_values(const Program& program, const Mesh& mesh,
 
 PartitionedValues partition_eval(const Program& program, const Mesh& mesh,
                                  const std::vector<Array>& blocks,
-                                 const std::vector<Placement>& placements) {
+                                 const std::vector<Placement>& placements, bool record_vars,
+                                 const std::vector<std::optional<Placement>>& wanted_outputs) {
   std::vector<Value> args;
   for (size_t i = 0; i < blocks.size(); ++i) args.push_back({blocks[i], placements[i], nullptr});
   PartitionedValues r;
-  for (Value& v : eval_values(program, mesh, args)) {
+  for (Value& v : eval_values(program, mesh, args, record_vars ? &r.vars : nullptr, wanted_outputs)) {
     r.blocks.push_back(std::move(v.block));
     r.placements.push_back(std::move(v.at));
   }

@@ -32,8 +32,21 @@
 // the way out are JAX's sharding-in-types (broadcasting_sharding_rule, dot_general's rule);
 // unreduced partial sums are JAX's unreduced axes; the reduce-scatter of a partial dot result
 // and the all_to_all between dimensions are GSPMD's resharding; choosing by the operands' bytes
-// on Auto axes is a greedy, per-equation form of GSPMD's cost-based choice (no backward pass
-// from later constraints yet).
+// on Auto axes is a greedy, per-equation form of GSPMD's cost-based choice; the backward pass
+// (a layout wanted by a later constraint or an out_sharding carried through the factors to the
+// operands, taken by a factor no operand splits) is GSPMD's and Shardy's backward propagation,
+// done once before the forward walk rather than to a fixed point.
+//
+// Control flow (Shardy's and JAX's): a loop's carry keeps its initial value's layout (each
+// iteration's value is moved back to it), a scan's xs must be whole along the scanned dimension
+// (on Explicit axes JAX's error "0th dimension of all xs should be replicated"), a cond's result
+// lies where all branches agree. Unlike JAX on Explicit axes, a body whose carry comes out laid
+// out otherwise is not an error: the partitioner of a body may differ from JAX's where a
+// primitive has no rule, and moving the carry back is always correct. A result consumed by a
+// sharding constraint (an op's out_sharding) resolves an Explicit conflict, as JAX's
+// out_sharding does; a with_sharding_constraint written after the op does too (JAX refuses that
+// one).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,14 +72,19 @@ struct Placement {
 struct PartitionedValues {
   std::vector<Array> blocks;
   std::vector<Placement> placements;
+  // When asked for: per variable of the program, where it lay (make_jaxpr prints it).
+  std::vector<std::optional<Placement>> vars;
 };
 
 // Runs `program` (over global types) on this device's blocks of its inputs, laid out as
 // `placements`, in a trace where every axis of `mesh` is bound. Returns the blocks of the
-// outputs and their placements (outputs may be unreduced).
+// outputs and their placements (outputs may be unreduced). `wanted_outputs` (out_shardings)
+// propagate back through Auto axes, as sharding constraints do.
 PartitionedValues partition_eval(const Program& program, const Mesh& mesh,
                                  const std::vector<Array>& blocks,
-                                 const std::vector<Placement>& placements);
+                                 const std::vector<Placement>& placements,
+                                 bool record_vars = false,
+                                 const std::vector<std::optional<Placement>>& wanted_outputs = {});
 
 // This device's block of a value of shape `global` laid out as `to`, from its block laid out as
 // `from`: axes dropped from a dimension are gathered (or moved to another dimension by an

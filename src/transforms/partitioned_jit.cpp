@@ -26,14 +26,22 @@ const std::optional<NamedSharding>& pick(const detail::OptionalShardings& v, siz
 }
 
 // The blocks of the outputs, laid out as requested (or as the partitioner left them, summed).
-std::vector<Array> body(PartitionedCall& pc, const std::vector<Array>& blocks) {
+std::vector<Array> body(PartitionedCall& pc, const std::vector<Array>& blocks,
+                        std::vector<std::optional<Placement>>* vars = nullptr) {
   const Program& p = pc.program;
   std::vector<Placement> placements;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const size_t rank = p.var_types[static_cast<size_t>(p.inputs[i])].shape.size();
     placements.push_back(Placement::of(pc.in_specs[i], rank));
   }
-  PartitionedValues r = partition_eval(p, pc.mesh, blocks, placements);
+  std::vector<std::optional<Placement>> wanted;
+  for (size_t j = 0; j < pc.out_requested.size(); ++j)
+    wanted.push_back(pc.out_requested[j]
+                         ? std::optional<Placement>(Placement::of(
+                               pc.out_requested[j]->spec(), p.type(p.outputs[j]).shape.size()))
+                         : std::nullopt);
+  PartitionedValues r = partition_eval(p, pc.mesh, blocks, placements, vars != nullptr, wanted);
+  if (vars) *vars = std::move(r.vars);
   std::vector<Array> outs;
   std::vector<PartitionSpec> specs;
   for (size_t j = 0; j < r.blocks.size(); ++j) {
@@ -121,8 +129,12 @@ std::shared_ptr<PartitionedCall> plan_partition(const Program& program,
   plan->mesh = *mesh;
   PartitionedCall* raw = plan.get();  // (the state lives in the plan)
   std::vector<SpecTree> specs(plan->in_specs.begin(), plan->in_specs.end());
+  // The partitioner knows where each output lies (a value it left whole is the same on every
+  // device by construction); the varying-axes check, conservative past loops and branches,
+  // would only refuse what it cannot prove.
   plan->state = detail::new_shard_map_state_traced_out(
-      plan->mesh, SpecTree(std::move(specs)), [raw] { return raw->out_specs; }, ShardMapOptions{});
+      plan->mesh, SpecTree(std::move(specs)), [raw] { return raw->out_specs; },
+      ShardMapOptions{.check_vma = false});
   return plan;
 }
 
@@ -142,7 +154,7 @@ std::vector<Array> run_partitioned(PartitionedCall& pc, const std::vector<Array>
   return detail::shard_map_call(*pc.state, detail::flat_fn_maker(make), call, out_tree);
 }
 
-Program per_device_program(PartitionedCall& pc) {
+Program per_device_program(PartitionedCall& pc, std::vector<std::optional<Placement>>* vars) {
   std::vector<AbstractValue> blocks;
   for (size_t i = 0; i < pc.program.inputs.size(); ++i) {
     AbstractValue t = pc.program.var_types[static_cast<size_t>(pc.program.inputs[i])];
@@ -153,7 +165,17 @@ Program per_device_program(PartitionedCall& pc) {
   for (size_t k = 0; k < pc.mesh.shape().size(); ++k)
     scopes.push_back(std::make_unique<AxisScope>(pc.mesh.axis_names()[k], pc.mesh.shape()[k],
                                                  AxisKind::Pmap));
-  return ir::trace(blocks, [&](const std::vector<Array>& xs) { return body(pc, xs); }).program;
+  return ir::trace(blocks, [&](const std::vector<Array>& xs) { return body(pc, xs, vars); }).program;
+}
+
+
+
+void annotate_layouts(Program& program, PartitionedCall& pc) {
+  std::vector<std::optional<Placement>> vars;
+  per_device_program(pc, &vars);
+  program.printed_types.assign(program.var_types.size(), "");
+  for (size_t v = 0; v < vars.size() && v < program.var_types.size(); ++v)
+    if (vars[v]) program.printed_types[v] = placed_type_str(program.var_types[v], *vars[v]);
 }
 
 }  // namespace spmd::transforms

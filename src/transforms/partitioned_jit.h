@@ -40,8 +40,14 @@ std::shared_ptr<PartitionedCall> plan_partition(
 // Runs the call (concrete or traced arguments) and returns its outputs.
 std::vector<Array> run_partitioned(PartitionedCall& call, const std::vector<Array>& leaves);
 
-// The program one device runs (for compiled_text).
-Program per_device_program(PartitionedCall& call);
+// The program one device runs (for compiled_text); `vars`, when given, gets where each variable
+// of call.program lay.
+Program per_device_program(PartitionedCall& call,
+                           std::vector<std::optional<Placement>>* vars = nullptr);
+
+// Sets program.printed_types (a trace of call.program) to each value's type with its layout, as
+// make_jaxpr prints it: f32[8@data,4].
+void annotate_layouts(Program& program, PartitionedCall& call);
 
 }  // namespace spmd::transforms
 

@@ -34,7 +34,7 @@ std::vector<Array> vmap_call(const VmapSpec& spec, const FlatFn& fn, const FlatC
     dims.push_back(not_mapped);
   }
   auto batched =
-      transforms::batch_eval(traced.program, args, dims, BatchContext{*size, spec.axis_name});
+      transforms::batch_eval(traced.program, args, dims, BatchContext{*size, spec.axis_name, spec.spmd_axis_name});
 
   auto out_axes = spec.out_axes.per_leaf(out_tree, "vmap out_axes");
   std::vector<Array> outs;
