@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "mpi_harness.h"
+#include "spmd/control_flow.h"
 #include "spmd/error.h"
 #include "spmd/multihost_utils.h"
 #include "spmd/transforms.h"
@@ -91,6 +92,30 @@ TEST_F(ShardedJitAcrossProcesses, MegatronMlpAndItsGradient) {
                        {P(none, "y"), P("y"), P("x")}, m, 1e-5);
     expect_partitioned("grad", f, {values({16, 32}), values({32, 8}, 1), values({8, 16}, 2)},
                        {P(none, "y"), P("y"), P("x")}, m, 1e-5);
+  }
+}
+
+TEST_F(ShardedJitAcrossProcesses, ControlFlowOnBlocks) {
+  for (const Mesh& m : meshes()) {
+    const PartitionSpec s = m.shape().size() == 3 ? P(MeshAxes{"x", "y"}, "z") : P("x", "y");
+    expect_partitioned("while_loop with a global predicate", [](const auto& v) {
+      return lax::while_loop([](const Array& c) { return sum(abs(c)) < 500.0; },
+                             [](const Array& c) { return c * 2.0 + 0.125; }, v[0]);
+    }, {values({8, 16})}, {s}, m, 1e-6);
+    expect_partitioned("cond", [](const auto& v) {
+      return lax::cond(sum(v[0]) > 0.0, [](const Array& a) { return a * 2.0; },
+                       [](const Array& a) { return -a; }, v[0]);
+    }, {values({8, 16})}, {s}, m, 0);
+    expect_partitioned("rnn scan and its gradient", [](const auto& v) {
+      auto rnn = [](const Array& w, const Array& xs) {
+        auto [h, ys] = lax::scan([&](const Array& c, const Array& x) {
+          Array n = tanh(matmul(c, w) + x);
+          return std::pair(n, sum(n, {1}));
+        }, zeros({8, 16}), xs);
+        return sum(h) + sum(ys) * 0.5;
+      };
+      return grad(rnn)(v[0], v[1]);
+    }, {values({16, 16}, 3) * 0.25, values({4, 8, 16}, 4)}, {P(none, "y"), P(none, "x")}, m, 1e-5);
   }
 }
 
