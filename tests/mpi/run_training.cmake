@@ -7,11 +7,21 @@
 # large collectives read each other's buffers directly (Transport's direct reads).
 # cmake -DMPIEXEC=... -DNP_FLAG=-n -DEXAMPLE=... -DCOMPARE=... -DWORK_DIR=... [-DEXTRA=...]
 #       [-DPER_PROCESS=...] -P run_training.cmake
+# NP: processes (default 2). HOSTS: scripts/mpirun-hosts.sh, to run them one per test host
+# (HOSTS_PREFIX, HOSTS_NET name the hosts) over TCP instead of on this host.
 file(MAKE_DIRECTORY ${WORK_DIR})
 if(NOT DEFINED PER_PROCESS)
   set(PER_PROCESS 4)
 endif()
-math(EXPR total "2 * ${PER_PROCESS}")
+if(NOT DEFINED NP)
+  set(NP 2)
+endif()
+math(EXPR total "${NP} * ${PER_PROCESS}")
+if(DEFINED HOSTS)
+  set(launch ${HOSTS} ${NP} ${HOSTS_PREFIX} ${HOSTS_NET} --)
+else()
+  set(launch ${MPIEXEC} ${NP_FLAG} ${NP} --allow-run-as-root --oversubscribe)
+endif()
 set(one ${WORK_DIR}/one_process.ckpt)
 set(two ${WORK_DIR}/two_processes.ckpt)
 # The example resumes from an existing checkpoint: start from none.
@@ -31,15 +41,14 @@ foreach(epochs 1 2)
     set(ASYNC "")
   endif()
   execute_process(COMMAND ${CMAKE_COMMAND} -E env SPMD_CPU_DEVICES=${PER_PROCESS} ${ASYNC}
-                          ${MPIEXEC} ${NP_FLAG} 2 --allow-run-as-root --oversubscribe
-                          ${EXAMPLE} ${args} --devices ${PER_PROCESS} --checkpoint ${two}
+                          ${launch} ${EXAMPLE} ${args} --devices ${PER_PROCESS} --checkpoint ${two}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT 100)
-  message(STATUS "2 processes x ${PER_PROCESS} devices, to epoch ${epochs} (exit status ${rc}):\n${out}")
+  message(STATUS "${NP} processes x ${PER_PROCESS} devices, to epoch ${epochs} (exit status ${rc}):\n${out}")
   if(NOT rc EQUAL 0 OR NOT EXISTS ${two})
     message(FATAL_ERROR "the run under mpirun failed")
   endif()
-  if(epochs EQUAL 1 AND NOT out MATCHES "${total} devices? \\(2 processes\\)")
-    message(FATAL_ERROR "the run under mpirun did not train on ${total} devices in 2 processes")
+  if(epochs EQUAL 1 AND NOT out MATCHES "${total} devices? \\(${NP} processes\\)")
+    message(FATAL_ERROR "the run under mpirun did not train on ${total} devices in ${NP} processes")
   endif()
   if(epochs EQUAL 2 AND NOT out MATCHES "resumed from [^\n]* after epoch 1")
     message(FATAL_ERROR "the run under mpirun did not resume from its checkpoint")
@@ -48,6 +57,6 @@ foreach(epochs 1 2)
   execute_process(COMMAND ${COMPARE} ${one} ${two} 0 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   message(STATUS "${out}")
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "the checkpoints differ between one process and two after epoch ${epochs}")
+    message(FATAL_ERROR "the checkpoints differ between one process and ${NP} after epoch ${epochs}")
   endif()
 endforeach()
