@@ -60,6 +60,8 @@ case "$cmd" in
       ip link del "$link" 2>/dev/null || true
     done
     for host in $(ip netns list | awk '{print $1}' | grep "^$prefix[0-9][0-9]*$" || true); do
+      # (what still runs there: a launcher's daemon that lost its link, a stopped process)
+      for pid in $(ip netns pids "$host" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
       ip netns del "$host"
     done
     ip link del "${prefix}br" 2>/dev/null || true

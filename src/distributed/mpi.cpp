@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -22,7 +24,12 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/allocator.h"
@@ -62,9 +69,36 @@ std::string join(const std::vector<int>& ps) {
   return s;
 }
 
+// Bytes this process's TCP sockets have sent (and had acknowledged) and received, all together
+// (TCP_INFO of each socket among its file descriptors): a wait past its deadline goes on while
+// they move, since a slow link is not a lost process. Other traffic of the host, and file reads,
+// do not count. 0 where the system does not say.
+uint64_t tcp_bytes_moved() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return 0;
+  uint64_t total = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    tcp_info info{};
+    socklen_t length = sizeof info;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) == 0 &&
+        length >= offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received)
+      total += info.tcpi_bytes_acked + info.tcpi_bytes_received;
+  }
+  closedir(dir);
+  return total;
+}
+// Less than this moved in a sample is no progress (a launcher's small control messages).
+constexpr uint64_t kProgressBytes = 1024;
+
 class MpiTransport : public runtime::Transport {
  public:
-  MpiTransport(int rank, int size) : rank_(rank), size_(size), left_(size, false) {}
+  // hosts: per process, the name of its host (errors name it).
+  MpiTransport(int rank, int size, std::vector<std::string> hosts)
+      : rank_(rank), size_(size), left_(size, false), hosts_(std::move(hosts)) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -112,15 +146,27 @@ class MpiTransport : public runtime::Transport {
   void wait_for(Ticket ticket, const std::string& what) override {
     const auto timeout = runtime::collective_timeout();
     const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + timeout;
+    // The wait times out a whole `timeout` after bytes last moved (sampled every eighth of it).
+    auto last_progress = start, next_sample = start;
+    uint64_t moved = 0;  // tcp_bytes_moved() at the last sample
     std::optional<std::chrono::steady_clock::time_point> grace_end;
     auto pause = std::chrono::microseconds(1);
     for (int round = 0;; ++round) {
       {
         std::lock_guard lock(mu_);
         auto it = pending_.find(ticket);
-        if (it == pending_.end())  // withdrawn by another thread's failure
-          fail(what, ": stopped after a failure in another exchange of this process");
+        // Withdrawn by another thread's failure, or posted after one (a communication thread's
+        // next queued collective): this process stops at once instead of waiting out another
+        // timeout.
+        if (it == pending_.end() || (failed_ && round == 0)) {
+          std::string reason;
+          {
+            std::lock_guard notice_lock(notice_mu_);
+            reason = notice_;
+          }
+          fail(what, ": stopped after a failure in another exchange of this process",
+               reason.empty() ? "" : " (", reason, reason.empty() ? "" : ")");
+        }
         Pending& p = it->second;
         int done = 0;
         MPI_Testall(static_cast<int>(p.reqs.size()), p.reqs.data(), &done, MPI_STATUSES_IGNORE);
@@ -136,6 +182,10 @@ class MpiTransport : public runtime::Transport {
           std::this_thread::yield();
           continue;
         }
+        if (round == kQuickRounds) {
+          moved = tcp_bytes_moved();
+          next_sample = std::chrono::steady_clock::now() + timeout / 8;
+        }
         check_notices(what);
         auto now = std::chrono::steady_clock::now();
         if (!grace_end) {
@@ -148,15 +198,23 @@ class MpiTransport : public runtime::Transport {
           for (int peer : pending_peers(p))
             if (left_[peer]) lost.push_back(peer);
           if (!lost.empty())
-            lose(detail::concat(what, ": lost process ", join(lost),
+            lose(detail::concat(what, ": lost process ", with_hosts(lost),
                                 " (it exited before finishing this collective)"));
         }
-        if (now > deadline) {
+        if (now > next_sample) {
+          // Bytes still moving through this process's sockets: a slow link, not a lost peer.
+          const uint64_t m = tcp_bytes_moved();
+          if (m >= moved + kProgressBytes) last_progress = now;
+          moved = m;
+          next_sample = now + timeout / 8;
+        }
+        if (now > last_progress + timeout) {
           std::vector<int> missing = pending_peers(p);
           lose(detail::concat(
               what, ": timed out after ", std::chrono::duration<double>(timeout).count(),
-              " s waiting for process(es) ", missing.empty() ? std::string("?") : join(missing),
-              " (lost or stuck; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
+              " s with no data moving, waiting for process(es) ",
+              missing.empty() ? std::string("?") : with_hosts(missing),
+              " (lost, stuck or unreachable; set SPMD_COLLECTIVE_TIMEOUT to change the limit)"));
         }
       }
       // Yield for the first moments (a pipelined all-reduce waits for each chunk, and a sleep
@@ -237,6 +295,16 @@ class MpiTransport : public runtime::Transport {
   };
 
   // Peers whose messages in this exchange are not complete (completed requests become null).
+  // "1 (host b), 3 (host d)"
+  std::string with_hosts(const std::vector<int>& ps) const {
+    std::string s;
+    for (int p : ps) {
+      s += (s.empty() ? "" : ", ") + std::to_string(p);
+      if (p >= 0 && p < static_cast<int>(hosts_.size())) s += " (host " + hosts_[p] + ")";
+    }
+    return s;
+  }
+
   static std::vector<int> pending_peers(Pending& p) {
     std::vector<int> out;
     for (size_t i = 0; i < p.reqs.size(); ++i) {
@@ -299,6 +367,7 @@ class MpiTransport : public runtime::Transport {
   int rank_, size_;
   std::mutex mu_, notice_mu_;
   std::vector<bool> left_;             // processes that announced they are leaving (guarded by mu_)
+  std::vector<std::string> hosts_;     // per process, its host's name
   std::map<Ticket, Pending> pending_;  // guarded by mu_
   std::vector<std::map<Ticket, Pending>::node_type> spare_;  // finished exchanges' (mu_)
   Ticket next_ticket_ = 0;
@@ -310,6 +379,65 @@ class MpiTransport : public runtime::Transport {
 MpiTransport* g_transport = nullptr;
 bool g_initialized = false;
 std::string g_host_peer_access = "none";
+
+// Start-up exchanges (before the transport exists) are bounded as collectives are: each is a
+// non-blocking MPI collective waited for until SPMD_COLLECTIVE_TIMEOUT, watching for another
+// process's failure notice, so a process whose start-up fails (a bad setting in its environment
+// alone) stops the others with its reason instead of leaving them waiting in MPI.
+void startup_wait(MPI_Request& request, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + runtime::collective_timeout();
+  auto pause = std::chrono::microseconds(1);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
+    if (flag) {
+      int n = 0;
+      MPI_Get_count(&st, MPI_CHAR, &n);
+      std::string reason(static_cast<size_t>(n), '\0');
+      MPI_Recv(reason.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      fail("distributed::initialize: process ", st.MPI_SOURCE, " failed during start-up (",
+           reason, "); this process stops too");
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      fail("distributed::initialize: ", what, " timed out after ",
+           std::chrono::duration<double>(runtime::collective_timeout()).count(),
+           " s (a process did not start; set SPMD_COLLECTIVE_TIMEOUT to change the limit)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+void startup_allgather(const void* mine, void* all, int bytes, const char* what) {
+  MPI_Request r;
+  MPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, MPI_COMM_WORLD, &r);
+  startup_wait(r, what);
+}
+
+int startup_min(int value, const char* what) {
+  int result = 0;
+  MPI_Request r;
+  MPI_Iallreduce(&value, &result, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r);
+  startup_wait(r, what);
+  return result;
+}
+
+// Tells every other process that this one's start-up failed (best effort, never blocks).
+void announce_startup_failure(int rank, int size, const std::string& reason) {
+  static std::string notice;  // (outlives the sends)
+  notice = reason;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    MPI_Request r;
+    MPI_Isend(notice.data(), static_cast<int>(notice.size()), MPI_CHAR, p, kFailureTag,
+              MPI_COMM_WORLD, &r);
+    MPI_Request_free(&r);
+  }
+}
 
 void at_exit() {
   if (!g_initialized) return;
@@ -338,12 +466,12 @@ std::vector<long> direct_peers(int rank, int size, int host_id) {
     int host;
   } mine{static_cast<long>(getpid()), reinterpret_cast<uint64_t>(&probe), host_id};
   std::vector<Entry> all(static_cast<size_t>(size));
-  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+  startup_allgather(&mine, all.data(), sizeof mine, "the exchange of process ids");
   for (int p = 0; p < size && ok; ++p)
     if (p != rank && all[p].host == host_id)
       ok = runtime::try_direct_read(all[p].pid,
                                     reinterpret_cast<void*>(all[p].address), probe);
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  ok = startup_min(ok, "the agreement on direct reads");
   std::vector<long> pids(static_cast<size_t>(size), 0);
   for (int p = 0; p < size; ++p)
     if (ok && p != rank && all[p].host == host_id) pids[p] = all[p].pid;
@@ -365,14 +493,14 @@ std::vector<runtime::Transport::SharedView> share_heaps(int rank, int size,
            (!peers || runtime::shared_heap::open());  // (alone on its host: nothing to share)
   std::vector<runtime::shared_heap::Identity> all(static_cast<size_t>(size));
   runtime::shared_heap::Identity mine = runtime::shared_heap::identity();
-  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+  startup_allgather(&mine, all.data(), sizeof mine, "the exchange of shared heaps");
   std::vector<runtime::Transport::SharedView> views(static_cast<size_t>(size));
   for (int p = 0; p < size && ok; ++p) {
     if (p == rank || pids[p] == 0) continue;
     views[p] = {all[p].base, all[p].bytes, runtime::shared_heap::map(all[p])};
     ok = views[p].here != nullptr;
   }
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  ok = startup_min(ok, "the agreement on shared heaps");
   if (ok && peers) {
     runtime::release_cached_memory();  // (blocks freed before would be reused, and private)
     return views;
@@ -383,6 +511,8 @@ std::vector<runtime::Transport::SharedView> share_heaps(int rank, int size,
     if (v.here) munmap(v.here, v.bytes);
   return {};
 }
+
+void start_up(int rank, int size);
 
 }  // namespace
 
@@ -400,19 +530,45 @@ bool initialize() {
   g_initialized = true;
   std::atexit(at_exit);
   if (size == 1) return false;
-  int local = local_device_count();
-  std::vector<int> counts(size);
-  MPI_Allgather(&local, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  // Processes on this host share its cores.
-  MPI_Comm host;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  int on_host = 1;
-  MPI_Comm_size(host, &on_host);
-  int host_id = rank;  // the world rank of the host's first process
-  MPI_Bcast(&host_id, 1, MPI_INT, 0, host);
-  MPI_Comm_free(&host);
+  try {
+    start_up(rank, size);
+  } catch (const Error& e) {
+    // (A failure announced by another process: it told everyone already.)
+    if (std::string(e.what()).find("failed during start-up") == std::string::npos)
+      announce_startup_failure(rank, size, e.what());
+    throw;
+  }
+  return true;
+}
+
+namespace {
+
+// initialize's exchanges once MPI is up: device counts, hosts, direct reads, shared heaps.
+void start_up(int rank, int size) {
+  struct Mine {
+    int devices;
+    char host[MPI_MAX_PROCESSOR_NAME];
+  } mine{};
+  mine.devices = local_device_count();
+  int length = 0;
+  MPI_Get_processor_name(mine.host, &length);
+  std::vector<Mine> all(static_cast<size_t>(size));
+  startup_allgather(&mine, all.data(), sizeof mine, "the exchange of device counts and hosts");
+  std::vector<int> counts;
+  std::vector<std::string> hosts;
+  for (const Mine& m : all) {
+    counts.push_back(m.devices);
+    hosts.emplace_back(m.host, strnlen(m.host, MPI_MAX_PROCESSOR_NAME));
+  }
+  // Processes on this host share its cores; the host's first process names it.
+  int on_host = 0, host_id = -1;
+  for (int p = 0; p < size; ++p)
+    if (hosts[static_cast<size_t>(p)] == hosts[static_cast<size_t>(rank)]) {
+      ++on_host;
+      if (host_id < 0) host_id = p;
+    }
   runtime::set_process_layout(rank, counts, on_host);
-  g_transport = new MpiTransport(rank, size);
+  g_transport = new MpiTransport(rank, size, std::move(hosts));
   std::vector<long> pids = direct_peers(rank, size, host_id);
   std::vector<runtime::Transport::SharedView> views = share_heaps(rank, size, pids, counts);
   g_host_peer_access = !views.empty()                                           ? "shared memory"
@@ -423,8 +579,9 @@ bool initialize() {
   g_transport->set_shared_views(std::move(views));
   g_transport->set_direct_peers(std::move(pids));
   runtime::set_transport(g_transport);
-  return true;
 }
+
+}  // namespace
 
 bool is_initialized() { return g_initialized; }
 

@@ -38,9 +38,11 @@ class Transport {
   // Posts every send and receive (their buffers must stay valid until wait returns).
   virtual Ticket post(const std::vector<Message>& sends, const std::vector<Message>& recvs) = 0;
   // Waits for every message of the exchange, recorded as an "exchange wait" span on the
-  // SPMD_TRACE timeline. Throws spmd::Error naming the processes whose messages did not arrive
-  // within the collective timeout, or the process that announced a failure; then every exchange
-  // still in flight is withdrawn (this process stops).
+  // SPMD_TRACE timeline. Throws spmd::Error naming the processes (and their hosts) whose
+  // messages did not arrive within the collective timeout — counted from the last time this
+  // process's TCP sockets moved bytes, so a slow link is not taken for a lost process — or the
+  // process that announced a failure; then every exchange still in flight is withdrawn, and
+  // any posted after fails at once with the same reason (this process stops).
   void wait(Ticket ticket, const std::string& what);
   // Lets messages in flight make progress (a large message moves only while some thread is
   // inside the transport); returns at once.
