@@ -94,6 +94,27 @@ uint64_t tcp_bytes_moved() {
 // Less than this moved in a sample is no progress (a launcher's small control messages).
 constexpr uint64_t kProgressBytes = 1024;
 
+// Failure notices ("this process failed: <reason>"): sent to every other process without
+// blocking (`text` must outlive the sends), and received where a probe found one.
+void send_failure_notice(int rank, int size, const std::string& text) {
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    MPI_Request r;
+    MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, p, kFailureTag,
+              MPI_COMM_WORLD, &r);
+    MPI_Request_free(&r);
+  }
+}
+
+std::string receive_failure_notice(const MPI_Status& st) {
+  int n = 0;
+  MPI_Get_count(&st, MPI_CHAR, &n);
+  std::string msg(static_cast<size_t>(n), '\0');
+  MPI_Recv(msg.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD,
+           MPI_STATUS_IGNORE);
+  return msg;
+}
+
 class MpiTransport : public runtime::Transport {
  public:
   // hosts: per process, the name of its host (errors name it).
@@ -234,13 +255,7 @@ class MpiTransport : public runtime::Transport {
     announced_ = true;
     failed_ = true;
     notice_ = reason;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      MPI_Request r;
-      MPI_Isend(notice_.data(), static_cast<int>(notice_.size()), MPI_CHAR, p, kFailureTag,
-                MPI_COMM_WORLD, &r);
-      MPI_Request_free(&r);
-    }
+    send_failure_notice(rank_, size_, notice_);
   }
 
   // Tells every other process that this one is leaving, then waits until each of them has left
@@ -266,7 +281,7 @@ class MpiTransport : public runtime::Transport {
       MPI_Status st;
       MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
       if (flag) {
-        receive_notice(st);
+        receive_failure_notice(st);
         failed[st.MPI_SOURCE] = any_failed = true;
         failed_ = true;
       }
@@ -332,15 +347,6 @@ class MpiTransport : public runtime::Transport {
     fail(message, "; this process stops too");
   }
 
-  std::string receive_notice(const MPI_Status& st) {
-    int n = 0;
-    MPI_Get_count(&st, MPI_CHAR, &n);
-    std::string msg(static_cast<size_t>(n), '\0');
-    MPI_Recv(msg.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
-    return msg;
-  }
-
   void receive_leaves() {
     for (;;) {
       int flag = 0;
@@ -360,7 +366,7 @@ class MpiTransport : public runtime::Transport {
     MPI_Status st;
     MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
     if (!flag) return;
-    std::string msg = receive_notice(st);
+    std::string msg = receive_failure_notice(st);
     lose(detail::concat(what, ": process ", st.MPI_SOURCE, " failed (", msg, ")"));
   }
 
@@ -394,15 +400,9 @@ void startup_wait(MPI_Request& request, const char* what) {
     int flag = 0;
     MPI_Status st;
     MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, MPI_COMM_WORLD, &flag, &st);
-    if (flag) {
-      int n = 0;
-      MPI_Get_count(&st, MPI_CHAR, &n);
-      std::string reason(static_cast<size_t>(n), '\0');
-      MPI_Recv(reason.data(), n, MPI_CHAR, st.MPI_SOURCE, kFailureTag, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
+    if (flag)
       fail("distributed::initialize: process ", st.MPI_SOURCE, " failed during start-up (",
-           reason, "); this process stops too");
-    }
+           receive_failure_notice(st), "); this process stops too");
     if (std::chrono::steady_clock::now() > deadline)
       fail("distributed::initialize: ", what, " timed out after ",
            std::chrono::duration<double>(runtime::collective_timeout()).count(),
@@ -430,13 +430,7 @@ int startup_min(int value, const char* what) {
 void announce_startup_failure(int rank, int size, const std::string& reason) {
   static std::string notice;  // (outlives the sends)
   notice = reason;
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    MPI_Request r;
-    MPI_Isend(notice.data(), static_cast<int>(notice.size()), MPI_CHAR, p, kFailureTag,
-              MPI_COMM_WORLD, &r);
-    MPI_Request_free(&r);
-  }
+  send_failure_notice(rank, size, notice);
 }
 
 void at_exit() {
