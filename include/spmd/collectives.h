@@ -55,4 +55,26 @@ Array pshuffle(const Array& x, const AxisName& axis_name, const std::vector<int>
 Array axis_index(const AxisName& axis_name);
 int64_t axis_size(const AxisName& axis_name);
 
+// Collectives made of the ones above (transforms/collective_composites.cpp), so they work
+// wherever those do: under vmap, grad, pmap, shard_map and across processes.
+//
+// JAX's lax.pbroadcast: every replica gets replica `source`'s x (a psum of x masked to the
+// source; its gradient is that psum's).
+Array pbroadcast(const Array& x, const AxisName& axis_name, int source);
+// JAX's all_gather_invariant: all_gather whose result is the same on every replica, so its
+// cotangent is too and transposes to this replica's slice of it (all_gather's transposes to a
+// psum_scatter of the replicas' cotangents).
+Array all_gather_invariant(const Array& x, const AxisName& axis_name, int axis = 0,
+                           bool tiled = false);
+// JAX's lax.ragged_all_to_all (mixture-of-experts routing): with N = len(input_offsets), a
+// multiple of the axis size A, this replica sends rows [input_offsets[i], + send_sizes[i]) of
+// operand to replica i / (N / A), which writes them at rows [output_offsets[i], + the same) of
+// its `output`; recv_sizes[i] is the size of the slice this replica receives as its i-th (from
+// replica i / (N / A)). Rows of output nobody writes keep their values. Offsets and sizes are
+// int32 vectors of length N; operand and output share their dtype and trailing dimensions. Each
+// slice travels padded to operand's leading size (an all_to_all of N such slices).
+Array ragged_all_to_all(const Array& operand, const Array& output, const Array& input_offsets,
+                        const Array& send_sizes, const Array& output_offsets,
+                        const Array& recv_sizes, const AxisName& axis_name);
+
 }  // namespace spmd

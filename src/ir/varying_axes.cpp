@@ -31,6 +31,26 @@ void propagate(const Program& program, std::vector<MaybeAxes>& var, const Rules&
       }
       out->insert(s->begin(), s->end());
     }
+    // A call (custom_vjp, custom_jvp, checkpoint): its outputs vary as its body's do.
+    if (out) {
+      std::vector<AbstractValue> types;
+      for (const Atom& a : eq.inputs) types.push_back(program.type(a));
+      ShardingRule rule;
+      if (eq.primitive->sharding_rule(types, rule) && rule.inline_body &&
+          rule.inline_body->inputs.size() == eq.inputs.size()) {
+        const Program& body = *rule.inline_body;
+        std::vector<MaybeAxes> inner(body.var_types.size());
+        for (size_t i = 0; i < eq.inputs.size(); ++i)
+          inner[static_cast<size_t>(body.inputs[i])] =
+              eq.inputs[i].is_literal() ? AxisSet{} : var[static_cast<size_t>(eq.inputs[i].var)];
+        propagate(body, inner, rules);
+        for (size_t j = 0; j < eq.outputs.size(); ++j)
+          var[static_cast<size_t>(eq.outputs[j])] =
+              body.outputs[j].is_literal() ? MaybeAxes(AxisSet{})
+                                           : inner[static_cast<size_t>(body.outputs[j].var)];
+        continue;
+      }
+    }
     if (out) {
       const Primitive& p = *eq.primitive;
       const CollectiveKind kind = p.collective_kind();

@@ -6,6 +6,9 @@
 // unbatched arguments summed over the batch.
 #include "primitives/custom_call.h"
 
+#include <optional>
+
+#include "ir/axis_env.h"
 #include "ir/trace.h"
 #include "primitives/batching.h"
 #include "spmd/error.h"
@@ -68,6 +71,11 @@ bool all_live(const std::vector<Array>& values) {
 LazyRulePtr batched_rule(LazyRulePtr rule, std::vector<bool> in_batched, BatchContext ctx,
                          const char* who) {
   return std::make_shared<const LazyRule>([rule, in_batched, ctx, who] {
+    // The rule may be traced only now, after the vmap returned: its collectives over the vmap's
+    // axis name (an axis_index in fwd) need the name bound again, as it was for f.
+    std::optional<transforms::AxisScope> scope;
+    if (!ctx.axis_name.empty())
+      scope.emplace(ctx.axis_name, ctx.axis_size, transforms::AxisKind::Vmap);
     TracedRule t = rule->get();
     std::vector<bool> b = in_batched;
     b.resize(t.program->inputs.size(), false);

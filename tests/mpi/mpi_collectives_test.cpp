@@ -583,6 +583,66 @@ TEST_P(Collectives, AllGatherTiledConcatenatesInGlobalOrder) {
   }
 }
 
+// The collectives made of others (pbroadcast, all_gather_invariant; ragged_all_to_all below).
+TEST_P(Collectives, PbroadcastAndAllGatherInvariantAcrossProcesses) {
+  for (int source : {0, n() - 1}) {
+    auto ref = [source](const std::vector<H>& xs) { return replicate(xs[static_cast<size_t>(source)], xs.size()); };
+    expect_collective([source](const Array& x) { return pbroadcast(x, "i", source); },
+                      inputs({2, 3}), dtype(), ref, dtype());
+  }
+  for (bool tiled : {false, true}) {
+    auto ref = [tiled](const std::vector<H>& xs) {
+      return replicate(tiled ? concat(xs, 0) : stack(xs, 0), xs.size());
+    };
+    expect_collective([tiled](const Array& x) { return all_gather_invariant(x, "i", 0, tiled); },
+                      inputs({2, 3}), dtype(), ref, dtype());
+  }
+}
+
+// ragged_all_to_all over every device of every process: device p sends (p + j) % 3 rows to
+// device j; device j places them one after the other, from device 0 on, over its output of -1s.
+TEST_P(Collectives, RaggedAllToAllAcrossProcesses) {
+  const int64_t a = n(), local = local_device_count(), rows = 2 * a, out_rows = 3 * a;
+  auto sizes = [](int64_t p, int64_t j) { return static_cast<int32_t>((p + j) % 3); };
+  std::vector<double> operand, output;
+  std::vector<int32_t> in_off, send, out_off, recv;
+  for (int64_t p = first_local(); p < first_local() + local; ++p) {
+    for (int64_t r = 0; r < rows; ++r) operand.push_back(static_cast<double>(p * 100 + r));
+    for (int64_t r = 0; r < out_rows; ++r) output.push_back(-1.0);
+    int32_t at = 0;
+    for (int64_t j = 0; j < a; ++j) {
+      in_off.push_back(at);
+      send.push_back(sizes(p, j));
+      at += sizes(p, j);
+      int32_t before = 0;  // what devices 0..p-1 place on device j first
+      for (int64_t q = 0; q < p; ++q) before += sizes(q, j);
+      out_off.push_back(before);
+      recv.push_back(sizes(j, p));
+    }
+  }
+  auto h = [](Shape s, std::vector<double> v) { return H{std::move(s), std::move(v)}; };
+  auto ints = [&](const std::vector<int32_t>& v) { return Array(v, {local, a}); };
+  Array got = pmap([](const Array& o, const Array& out, const Array& io, const Array& ss,
+                      const Array& oo, const Array& rs) {
+    return ragged_all_to_all(o, out, io, ss, oo, rs, "i");
+  }, "i")(to_array(h({local, rows}, operand), dtype()), to_array(h({local, out_rows}, output), dtype()),
+          ints(in_off), ints(send), ints(out_off), ints(recv));
+  std::vector<double> want;
+  for (int64_t j = first_local(); j < first_local() + local; ++j) {
+    std::vector<double> mine(static_cast<size_t>(out_rows), -1.0);
+    int64_t at = 0;
+    for (int64_t p = 0; p < a; ++p) {
+      int64_t from = 0;
+      for (int64_t k = 0; k < j; ++k) from += sizes(p, k);
+      for (int32_t r = 0; r < sizes(p, j); ++r)
+        mine[static_cast<size_t>(at + r)] = static_cast<double>(p * 100 + from + r);
+      at += sizes(p, j);
+    }
+    want.insert(want.end(), mine.begin(), mine.end());
+  }
+  expect_values(got, h({local, out_rows}, want), dtype(), "ragged_all_to_all");
+}
+
 TEST_P(Collectives, PsumScatterGivesEachDeviceItsSliceOfTheSum) {
   for (int dim : {0, 1}) {
     SCOPED_TRACE("scatter_dimension " + std::to_string(dim));
