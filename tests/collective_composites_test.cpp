@@ -155,6 +155,28 @@ TEST_F(CollectiveComposites, RaggedAllToAllMovesEachSliceToItsReplica) {
   EXPECT_EQ(to_floats(g_output), want_out);
 }
 
+TEST_F(CollectiveComposites, PsendAndPrecvMoveAMessageAlongPairs) {
+  std::vector<float> v(kA * 2);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) + 1.0f;
+  const Array x(v, {kA, 2});
+  const std::vector<std::pair<int, int>> ring{{0, 1}, {1, 2}, {2, 3}, {3, 0}}, one{{2, 0}};
+  for (const auto& perm : {ring, one}) {
+    auto f = [perm](const Array& r) {
+      return precv(psend(r * 2.0, "i", perm), {2}, DType::Float32, "i", perm);
+    };
+    for (const Array& got : {pmap(f, "i")(x), vmap(f, 0, 0, "i")(x)}) {
+      std::vector<float> g = to_floats(got), want(v.size(), 0.0f);
+      for (auto [src, dst] : perm)
+        for (int c = 0; c < 2; ++c)
+          want[static_cast<size_t>(dst * 2 + c)] = 2.0f * v[static_cast<size_t>(src * 2 + c)];
+      EXPECT_EQ(g, want);
+    }
+  }
+  EXPECT_THROW(pmap([&](const Array& r) {
+    return precv(psend(r, "i", ring), {3}, DType::Float32, "i", ring);
+  }, "i")(x), Error);
+}
+
 TEST_F(CollectiveComposites, RaggedAllToAllRefusesMismatchedArguments) {
   auto call = [](const Array& io) {
     return pmap([&](const Array& o) {

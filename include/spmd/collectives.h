@@ -76,5 +76,14 @@ Array all_gather_invariant(const Array& x, const AxisName& axis_name, int axis =
 Array ragged_all_to_all(const Array& operand, const Array& output, const Array& input_offsets,
                         const Array& send_sizes, const Array& output_offsets,
                         const Array& recv_sizes, const AxisName& axis_name);
+// JAX's lax.psend / lax.precv: point-to-point inside a program, by (source, destination) pairs
+// as ppermute's. psend returns the token precv takes; here the token carries the message (a
+// ppermute of x), so a precv is paired with its psend by the value passed, and the order of
+// sends and receives is the program's data flow. precv checks that the token has out_shape and
+// dtype, and with the same pairs gives each destination the source's x (zeros elsewhere).
+Array psend(const Array& x, const AxisName& axis_name,
+            const std::vector<std::pair<int, int>>& perm);
+Array precv(const Array& token, const Shape& out_shape, DType dtype, const AxisName& axis_name,
+            const std::vector<std::pair<int, int>>& perm);
 
 }  // namespace spmd

@@ -101,3 +101,25 @@ Array ragged_all_to_all(const Array& operand, const Array& output, const Array& 
 }
 
 }  // namespace spmd
+
+namespace spmd {
+
+// The token of a psend: the message itself, moved by a ppermute, with the pairs that sent it.
+Array psend(const Array& x, const AxisName& axis_name,
+            const std::vector<std::pair<int, int>>& perm) {
+  return ppermute(x, axis_name, perm);
+}
+
+Array precv(const Array& token, const Shape& out_shape, DType dtype, const AxisName& axis_name,
+            const std::vector<std::pair<int, int>>& perm) {
+  const int64_t size = axis_size(axis_name);  // (an unbound name is an error here too)
+  for (auto [src, dst] : perm)
+    if (src < 0 || src >= size || dst < 0 || dst >= size)
+      fail("precv: expected indices in [0, ", size, "), got the pair (", src, ", ", dst, ")");
+  if (token.shape() != out_shape || token.dtype() != dtype)
+    fail("precv: expected the token of a psend of ", dtype_name(dtype), shape_str(out_shape),
+         ", got ", dtype_name(token.dtype()), shape_str(token.shape()));
+  return token;
+}
+
+}  // namespace spmd
