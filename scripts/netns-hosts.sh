@@ -23,7 +23,18 @@ check() {
   if ! ip netns add "$probe" 2>/dev/null; then
     echo "this machine refuses network namespaces (ip netns add failed)"; return 1
   fi
+  ok=0
+  if ip link add "spb$$" type bridge 2>/dev/null; then
+    if ip link add "spv$$" type veth peer name eth0 netns "$probe" 2>/dev/null; then
+      ip link set "spv$$" master "spb$$" 2>/dev/null && ok=1
+      ip link del "spv$$" 2>/dev/null
+    fi
+    ip link del "spb$$" 2>/dev/null
+  fi
   ip netns del "$probe"
+  if [ $ok = 0 ]; then
+    echo "this machine refuses bridges or veth links (ip link add failed)"; return 1
+  fi
 }
 
 case "$cmd" in
