@@ -16,8 +16,8 @@ ctest --output-on-failure -j "${SPMD_JOBS:-2}" --timeout 900 -LE long || status=
 # The tests again with jit's code generator off (SPMD_CODEGEN=0: the interpreter runs every
 # program), so both execution paths stay tested. The whole suite takes about 3 minutes on 2
 # cores; this second pass (about 1 minute) leaves out the slowest tests, which launch whole
-# programs (MPI runs, runs across test hosts, the install check, the examples' end-to-end runs) and repeat what the unit
-# tests cover.
+# programs (MPI runs, runs across test hosts, the install check, the examples' end-to-end runs)
+# and repeat what the unit tests cover.
 echo "===== again with SPMD_CODEGEN=0 (interpreter only)"
 SPMD_CODEGEN=0 ctest --output-on-failure -j "${SPMD_JOBS:-2}" --timeout 900 -LE long \
   -E '^(mpi_|hosts_|install_outside_project$|TrainExample[.]|ExampleDotProduct[.])' || status=1
