@@ -198,6 +198,8 @@ int run(const Options& opt) {
               << (process_count() > 1 ? "es" : "") << "), batch " << opt.batch_size << " ("
               << per_device << " per device), " << optimizer.name() << " lr=" << opt.learning_rate
               << std::endl;
+  bool first_call = true;
+  const auto t_first = std::chrono::steady_clock::now();
   for (int epoch = start_epoch; epoch < opt.epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
     loader.start_epoch(epoch);
@@ -230,6 +232,16 @@ int run(const Options& opt) {
           loss_sum += l[static_cast<size_t>(j)];
           correct += c[static_cast<size_t>(j)];
         }
+      }
+      if (leader && first_call) {
+        // The first call traces and compiles (or, with a warm compilation cache, loads the
+        // compiled kernels: SPMD_COMPILATION_CACHE_DIR); bench/bench_compilation_cache.sh reads it.
+        first_call = false;
+        std::cout << "first step: "
+                  << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               t_first)
+                         .count()
+                  << " ms (trace, compile and run)" << std::endl;
       }
       const int64_t before = i;
       i += k;

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(npy idx_plain idx_gzip checkpoint safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(npy idx_plain idx_gzip checkpoint safetensors cache_entry)
 scripts/fuzz-build.sh fuzz_targets
 dir=build-fuzz
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0"

@@ -81,6 +81,10 @@ const std::map<std::string, std::string> kPublicHeaderLayer = {
     {"spmd/sharding.h", "transforms"},  // shard_map and its spec trees
     {"spmd/mesh_context.h", "transforms"},  // set_mesh, type_of
     {"spmd/out_sharding.h", "transforms"},  // ops with out_sharding
+    // codegen/: the persistent compilation cache of the code generator's objects.
+    {"spmd/compilation_cache.h", "codegen"},
+    // compile/: exported functions (a Program serialized, read back and run under jit).
+    {"spmd/export.h", "compile"},
     // runtime/: what the runtime reports about each device (memory_stats).
     {"spmd/device.h", "runtime"},
     // The libraries, and the header that includes everything.

@@ -230,6 +230,27 @@ size_t pmap_cache_entries(const PmapCache& cache);
 std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFnMaker& make_fn,
                              const FlatCall& call, TreeDef& out_tree);
 
+// The ahead-of-time stages of a jitted call (src/compile/stages.cpp): the call traced (its
+// entry shared with the jitted function's calls), lowered, compiled, and run again on arguments
+// of the same types.
+struct StagedCall;
+std::shared_ptr<StagedCall> stage_trace(JitCache& cache, const FlatFnMaker& make_fn,
+                                        const FlatCall& call);
+const Program& staged_jaxpr(const StagedCall& staged);
+const TreeDef& staged_out_tree(const StagedCall& staged);
+std::string staged_lowered_text(const StagedCall& staged);
+std::string staged_compiled_text(const StagedCall& staged);
+void staged_compile(const StagedCall& staged);
+}  // namespace detail
+struct CostAnalysis;
+struct MemoryAnalysis;
+namespace detail {
+CostAnalysis staged_cost_analysis(const StagedCall& staged);
+MemoryAnalysis staged_memory_analysis(const StagedCall& staged);
+// Runs the compiled call on `call`'s arguments (the dynamic ones only: static arguments were
+// fixed when it was traced); throws JAX's errors when they are not of the compiled types.
+std::vector<Array> staged_run(const StagedCall& staged, const FlatCall& call);
+
 }  // namespace detail
 
 // ---- jit --------------------------------------------------------------------------------------
@@ -258,6 +279,81 @@ struct JitOptions {
   std::vector<std::optional<NamedSharding>> out_shardings;
 };
 
+// ---- ahead of time: trace, lower, compile (JAX's jax.stages) --------------------------------
+// jit(f).trace(args...) traces f for these arguments' types (and static values); .lower() gives
+// the program that will be compiled; .compile() compiles it. The Compiled object runs it on
+// arguments of the same types without tracing or looking up anything: called with another
+// shape, dtype, structure or sharding it throws JAX's error naming each difference. As in JAX,
+// a Compiled is called with the dynamic arguments only (static ones were fixed when traced).
+// A stage shares its entry with the jitted function: calling jit(f) on the same types afterwards
+// neither traces nor compiles again.
+
+// What a compiled program computes and moves (src/compile/cost_analysis.h says how each op
+// counts; XLA's conventions, so numbers compare with JAX's cost_analysis()).
+struct CostAnalysis {
+  double flops = 0;            // arithmetic (a multiply-add counts 2)
+  double transcendentals = 0;  // exp, log, tanh, sqrt, sin, ... evaluations
+  double bytes_accessed = 0;   // bytes each op reads and writes, summed over ops
+};
+// The buffer plan of a compiled program (JAX's memory_analysis()), in bytes. For a call
+// partitioned over a mesh: one device's part.
+struct MemoryAnalysis {
+  int64_t argument_size_in_bytes = 0;
+  int64_t output_size_in_bytes = 0;
+  // Outputs written into donated arguments' buffers (donate_argnums).
+  int64_t alias_size_in_bytes = 0;
+  // Intermediates: the arena every run uses, its offsets reused by liveness.
+  int64_t temp_size_in_bytes = 0;
+};
+
+template <class R>
+class Compiled {
+ public:
+  explicit Compiled(std::shared_ptr<detail::StagedCall> staged) : staged_(std::move(staged)) {}
+  template <class... Args>
+  R operator()(const Args&... args) const {
+    detail::FlatCall call = detail::flatten_args({}, args...);
+    std::vector<Array> out = detail::staged_run(*staged_, call);
+    return tree_unflatten<R>(detail::staged_out_tree(*staged_), out);
+  }
+  // What runs (compiled_text): generated loops, interpreter groups, kernels.
+  std::string as_text() const { return detail::staged_compiled_text(*staged_); }
+  CostAnalysis cost_analysis() const { return detail::staged_cost_analysis(*staged_); }
+  MemoryAnalysis memory_analysis() const { return detail::staged_memory_analysis(*staged_); }
+
+ private:
+  std::shared_ptr<detail::StagedCall> staged_;
+};
+
+template <class R>
+class Lowered {
+ public:
+  explicit Lowered(std::shared_ptr<detail::StagedCall> staged) : staged_(std::move(staged)) {}
+  // The program handed to the compiler: simplified, and for a call partitioned over a mesh the
+  // program each device runs, with its collectives.
+  std::string as_text() const { return detail::staged_lowered_text(*staged_); }
+  CostAnalysis cost_analysis() const { return detail::staged_cost_analysis(*staged_); }
+  Compiled<R> compile() const {
+    detail::staged_compile(*staged_);
+    return Compiled<R>(staged_);
+  }
+
+ private:
+  std::shared_ptr<detail::StagedCall> staged_;
+};
+
+template <class R>
+class Traced {
+ public:
+  explicit Traced(std::shared_ptr<detail::StagedCall> staged) : staged_(std::move(staged)) {}
+  // The traced program (make_jaxpr's).
+  const Program& jaxpr() const { return detail::staged_jaxpr(*staged_); }
+  Lowered<R> lower() const { return Lowered<R>(staged_); }
+
+ private:
+  std::shared_ptr<detail::StagedCall> staged_;
+};
+
 template <class F>
 class Jitted {
  public:
@@ -268,17 +364,23 @@ class Jitted {
                                      options_.out_shardings)) {}
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
-    detail::FlatCall call = detail::flatten_args(
-        detail::normalize_argnums(options_.static_argnums, sizeof...(Args), "jit static_argnums"),
-        args...);
-    if (!options_.donate_argnums.empty())
-      call.donated = detail::donated_leaves(
-          detail::normalize_argnums(options_.donate_argnums, sizeof...(Args), "jit donate_argnums"),
-          call, "jit donate_argnums");
+    detail::FlatCall call = flat_call(args...);
     auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
     TreeDef out_tree;
     std::vector<Array> out = detail::jit_call(*cache_, detail::flat_fn_maker(make), call, out_tree);
     return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+  }
+  // The ahead-of-time stages for these arguments (see Traced, Lowered, Compiled above).
+  template <class... Args>
+  Traced<detail::result_t<F, Args...>> trace(const Args&... args) const {
+    detail::FlatCall call = flat_call(args...);
+    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
+    return Traced<detail::result_t<F, Args...>>(
+        detail::stage_trace(*cache_, detail::flat_fn_maker(make), call));
+  }
+  template <class... Args>
+  Lowered<detail::result_t<F, Args...>> lower(const Args&... args) const {
+    return trace(args...).lower();
   }
   // How many times the function has been traced (once per new signature).
   int trace_count() const { return detail::jit_trace_count(*cache_); }
@@ -286,6 +388,17 @@ class Jitted {
   size_t cache_entries() const { return detail::jit_cache_entries(*cache_); }
 
  private:
+  template <class... Args>
+  detail::FlatCall flat_call(const Args&... args) const {
+    detail::FlatCall call = detail::flatten_args(
+        detail::normalize_argnums(options_.static_argnums, sizeof...(Args), "jit static_argnums"),
+        args...);
+    if (!options_.donate_argnums.empty())
+      call.donated = detail::donated_leaves(
+          detail::normalize_argnums(options_.donate_argnums, sizeof...(Args), "jit donate_argnums"),
+          call, "jit donate_argnums");
+    return call;
+  }
   F f_;
   JitOptions options_;
   std::shared_ptr<detail::JitCache> cache_;

@@ -1,5 +1,5 @@
 // The code generator: LoopKernels to native loops through LLVM ORC (the only file that sees
-// LLVM's headers).
+// LLVM's headers, with object_cache.cpp's use of its SHA-256).
 //
 // Why LLVM and not C++ for the system compiler (MLX's CPU route): measured on this machine, one
 // small kernel takes ~23 ms through ORC (IR build 0.5 ms, optimisation 10 ms, machine code 12 ms)
@@ -8,6 +8,10 @@
 // in-process route fits a first call of ~150 ms. The new kernels of one compilation are spread
 // over one module per core, each optimised (LLVM's O2 pipeline) and turned into an object on its
 // own thread with its own TargetMachine; ORC only links the objects.
+//
+// Compiled kernels are kept for the process, and with a compilation cache directory
+// (spmd/compilation_cache.h, codegen/object_cache.h) as object files that later runs and other
+// processes link without compiling.
 //
 // Loop structure. A kernel iterates over its root's elements, row by row (the last axis is the
 // inner loop, the others index the row); each thread gets a range of elements. Every index a
@@ -40,16 +44,19 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "codegen/loop_kernel.h"
+#include "codegen/object_cache.h"
 #include "core/rational_tanh.h"
 #include "primitives/primitives.h"
 #include "spmd/error.h"
@@ -88,6 +95,15 @@ struct Jit {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const Compiled>> cache;
   uint64_t functions = 0;
+  // What a kernel's machine code depends on besides its key, for the persistent cache: the
+  // library's version and build (a rebuilt library may generate other code for the same key),
+  // the target and its CPU features, and the optimisation options.
+  std::string environment;
+
+  // A kernel's function name in the persistent cache: from its digest, the same in every process.
+  std::string cached_name(const std::string& key) const {
+    return "spmd_k" + sha256_hex(environment + '\0' + key).substr(0, 32);
+  }
 
   Jit() {
     llvm::InitializeNativeTarget();
@@ -108,6 +124,13 @@ struct Jit {
     }
     tm = check(jtmb.createTargetMachine(), "target machine");
     builder = jtmb;
+    std::vector<std::string> features = jtmb.getFeatures().getFeatures();
+    std::sort(features.begin(), features.end());
+    environment = std::string("spmd ") + SPMD_VERSION_STRING + " built " + __DATE__ + " " +
+                  __TIME__ + "; " + jtmb.getTargetTriple().str() + "; cpu " + jtmb.getCPU() +
+                  "; features";
+    for (const std::string& f : features) environment += " " + f;
+    environment += "; O2, IEEE arithmetic; entry format " + std::to_string(kEntryFormat);
     threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
     jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "LLJIT");
     // libm (expf, tanhf, ...) and the rest of the process resolve generated calls.
@@ -1056,50 +1079,84 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
   auto t_start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<const Compiled>> result(kernels.size());
   std::vector<std::string> keys(kernels.size());
-  // The kernels not compiled yet, spread over one module per compile thread: the modules are
-  // optimised and turned into machine code in parallel (a training step's first call waits for
-  // them).
-  const size_t parts = std::max<size_t>(1, std::min<size_t>(jit.threads, kernels.size()));
+  std::map<std::string, std::vector<size_t>> users;  // key -> the kernels it serves
+  std::map<std::string, LoopKernel> generic;         // key -> what is compiled for it
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    LoopKernel g = shape_free(kernels[i]);
+    keys[i] = g.key();
+    auto it = jit.cache.find(keys[i]);
+    if (it != jit.cache.end() && (!keep_ir || !it->second->ir.empty())) {
+      result[i] = it->second;
+      continue;
+    }
+    users[keys[i]].push_back(i);
+    generic.emplace(keys[i], std::move(g));
+  }
+  if (users.empty()) return result;
+
+  // With the persistent cache (spmd/compilation_cache.h), each kernel is its own module and
+  // object, its function named by its digest, so another process can load it alone; the objects
+  // found there are linked as they are. compiled_text's IR is never cached: it compiles.
+  const bool persistent = !keep_ir && object_cache_on();
+  std::map<std::string, std::string> name_of;  // key -> function name
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects;
+  std::vector<std::string> missing;  // keys to compile
+  std::set<std::string> refused;     // entries there but not loadable: compiled, not re-read
+  std::optional<ObjectCacheLock> cache_lock;
+  auto load_cached = [&](const std::string& key) {
+    bool bad = false;
+    std::optional<std::string> object = load_object(jit.environment, key, &bad);
+    if (bad) refused.insert(key);
+    if (!object) return false;
+    objects.push_back(llvm::MemoryBuffer::getMemBufferCopy(*object, "spmd_cached_loop"));
+    return true;
+  };
+  for (auto& [key, _] : users) {
+    name_of[key] = persistent ? jit.cached_name(key) : "spmd_loop" + std::to_string(jit.functions++);
+    if (!persistent || !load_cached(key)) missing.push_back(key);
+  }
+  if (persistent && missing.size() > refused.size()) {
+    // Another process may be compiling these now: wait for it, then look again.
+    cache_lock.emplace();
+    std::vector<std::string> still;
+    for (const std::string& key : missing)
+      if (refused.count(key) || !load_cached(key)) still.push_back(key);
+    missing = std::move(still);
+  } else if (persistent && !missing.empty()) {
+    cache_lock.emplace();  // rewriting refused entries: one writer at a time
+  }
+  count_loaded(static_cast<int64_t>(users.size() - missing.size()));
+  count_compiled(static_cast<int64_t>(missing.size()));
+
+  // The kernels to compile, spread over modules (one per compile thread, or one per kernel for
+  // the persistent cache): they are optimised and turned into machine code in parallel (a
+  // training step's first call waits for them).
+  const size_t parts = persistent ? missing.size()
+                                  : std::max<size_t>(1, std::min<size_t>(jit.threads, missing.size()));
   struct Part {
     std::unique_ptr<llvm::LLVMContext> ctx;
     std::unique_ptr<llvm::Module> m;
-    std::vector<std::string> names;
+    std::vector<std::string> names, keys;
     std::map<std::string, std::string> ir;
     std::unique_ptr<llvm::MemoryBuffer> object;
   };
-  std::vector<Part> part(parts);
+  std::vector<Part> part(missing.empty() ? 0 : parts);
   for (Part& pt : part) {
     pt.ctx = std::make_unique<llvm::LLVMContext>();
     pt.m = std::make_unique<llvm::Module>("spmd", *pt.ctx);
     pt.m->setDataLayout(jit.jit->getDataLayout());
     pt.m->setTargetTriple(jit.tm->getTargetTriple().str());
   }
-  std::map<std::string, std::vector<size_t>> todo;  // name -> kernels it serves
-  std::map<std::string, std::string> name_of;       // key -> function name
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const LoopKernel generic = shape_free(kernels[i]);
-    keys[i] = generic.key();
-    auto it = jit.cache.find(keys[i]);
-    if (it != jit.cache.end() && (!keep_ir || !it->second->ir.empty())) {
-      result[i] = it->second;
-      continue;
-    }
-    auto n = name_of.find(keys[i]);
-    if (n == name_of.end()) {
-      std::string name = "spmd_loop" + std::to_string(jit.functions++);
-      n = name_of.emplace(keys[i], name).first;
-      Part& pt = part[name_of.size() % parts];
-      build(generic, name, *pt.m, *jit.tm);
-      pt.names.push_back(name);
-    }
-    todo[n->second].push_back(i);
+  for (size_t j = 0; j < missing.size(); ++j) {
+    Part& pt = part[j % parts];
+    build(generic.at(missing[j]), name_of[missing[j]], *pt.m, *jit.tm);
+    pt.names.push_back(name_of[missing[j]]);
+    pt.keys.push_back(missing[j]);
   }
-  if (todo.empty()) return result;
   auto t_built = std::chrono::steady_clock::now();
-  std::vector<std::string> errors(parts);
+  std::vector<std::string> errors(part.size());
   auto optimise_part = [&](size_t k) {
     Part& pt = part[k];
-    if (pt.names.empty()) return;
     std::string err;
     llvm::raw_string_ostream es(err);
     if (llvm::verifyModule(*pt.m, &es)) {
@@ -1125,6 +1182,7 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
     }
     pt.object = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(code.data(), code.size()),
                                                      "spmd_loops");
+    if (persistent) store_object(jit.environment, pt.keys.front(), pt.object->getBuffer().str());
     if (keep_ir)
       for (const std::string& name : pt.names) {
         std::string text;
@@ -1134,21 +1192,26 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
       }
   };
   {
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t k; (k = next++) < part.size();) optimise_part(k);
+    };
     std::vector<std::thread> helpers;
-    for (size_t k = 1; k < parts; ++k) helpers.emplace_back(optimise_part, k);
-    optimise_part(0);
+    for (size_t t = 1; t < std::min<size_t>(jit.threads, part.size()); ++t)
+      helpers.emplace_back(worker);
+    worker();
     for (auto& t : helpers) t.join();
   }
+  cache_lock.reset();
   for (const std::string& e : errors)
     if (!e.empty()) fail(e);
   auto t_optimized = std::chrono::steady_clock::now();
   llvm::orc::SymbolLookupSet wanted;
-  for (Part& pt : part) {
-    if (pt.names.empty()) continue;
-    for (const std::string& name : pt.names) wanted.add(jit.jit->mangleAndIntern(name));
-    if (auto e = jit.jit->addObjectFile(std::move(pt.object)))
+  for (auto& [key, name] : name_of) wanted.add(jit.jit->mangleAndIntern(name));
+  for (Part& pt : part) objects.push_back(std::move(pt.object));
+  for (auto& object : objects)
+    if (auto e = jit.jit->addObjectFile(std::move(object)))
       fail("code generator: ", llvm::toString(std::move(e)));
-  }
   auto& es = jit.jit->getExecutionSession();
   auto symbols = check(
       es.lookup(llvm::orc::makeJITDylibSearchOrder(&jit.jit->getMainJITDylib()), std::move(wanted)),
@@ -1159,20 +1222,19 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
     };
     auto t_done = std::chrono::steady_clock::now();
     std::fprintf(stderr,
-                 "spmd codegen: %zu kernels in %zu modules: IR %.1f ms, optimisation and machine "
-                 "code %.1f ms, linking %.1f ms\n",
-                 todo.size(), parts, ms(t_start, t_built), ms(t_built, t_optimized),
-                 ms(t_optimized, t_done));
+                 "spmd codegen: %zu kernels (%zu from the compilation cache) in %zu modules: IR "
+                 "%.1f ms, optimisation and machine code %.1f ms, linking %.1f ms\n",
+                 users.size(), users.size() - missing.size(), part.size(), ms(t_start, t_built),
+                 ms(t_built, t_optimized), ms(t_optimized, t_done));
   }
-  for (auto& [name, users] : todo) {
+  for (auto& [key, served] : users) {
+    const std::string& name = name_of[key];
     auto c = std::make_shared<Compiled>();
     c->fn = reinterpret_cast<KernelFn>(symbols[jit.jit->mangleAndIntern(name)].getAddress());
     for (Part& pt : part)
       if (pt.ir.count(name)) c->ir = pt.ir[name];
-    for (size_t i : users) {
-      result[i] = c;
-      jit.cache[keys[i]] = c;
-    }
+    for (size_t i : served) result[i] = c;
+    jit.cache[key] = c;
   }
   return result;
 }

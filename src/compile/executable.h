@@ -42,6 +42,8 @@ class Executable {
   const Program& program() const { return program_; }
   const std::vector<AbstractValue>& input_types() const { return input_types_; }
   const std::vector<AbstractValue>& output_types() const { return output_types_; }
+  // Bytes of the arena that holds every run's intermediates (offsets reused by liveness).
+  size_t arena_bytes() const { return arena_bytes_; }
   // The steps as they run: generated loop kernels (their nodes and, when kept, their code),
   // interpreter groups and single kernels.
   std::string text() const;

@@ -9,8 +9,7 @@
 #include "spmd/error.h"
 #include "spmd/transforms.h"
 #include "transforms/donation.h"
-#include "transforms/jit_shardings.h"
-#include "transforms/partitioned_jit.h"
+#include "transforms/jit_entry.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
@@ -26,21 +25,11 @@ std::vector<Array> with_captured(const FlatCall& call, const std::vector<Array>&
 }
 using transforms::signature_of;
 
-struct Entry {
-  Program program;
-  TreeDef out_tree;
-  std::unique_ptr<compile::Executable> executable;  // built at the first concrete call
-  transforms::JitShardings shardings;
-  std::once_flag compiled;
-  // Set when the call is partitioned over a mesh (transforms/partitioned_jit.h).
-  std::shared_ptr<transforms::PartitionedCall> partitioned;
-};
-
 }  // namespace
 
 struct JitCache {
   explicit JitCache(size_t capacity) : entries(capacity) {}
-  transforms::SignatureCache<std::shared_ptr<Entry>> entries;
+  transforms::SignatureCache<std::shared_ptr<transforms::JitEntry>> entries;
   OptionalShardings in_shardings, out_shardings;
 };
 
@@ -67,65 +56,92 @@ Program trace_program(const FlatFn& fn, const FlatCall& call) {
   return std::move(traced.program);
 }
 
-std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const FlatCall& call,
-                            TreeDef& out_tree) {
-  static const std::vector<int> kUnmapped;
-  std::shared_ptr<Entry> entry =
-      cache.entries.find(transforms::probe_of(call, kUnmapped)).value_or(nullptr);
-  std::vector<Array> captured;
-  if (!entry) {
-    Signature sig = signature_of(call);
-    const FlatFn fn = make_fn();
-    std::vector<AbstractValue> avals = sig.avals;
-    ir::Traced traced = ir::trace(avals, fn.fn);
-    entry = std::make_shared<Entry>();
-    entry->program = std::move(traced.program);
-    entry->out_tree = *fn.out_tree;
-    entry->shardings = transforms::JitShardings::of(entry->program);
-    captured = std::move(traced.captured);
-    entry->partitioned = transforms::plan_partition(entry->program, with_captured(call, captured),
-                                                    call.in_tree, cache.in_shardings,
-                                                    cache.out_shardings);
-    // A trace that captured values of an enclosing trace is only valid inside that trace.
-    if (captured.empty())
-      cache.entries.insert(std::move(sig), entry);
-    else
-      cache.entries.count_trace();
-  }
-  out_tree = entry->out_tree;
+}  // namespace spmd::detail
 
+namespace spmd::transforms {
+
+JitEntry::JitEntry() = default;
+JitEntry::~JitEntry() = default;
+
+const compile::Executable& JitEntry::executable() {
+  std::call_once(compiled_, [&] {
+    executable_ = std::make_unique<compile::Executable>(compile::simplify(program));
+  });
+  return *executable_;
+}
+
+std::shared_ptr<JitEntry> find_or_trace(detail::JitCache& cache, const detail::FlatFnMaker& make_fn,
+                                        const detail::FlatCall& call,
+                                        std::vector<Array>& captured) {
+  static const std::vector<int> kUnmapped;
+  std::shared_ptr<JitEntry> entry =
+      cache.entries.find(transforms::probe_of(call, kUnmapped)).value_or(nullptr);
+  if (entry) return entry;
+  Signature sig = signature_of(call);
+  const detail::FlatFn fn = make_fn();
+  std::vector<AbstractValue> avals = sig.avals;
+  ir::Traced traced = ir::trace(avals, fn.fn);
+  entry = std::make_shared<JitEntry>();
+  entry->program = std::move(traced.program);
+  entry->out_tree = *fn.out_tree;
+  entry->shardings = JitShardings::of(entry->program);
+  captured = std::move(traced.captured);
+  entry->partitioned =
+      plan_partition(entry->program, detail::with_captured(call, captured), call.in_tree,
+                     cache.in_shardings, cache.out_shardings);
+  // A trace that captured values of an enclosing trace is only valid inside that trace.
+  if (captured.empty())
+    cache.entries.insert(std::move(sig), entry);
+  else
+    cache.entries.count_trace();
+  return entry;
+}
+
+std::vector<Array> run_entry(JitEntry& entry, const detail::FlatCall& call,
+                             const std::vector<Array>& captured) {
   bool inline_it = !captured.empty() || ir::current_trace() != nullptr;
   for (const Array& a : call.leaves) inline_it = inline_it || a.is_tracer();
-  if (entry->partitioned) {
+  if (entry.partitioned) {
     std::vector<Array> out =
-        transforms::run_partitioned(*entry->partitioned, with_captured(call, captured));
-    if (!inline_it && !call.donated.empty()) transforms::delete_donated(call.leaves, call.donated);
+        run_partitioned(*entry.partitioned, detail::with_captured(call, captured));
+    if (!inline_it && !call.donated.empty()) delete_donated(call.leaves, call.donated);
     return out;
   }
   // Traced into an enclosing transformation: donation is ignored there, as in JAX.
-  if (inline_it) return ir::eval_program(entry->program, with_captured(call, captured));
-  std::call_once(entry->compiled, [&] {
-    entry->executable = std::make_unique<compile::Executable>(compile::simplify(entry->program));
-  });
+  if (inline_it) return ir::eval_program(entry.program, detail::with_captured(call, captured));
+  const compile::Executable& executable = entry.executable();
   backend::ExecContext ctx;
   ctx.device = call.leaves.empty() ? 0 : call.leaves[0].impl()->placement.front();
   ctx.threads = cpu::hardware_threads();
   if (call.donated.empty()) {
-    std::vector<Array> out = entry->executable->run(call.leaves, ctx);
-    entry->shardings.apply(out);
+    std::vector<Array> out = executable.run(call.leaves, ctx);
+    entry.shardings.apply(out);
     return out;
   }
-  std::vector<bool> reusable = transforms::reusable_leaves(call.leaves, call.donated);
+  std::vector<bool> reusable = reusable_leaves(call.leaves, call.donated);
   std::vector<Array> out;
   try {
-    out = entry->executable->run(call.leaves, ctx, reusable);
+    out = executable.run(call.leaves, ctx, reusable);
   } catch (...) {
-    transforms::delete_donated(call.leaves, reusable);  // their buffers may be half written
+    delete_donated(call.leaves, reusable);  // their buffers may be half written
     throw;
   }
-  transforms::delete_donated(call.leaves, call.donated);
-  entry->shardings.apply(out);
+  delete_donated(call.leaves, call.donated);
+  entry.shardings.apply(out);
   return out;
+}
+
+}  // namespace spmd::transforms
+
+namespace spmd::detail {
+
+std::vector<Array> jit_call(JitCache& cache, const FlatFnMaker& make_fn, const FlatCall& call,
+                            TreeDef& out_tree) {
+  std::vector<Array> captured;
+  std::shared_ptr<transforms::JitEntry> entry =
+      transforms::find_or_trace(cache, make_fn, call, captured);
+  out_tree = entry->out_tree;
+  return transforms::run_entry(*entry, call, captured);
 }
 
 std::string compiled_text_of(const Program& program) {
