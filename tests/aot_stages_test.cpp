@@ -203,5 +203,28 @@ TEST(AotStages, ShardMapInsideJitStages) {
   }
 }
 
+TEST(AotStages, PmapStagesCompileThePerReplicaProgramOnce) {
+  set_cpu_device_count(4);
+  auto pf = pmap([](const Array& x) { return psum(x * 2.0f, "i") + x; }, "i");
+  Array x = ramp({4, 3});
+  auto lowered = pf.lower(x);
+  EXPECT_THAT(lowered.as_text(), HasSubstr("replicas of pmap axis 'i'"));
+  EXPECT_THAT(lowered.as_text(), HasSubstr("psum"));
+  auto compiled = lowered.compile();
+  std::vector<float> h = x.to_vector<float>(), got = compiled(x).to_vector<float>();
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 3; ++j) {
+      float s = 0;
+      for (int q = 0; q < 4; ++q) s += h[static_cast<size_t>(q * 3 + j)] * 2.0f;
+      EXPECT_FLOAT_EQ(got[static_cast<size_t>(r * 3 + j)], s + h[static_cast<size_t>(r * 3 + j)]);
+    }
+  EXPECT_EQ(pf(x).to_vector<float>(), got);
+  EXPECT_EQ(pf.trace_count(), 1);  // the stages and the call share one trace
+  EXPECT_EQ(compiled.memory_analysis().argument_size_in_bytes, 3 * 4);  // one replica's row
+  EXPECT_EQ(compiled.cost_analysis().flops, 3 + 3);  // x * 2 and + x on a row (psum: no flops)
+  EXPECT_THAT(error_of([&] { compiled(ramp({4, 5})); }),
+              HasSubstr("Argument 'args[0]' compiled with f32[4,3] and called with f32[4,5]"));
+}
+
 }  // namespace
 }  // namespace spmd

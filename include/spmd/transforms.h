@@ -236,6 +236,9 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
 struct StagedCall;
 std::shared_ptr<StagedCall> stage_trace(JitCache& cache, const FlatFnMaker& make_fn,
                                         const FlatCall& call);
+std::shared_ptr<StagedCall> stage_pmap(const std::shared_ptr<PmapCache>& cache,
+                                       const PmapSpec& spec, const FlatFnMaker& make_fn,
+                                       const FlatCall& call);
 const Program& staged_jaxpr(const StagedCall& staged);
 const TreeDef& staged_out_tree(const StagedCall& staged);
 std::string staged_lowered_text(const StagedCall& staged);
@@ -467,6 +470,32 @@ class Pmapped {
   }
   template <class... Args>
   detail::result_t<F, Args...> operator()(const Args&... args) const {
+    detail::FlatCall call = flat_call(args...);
+    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
+    TreeDef out_tree;
+    std::vector<Array> out =
+        detail::pmap_call(*cache_, spec_, detail::flat_fn_maker(make), call, out_tree);
+    return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+  }
+  // The ahead-of-time stages, as jit's (Traced, Lowered, Compiled): the per-replica program,
+  // compiled once for every replica.
+  template <class... Args>
+  Traced<detail::result_t<F, Args...>> trace(const Args&... args) const {
+    detail::FlatCall call = flat_call(args...);
+    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
+    return Traced<detail::result_t<F, Args...>>(
+        detail::stage_pmap(cache_, spec_, detail::flat_fn_maker(make), call));
+  }
+  template <class... Args>
+  Lowered<detail::result_t<F, Args...>> lower(const Args&... args) const {
+    return trace(args...).lower();
+  }
+  int trace_count() const { return detail::pmap_trace_count(*cache_); }
+  size_t cache_entries() const { return detail::pmap_cache_entries(*cache_); }
+
+ private:
+  template <class... Args>
+  detail::FlatCall flat_call(const Args&... args) const {
     detail::FlatCall call = detail::flatten_args(
         detail::normalize_argnums(options_.static_broadcasted_argnums, sizeof...(Args),
                                   "pmap static_broadcasted_argnums"),
@@ -476,16 +505,8 @@ class Pmapped {
           detail::donated_leaves(detail::normalize_argnums(options_.donate_argnums, sizeof...(Args),
                                                            "pmap donate_argnums"),
                                  call, "pmap donate_argnums");
-    auto make = [&] { return detail::make_flat_fn(f_, call.in_tree, args...); };
-    TreeDef out_tree;
-    std::vector<Array> out =
-        detail::pmap_call(*cache_, spec_, detail::flat_fn_maker(make), call, out_tree);
-    return tree_unflatten<detail::result_t<F, Args...>>(out_tree, out);
+    return call;
   }
-  int trace_count() const { return detail::pmap_trace_count(*cache_); }
-  size_t cache_entries() const { return detail::pmap_cache_entries(*cache_); }
-
- private:
   F f_;
   PmapOptions options_;
   detail::PmapSpec spec_;

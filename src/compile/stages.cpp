@@ -9,15 +9,22 @@
 #include "compile/cost_analysis.h"
 #include "compile/executable.h"
 #include "compile/simplify.h"
+#include "compile/spmd_lowering.h"
 #include "core/array_impl.h"
 #include "spmd/error.h"
 #include "transforms/jit_entry.h"
+#include "transforms/pmap_stage.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
 
 struct StagedCall {
+  // A jitted call's entry, or a pmapped call's primitive (with its spec and cache, to run it).
   std::shared_ptr<transforms::JitEntry> entry;
+  std::shared_ptr<prim::PmapCall> pmap;
+  std::shared_ptr<PmapCache> pmap_cache;
+  PmapSpec pmap_spec;
+  TreeDef pmap_out_tree;
   TreeDef in_tree;  // the whole call's, Static for static arguments
   Statics statics;
   std::vector<bool> donated;  // per leaf
@@ -26,6 +33,7 @@ struct StagedCall {
 
   // The program the compiler gets, and (partitioned calls) its executable, made once.
   const Program& lowered() const {
+    if (pmap) return executable().program();  // the per-replica program, as compiled
     std::call_once(lowered_once_, [&] {
       lowered_ = compile::simplify(entry->partitioned
                                        ? transforms::per_device_program(*entry->partitioned)
@@ -34,12 +42,25 @@ struct StagedCall {
     return lowered_;
   }
   const compile::Executable& executable() const {
+    if (pmap) return *compile::spmd_executable(*pmap).executable;
     if (!entry->partitioned) return entry->executable();
     std::call_once(compiled_once_,
                    [&] { per_device_ = std::make_unique<compile::Executable>(lowered()); });
     return *per_device_;
   }
+  // The call's signature, which later calls must match.
+  void record(const FlatCall& call) {
+    transforms::Signature sig = transforms::signature_of(call);
+    in_tree = call.in_tree;
+    statics = call.statics;
+    donated = call.donated;
+    avals = std::move(sig.avals);
+    shardings = std::move(sig.shardings);
+  }
   std::string header() const {
+    if (pmap)
+      return "# the program each of the " + std::to_string(pmap->size) + " replicas of pmap axis '" +
+             pmap->axis_name + "' runs\n";
     return entry->partitioned
                ? "# the program each device of " + entry->partitioned->mesh.str() + " runs\n"
                : "";
@@ -108,23 +129,34 @@ std::shared_ptr<StagedCall> stage_trace(JitCache& cache, const FlatFnMaker& make
   if (!captured.empty())
     fail("jit(f).trace: f reads values traced by an enclosing transformation (it closes over "
          "them), so it cannot be compiled on its own; pass them as arguments instead");
-  transforms::Signature sig = transforms::signature_of(call);
-  staged->in_tree = call.in_tree;
-  staged->statics = call.statics;
-  staged->donated = call.donated;
-  staged->avals = std::move(sig.avals);
-  staged->shardings = std::move(sig.shardings);
+  staged->record(call);
   return staged;
 }
 
-const Program& staged_jaxpr(const StagedCall& staged) { return staged.entry->program; }
-const TreeDef& staged_out_tree(const StagedCall& staged) { return staged.entry->out_tree; }
+std::shared_ptr<StagedCall> stage_pmap(const std::shared_ptr<PmapCache>& cache,
+                                       const PmapSpec& spec, const FlatFnMaker& make_fn,
+                                       const FlatCall& call) {
+  auto staged = std::make_shared<StagedCall>();
+  transforms::pmap_impl(*cache, spec, &make_fn, call, staged->pmap_out_tree, staged->pmap, true);
+  staged->pmap_cache = cache;
+  staged->pmap_spec = spec;
+  staged->record(call);
+  return staged;
+}
+
+const Program& staged_jaxpr(const StagedCall& staged) {
+  return staged.pmap ? *staged.pmap->body : staged.entry->program;
+}
+const TreeDef& staged_out_tree(const StagedCall& staged) {
+  return staged.pmap ? staged.pmap_out_tree : staged.entry->out_tree;
+}
 
 std::string staged_lowered_text(const StagedCall& staged) {
   return staged.header() + staged.lowered().str();
 }
 
 std::string staged_compiled_text(const StagedCall& staged) {
+  if (staged.pmap) return staged.header() + staged.executable().text();
   return staged.header() + compiled_text_of(staged.lowered());
 }
 
@@ -204,6 +236,12 @@ std::vector<Array> staged_run(const StagedCall& staged, const FlatCall& call) {
   whole.in_tree = staged.in_tree;
   whole.statics = staged.statics;
   whole.donated = staged.donated;
+  if (staged.pmap) {
+    TreeDef out_tree;
+    std::shared_ptr<prim::PmapCall> prim = staged.pmap;
+    return transforms::pmap_impl(*staged.pmap_cache, staged.pmap_spec, nullptr, whole, out_tree,
+                                 prim, false);
+  }
   return transforms::run_entry(*staged.entry, whole, {});
 }
 

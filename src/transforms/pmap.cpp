@@ -17,6 +17,7 @@
 #include "spmd/transforms.h"
 #include "transforms/donation.h"
 #include "transforms/mapped_axes.h"
+#include "transforms/pmap_stage.h"
 #include "transforms/signature.h"
 
 namespace spmd::detail {
@@ -95,6 +96,19 @@ std::vector<Array> donated_storage(const prim::PmapCall& prim, const FlatCall& c
 
 std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatFnMaker& make_fn,
                              const FlatCall& call, TreeDef& out_tree) {
+  std::shared_ptr<prim::PmapCall> none;
+  return transforms::pmap_impl(cache, spec, &make_fn, call, out_tree, none, false);
+}
+
+}  // namespace spmd::detail
+
+namespace spmd::transforms {
+
+using namespace detail;
+
+std::vector<Array> pmap_impl(PmapCache& cache, const PmapSpec& spec, const FlatFnMaker* make_fn,
+                             const FlatCall& call, TreeDef& out_tree,
+                             std::shared_ptr<prim::PmapCall>& staged, bool trace_only) {
   transforms::MappedAxes mapped = transforms::resolve_in_axes(spec.in_axes, call, "pmap");
   const std::vector<int>& axes = mapped.axes;
   const int64_t n = *mapped.size;
@@ -146,14 +160,16 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   const std::string& axis_name =
       spec.axis_name.empty() ? transforms::kAnonymousPmapAxis : spec.axis_name;
 
-  std::shared_ptr<prim::PmapCall> prim;
+  std::shared_ptr<prim::PmapCall> prim = staged;
   std::vector<Array> captured;
-  if (auto hit = cache.entries.find(transforms::probe_of(call, axes))) {
-    prim = hit->call;
-    out_tree = hit->out_tree;
-  }
+  if (!prim)
+    if (auto hit = cache.entries.find(transforms::probe_of(call, axes))) {
+      prim = hit->call;
+      out_tree = hit->out_tree;
+    }
   if (!prim) {
-    const FlatFn fn = make_fn();
+    if (!make_fn) fail("pmap: a staged call lost its trace");  // (cannot happen: staged is set)
+    const FlatFn fn = (*make_fn)();
     std::vector<AbstractValue> per = transforms::unmapped_types(call, axes);
     ir::Traced traced = [&] {
       transforms::AxisScope scope(axis_name, global, transforms::AxisKind::Pmap);
@@ -184,6 +200,13 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
       cache.entries.insert(transforms::signature_of(call, axes), PmapCache::Entry{prim, out_tree});
     else
       cache.entries.count_trace();
+  }
+  if (trace_only) {
+    if (!captured.empty())
+      fail("pmap(f).trace: f reads values traced by an enclosing transformation (it closes over "
+           "them), so it cannot be compiled on its own; pass them as arguments instead");
+    staged = prim;
+    return {};
   }
   std::vector<Array> args = call.leaves;
   args.insert(args.end(), captured.begin(), captured.end());
@@ -232,4 +255,4 @@ std::vector<Array> pmap_call(PmapCache& cache, const PmapSpec& spec, const FlatF
   return outs;
 }
 
-}  // namespace spmd::detail
+}  // namespace spmd::transforms
