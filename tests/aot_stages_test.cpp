@@ -11,6 +11,7 @@
 #include "spmd/ops.h"
 #include "spmd/sharding.h"
 #include "spmd/transforms.h"
+#include "test_util.h"
 
 namespace spmd {
 namespace {
@@ -25,14 +26,7 @@ Array ramp(const Shape& shape, float scale = 0.25f, DType dtype = DType::Float32
   return astype(Array(v, shape), dtype);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_util::error_of;
 
 TEST(AotStages, TraceLowerCompileRunsAsJitAndSharesItsEntry) {
   auto f = [](const Array& x, const Array& y) { return x * y + sin(x); };

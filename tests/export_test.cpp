@@ -21,6 +21,7 @@
 #include "spmd/random.h"
 #include "spmd/sharding.h"
 #include "spmd/transforms.h"
+#include "test_util.h"
 
 namespace spmd {
 namespace {
@@ -41,14 +42,7 @@ std::string bits(const Array& a) {
   return a.aval().str() + std::string(p, p + a.nbytes());
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_util::error_of;
 
 // f exported for args, through bytes and back, gives what jit(f) gives, bit for bit.
 // (A function with custom rules or checkpoints reads back as calls of their bodies: another

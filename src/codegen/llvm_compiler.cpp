@@ -100,9 +100,9 @@ struct Jit {
   // the target and its CPU features, and the optimisation options.
   std::string environment;
 
-  // A kernel's function name in the persistent cache: from its digest, the same in every process.
+  // A kernel's function name in the persistent cache: its entry's id, the same in every process.
   std::string cached_name(const std::string& key) const {
-    return "spmd_k" + sha256_hex(environment + '\0' + key).substr(0, 32);
+    return "spmd_k" + entry_id(environment, key);
   }
 
   Jit() {
@@ -1115,15 +1115,14 @@ std::vector<std::shared_ptr<const Compiled>> compile(const std::vector<LoopKerne
     name_of[key] = persistent ? jit.cached_name(key) : "spmd_loop" + std::to_string(jit.functions++);
     if (!persistent || !load_cached(key)) missing.push_back(key);
   }
-  if (persistent && missing.size() > refused.size()) {
-    // Another process may be compiling these now: wait for it, then look again.
+  if (persistent && !missing.empty()) {
+    // Another process may be compiling these now: wait for it, then look again (except for
+    // refused entries, which this process rewrites, one writer at a time).
     cache_lock.emplace();
     std::vector<std::string> still;
     for (const std::string& key : missing)
       if (refused.count(key) || !load_cached(key)) still.push_back(key);
     missing = std::move(still);
-  } else if (persistent && !missing.empty()) {
-    cache_lock.emplace();  // rewriting refused entries: one writer at a time
   }
   count_loaded(static_cast<int64_t>(users.size() - missing.size()));
   count_compiled(static_cast<int64_t>(missing.size()));

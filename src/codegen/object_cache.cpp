@@ -136,10 +136,7 @@ std::array<uint8_t, 32> sha256(const char* data, size_t n) {
 
 std::string entry_path(const std::string& dir, const std::string& environment,
                        const std::string& key) {
-  std::string id = environment;
-  id.push_back('\0');
-  id += key;
-  return dir + "/" + sha256_hex(id).substr(0, 40) + ".spmdobj";
+  return dir + "/" + entry_id(environment, key) + ".spmdobj";
 }
 
 // The whole file behind `fd` (at most kMaxEntryBytes), or std::nullopt.
@@ -165,6 +162,13 @@ std::string sha256_hex(const std::string& data) {
     out.push_back(hex[b & 15]);
   }
   return out;
+}
+
+std::string entry_id(const std::string& environment, const std::string& key) {
+  std::string id = environment;
+  id.push_back('\0');
+  id += key;
+  return sha256_hex(id).substr(0, 40);
 }
 
 std::string encode_entry(const std::string& environment, const std::string& key,

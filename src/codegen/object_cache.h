@@ -23,6 +23,9 @@ inline constexpr uint32_t kEntryFormat = 1;
 
 // SHA-256 of `data`, as 64 hex digits.
 std::string sha256_hex(const std::string& data);
+// The entry's id (its file is <id>.spmdobj): 40 hex digits of the SHA-256 of the environment
+// and the key.
+std::string entry_id(const std::string& environment, const std::string& key);
 
 // The entry's bytes, as laid out above, and back: parse_entry gives the object, or std::nullopt
 // with `why` saying what did not match.
